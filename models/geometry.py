@@ -1,0 +1,170 @@
+"""Ellipsoid geometry, vectorised over a batch.
+
+An ellipsoid is ``E(c, C) = {y : (y - c)^T C^{-1} (y - c) <= 1}`` with ``C`` symmetric
+positive definite. Every function takes a batch: centres ``(N, n)``, shapes ``(N, n, n)``.
+
+Volume conventions
+------------------
+* ``"lebesgue"`` (the true volume, what the API returns): ``V_n * det(C)^{1/2}`` with the
+  unit-ball volume ``V_n = pi^{n/2} / Gamma(n/2 + 1)`` (``V_2 = pi``: an ellipse's area).
+* ``"paper"`` (the LMVE paper's tables): ``det(C)^{1/2}`` without ``V_n``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from scipy.special import gammaln
+
+from models.exceptions import InputError
+
+VolumeConvention = Literal["lebesgue", "paper"]
+
+
+def unit_ball_volume(n: int) -> float:
+    """Volume of the unit ball in R^n: ``pi^{n/2} / Gamma(n/2 + 1)``."""
+    if n < 1:
+        raise InputError(f"dimension n must be >= 1; got {n}")
+    return float(np.exp(0.5 * n * np.log(np.pi) - gammaln(0.5 * n + 1.0)))
+
+
+def _as_shapes(C) -> np.ndarray:
+    C = np.asarray(C, dtype=np.float64)
+    if C.ndim == 2:
+        C = C[None]
+    if C.ndim != 3 or C.shape[1] != C.shape[2]:
+        raise InputError(f"shapes must have shape (N, n, n); got {C.shape}")
+    return C
+
+
+def sqrt_det(C) -> np.ndarray:
+    """``det(C)^{1/2}`` for a batch of SPD matrices, computed from the Cholesky factor.
+
+    Returns ``(N,)``; ``inf`` where a shape is infinite (an uncalibratable level).
+    """
+    C = _as_shapes(C)
+    out = np.full(C.shape[0], np.inf)
+    finite = np.isfinite(C).all(axis=(1, 2))
+    if finite.any():
+        L = np.linalg.cholesky(C[finite])
+        out[finite] = np.prod(np.diagonal(L, axis1=1, axis2=2), axis=1)
+    return out
+
+
+def volume(C, convention: VolumeConvention = "lebesgue") -> np.ndarray:
+    """Volume of each ellipsoid in a batch, ``(N,)``.
+
+    ``"lebesgue"``: ``V_n det(C)^{1/2}`` (area for n = 2); ``"paper"``: ``det(C)^{1/2}``.
+    """
+    C = _as_shapes(C)
+    if convention == "paper":
+        return sqrt_det(C)
+    if convention == "lebesgue":
+        return unit_ball_volume(C.shape[1]) * sqrt_det(C)
+    raise InputError(f"convention must be 'lebesgue' or 'paper'; got {convention!r}")
+
+
+def mahalanobis(residuals, C) -> np.ndarray:
+    """Squared Mahalanobis distances ``r_i^T C_i^{-1} r_i``, ``(N,)``.
+
+    ``residuals`` is ``(N, n)``; ``C`` is ``(N, n, n)`` or a single ``(n, n)`` shared by all rows.
+    Solved through the Cholesky factor (no explicit inverse). An infinite shape gives 0.
+    """
+    R = np.asarray(residuals, dtype=np.float64)
+    if R.ndim != 2:
+        raise InputError(f"residuals must have shape (N, n); got {R.shape}")
+    C = _as_shapes(C)
+    if C.shape[1] != R.shape[1]:
+        raise InputError(f"residuals have n={R.shape[1]} columns but shapes are {C.shape[1]}x{C.shape[1]}")
+    if C.shape[0] == 1 and R.shape[0] != 1:
+        if not np.isfinite(C).all():
+            return np.zeros(R.shape[0])
+        L = np.linalg.cholesky(C[0])
+        z = np.linalg.solve(L, R.T)  # (n, N)
+        return np.einsum("ij,ij->j", z, z)
+    if C.shape[0] != R.shape[0]:
+        raise InputError(f"residuals have {R.shape[0]} rows but there are {C.shape[0]} shapes")
+    out = np.zeros(R.shape[0])
+    finite = np.isfinite(C).all(axis=(1, 2))
+    if finite.any():
+        L = np.linalg.cholesky(C[finite])
+        z = np.linalg.solve(L, R[finite][..., None])[..., 0]
+        out[finite] = np.einsum("ij,ij->i", z, z)
+    return out
+
+
+def contains(points, centers, C) -> np.ndarray:
+    """Boolean ``(N,)``: is ``points[i]`` inside ``E(centers[i], C[i])`` (boundary included)."""
+    return mahalanobis(np.asarray(points, float) - np.asarray(centers, float), C) <= 1.0
+
+
+def scale(C, factor) -> np.ndarray:
+    """``factor * C``: the ellipsoid with axes multiplied by ``sqrt(factor)``.
+
+    ``factor`` is a scalar or ``(N,)``. ``+inf`` gives the whole space (an infinite shape).
+    """
+    C = _as_shapes(C)
+    f = np.asarray(factor, dtype=np.float64)
+    if np.any(f <= 0) or np.any(np.isnan(f)):
+        raise InputError(f"scale factor must be positive; got {factor}")
+    if f.ndim == 0:
+        return C * f if np.isfinite(f) else np.full_like(C, np.inf)
+    return C * f[:, None, None]
+
+
+def axes(C) -> tuple[np.ndarray, np.ndarray]:
+    """Semi-axis lengths (descending) and unit axis directions.
+
+    Returns ``semi_axes`` ``(N, n)`` and ``directions`` ``(N, n, n)`` whose column ``j`` is the
+    direction of the ``j``-th semi-axis.
+    """
+    C = _as_shapes(C)
+    w, V = np.linalg.eigh(C)
+    return np.sqrt(np.maximum(w[:, ::-1], 0.0)), V[:, :, ::-1]
+
+
+def orientation_2d(C) -> np.ndarray:
+    """Angle (radians, in (-pi/2, pi/2]) of the major axis from the first coordinate axis, ``(N,)``."""
+    C = _as_shapes(C)
+    if C.shape[1] != 2:
+        raise InputError(f"orientation is defined for n = 2; got n = {C.shape[1]}")
+    _, V = axes(C)
+    major = V[:, :, 0]
+    angle = np.arctan2(major[:, 1], major[:, 0])
+    angle = np.where(angle > np.pi / 2, angle - np.pi, angle)
+    return np.where(angle <= -np.pi / 2, angle + np.pi, angle)
+
+
+def _unit_sphere_points(n: int, k: int) -> np.ndarray:
+    if n == 2:
+        t = np.linspace(0.0, 2.0 * np.pi, k, endpoint=False)
+        return np.stack([np.cos(t), np.sin(t)], axis=1)
+    if n == 3:  # Fibonacci sphere: near-uniform, deterministic
+        i = np.arange(k) + 0.5
+        phi = np.arccos(1.0 - 2.0 * i / k)
+        theta = math.pi * (1.0 + 5.0**0.5) * i
+        return np.stack([np.cos(theta) * np.sin(phi), np.sin(theta) * np.sin(phi), np.cos(phi)], axis=1)
+    raise InputError(f"boundary points are available for n = 2 or 3; got n = {n}")
+
+
+def boundary_points(centers, C, k: int = 64, closed: bool = False) -> np.ndarray:
+    """Points on the boundary of each ellipsoid, ``(N, k, n)`` (``(N, k + 1, n)`` if ``closed``).
+
+    For n = 2 the points are a polygon in counter-clockwise order; ``closed`` repeats the first
+    point at the end, as map clients (GeoJSON) expect. For n = 3 they cover the surface.
+    Each point ``p`` satisfies ``(p - c)^T C^{-1} (p - c) = 1``.
+    """
+    C = _as_shapes(C)
+    centers = np.asarray(centers, dtype=np.float64).reshape(C.shape[0], C.shape[1])
+    if int(k) < 3:
+        raise InputError(f"boundary_points must be at least 3; got {k}")
+    if not np.isfinite(C).all():
+        raise InputError("boundary points are undefined for an unbounded region (alpha_q = +inf)")
+    U = _unit_sphere_points(C.shape[1], int(k))  # (k, n)
+    L = np.linalg.cholesky(C)  # y = c + L u, |u| = 1  =>  (y-c)^T C^-1 (y-c) = u^T u = 1
+    P = centers[:, None, :] + np.einsum("nij,kj->nki", L, U)
+    if closed:
+        P = np.concatenate([P, P[:, :1]], axis=1)
+    return P

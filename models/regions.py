@@ -1,0 +1,98 @@
+"""Calibrated prediction regions: a batch of ellipsoids, or of boxes (the Copula baseline)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models import geometry
+from models.exceptions import InputError
+
+
+def _check_points(points, centers: np.ndarray) -> np.ndarray:
+    P = np.asarray(points, dtype=np.float64)
+    if P.shape != centers.shape:
+        raise InputError(f"points must have shape {centers.shape} (one n-dim point per row); got {P.shape}")
+    if not np.isfinite(P).all():
+        raise InputError("points contains NaN or inf; only finite values are accepted")
+    return P
+
+
+@dataclass(frozen=True)
+class EllipsoidRegions:
+    """``E_i = {y : (y - centers[i])^T shapes[i]^{-1} (y - centers[i]) <= 1}``.
+
+    Attributes
+    ----------
+    centers : ndarray (N, n)
+    shapes : ndarray (N, n, n)
+        Calibrated shape matrices (``alpha_q * C(x)``); all ``inf`` when ``alpha_q = +inf``.
+    coverage : float
+        The level ``eta`` these regions were calibrated for.
+    alpha_q : float
+        The conformal threshold used.
+    """
+
+    centers: np.ndarray
+    shapes: np.ndarray
+    coverage: float
+    alpha_q: float
+
+    kind = "ellipsoid"
+
+    def __len__(self) -> int:
+        return self.centers.shape[0]
+
+    @property
+    def bounded(self) -> bool:
+        return bool(np.isfinite(self.alpha_q))
+
+    def volume(self, convention: geometry.VolumeConvention = "lebesgue") -> np.ndarray:
+        """(N,) volumes: true (area for n = 2) or the paper's ``det(C)^{1/2}``."""
+        return geometry.volume(self.shapes, convention)
+
+    def distance(self, points) -> np.ndarray:
+        """(N,) scaled Mahalanobis distance; ``<= 1`` inside."""
+        P = _check_points(points, self.centers)
+        return geometry.mahalanobis(P - self.centers, self.shapes)
+
+    def contains(self, points) -> np.ndarray:
+        """(N,) bool: is ``points[i]`` inside region ``i``."""
+        return self.distance(points) <= 1.0
+
+    def boundary(self, k: int = 64, closed: bool = True) -> np.ndarray:
+        """(N, k[+1], n) boundary points (polygon for n = 2)."""
+        return geometry.boundary_points(self.centers, self.shapes, k, closed=closed)
+
+
+@dataclass(frozen=True)
+class BoxRegions:
+    """Axis-aligned boxes ``{y : |y_j - centers[i, j]| <= half_widths[i, j] for all j}``."""
+
+    centers: np.ndarray
+    half_widths: np.ndarray
+    coverage: float
+    alpha_q: float
+
+    kind = "box"
+
+    def __len__(self) -> int:
+        return self.centers.shape[0]
+
+    @property
+    def bounded(self) -> bool:
+        return bool(np.isfinite(self.half_widths).all())
+
+    def volume(self, convention: geometry.VolumeConvention = "lebesgue") -> np.ndarray:
+        """(N,) box volumes ``prod_j 2 a_j sigma_j(x)`` (the same in both conventions)."""
+        return np.prod(2.0 * self.half_widths, axis=1)
+
+    def distance(self, points) -> np.ndarray:
+        """(N,) ``max_j |y_j - c_j| / half_width_j``; ``<= 1`` inside."""
+        P = _check_points(points, self.centers)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.nan_to_num(np.max(np.abs(P - self.centers) / self.half_widths, axis=1), nan=0.0)
+
+    def contains(self, points) -> np.ndarray:
+        return self.distance(points) <= 1.0

@@ -1,0 +1,76 @@
+"""NLE: local ellipsoids from nearest neighbours (Messoudi et al. 2022)."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.neighbors import NearestNeighbors
+
+from models.exceptions import InputError
+from models.shapes.base import EllipsoidShapeEstimator, second_moment
+
+
+class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
+    """Normalised Local Ellipsoid.
+
+    ``C(x) = local_weight * (1/k) sum_{i in N_k(x)} r_i r_i^T + (1 - local_weight) * C_GE``,
+    where ``N_k(x)`` are the ``k`` training rows nearest to ``x`` in standardised feature space.
+
+    Parameters
+    ----------
+    n_neighbors : int or None, default=None
+        ``k``; ``None`` means ``floor(m / 20)`` (5 % of the training rows), as in the paper.
+    local_weight : float, default=0.95
+        Weight of the local moment; the rest goes to the global one.
+
+    Attributes
+    ----------
+    X_ref_ : ndarray (m, d), R_ref_ : ndarray (m, n)
+        The training rows the neighbours come from (NLE stores its training set).
+    global_shape_ : ndarray (n, n)
+    n_neighbors_ : int
+    """
+
+    method_name = "nle"
+
+    def __init__(self, n_neighbors: int | None = None, local_weight: float = 0.95):
+        self.n_neighbors = n_neighbors
+        self.local_weight = local_weight
+
+    def fit(self, X, R) -> "NearestNeighbourEllipsoid":
+        X, R = self._validate_fit(X, R)
+        m = X.shape[0]
+        k = m // 20 if self.n_neighbors is None else int(self.n_neighbors)
+        if k < 1 or k > m:
+            need = "at least 20 rows (k = floor(m/20) >= 1)" if self.n_neighbors is None else f"at least {k} rows"
+            raise InputError(
+                f"NearestNeighbourEllipsoid needs {need} to find k = {k} neighbours; X has {m} rows"
+            )
+        if not 0.0 <= float(self.local_weight) <= 1.0:
+            raise InputError(f"local_weight must lie in [0, 1]; got {self.local_weight}")
+        self.n_neighbors_ = k
+        self.X_ref_ = X
+        self.R_ref_ = R
+        self.global_shape_ = second_moment(R)
+        self._index = NearestNeighbors(n_neighbors=k).fit(X)
+        return self
+
+    @classmethod
+    def from_arrays(cls, X_ref, R_ref, global_shape, n_neighbors: int, local_weight: float):
+        """Rebuild a fitted estimator from its stored arrays (used when loading a bundle)."""
+        est = cls(n_neighbors=n_neighbors, local_weight=local_weight)
+        est.n_features_in_ = X_ref.shape[1]
+        est.n_targets_ = R_ref.shape[1]
+        est.n_neighbors_ = int(n_neighbors)
+        est.X_ref_, est.R_ref_ = np.asarray(X_ref, float), np.asarray(R_ref, float)
+        est.global_shape_ = np.asarray(global_shape, float)
+        est._index = NearestNeighbors(n_neighbors=est.n_neighbors_).fit(est.X_ref_)
+        return est
+
+    def predict_shape(self, X) -> np.ndarray:
+        """(N, n, n) local shapes."""
+        X = self._validate_predict(X)
+        idx = self._index.kneighbors(X, return_distance=False)  # (N, k)
+        Rn = self.R_ref_[idx]  # (N, k, n)
+        local = np.einsum("nki,nkj->nij", Rn, Rn) / self.n_neighbors_
+        w = float(self.local_weight)
+        return w * local + (1.0 - w) * self.global_shape_

@@ -1,0 +1,34 @@
+"""Shared fixtures: small data generators with known structure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def heteroscedastic(m: int, d: int = 3, seed: int = 0):
+    """y = (x0, x1) + noise whose size grows with |x1| and whose orientation turns with x0."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d))
+    theta = X[:, 0]
+    s1, s2 = 0.2 + np.abs(X[:, 1]), np.full(m, 0.1)
+    E = rng.normal(size=(m, 2)) * np.stack([s1, s2], axis=1)
+    c, s = np.cos(theta), np.sin(theta)
+    noise = np.stack([c * E[:, 0] - s * E[:, 1], s * E[:, 0] + c * E[:, 1]], axis=1)
+    return X, X[:, :2] + noise
+
+
+def joint_gaussian(m: int, d: int = 4, n: int = 2, seed: int = 0):
+    """x ~ N(0, I), y = A x + e with e ~ N(0, Sigma): E[y|x] = A x, Cov[y|x] = Sigma."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(n, d))
+    L = np.array([[1.0, 0.0], [0.8, 0.5]]) if n == 2 else np.tril(rng.normal(size=(n, n))) + 2 * np.eye(n)
+    Sigma = L @ L.T
+    X = rng.normal(size=(m, d))
+    Y = X @ A.T + rng.normal(size=(m, n)) @ L.T
+    return X, Y, Sigma
+
+
+@pytest.fixture(scope="session")
+def hetero_data():
+    return heteroscedastic(2400, seed=1)

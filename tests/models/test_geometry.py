@@ -1,0 +1,94 @@
+import math
+
+import numpy as np
+import pytest
+from scipy.special import gamma
+
+from models import geometry
+from models.exceptions import InputError
+
+
+def random_spd(rng, N, n):
+    A = rng.normal(size=(N, n, n))
+    return A @ np.transpose(A, (0, 2, 1)) + 0.1 * np.eye(n)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7])
+def test_unit_ball_volume_closed_form(n):
+    assert geometry.unit_ball_volume(n) == pytest.approx(math.pi ** (n / 2) / gamma(n / 2 + 1), rel=1e-12)
+
+
+def test_ellipse_area_is_pi_ab():
+    # semi-axes 3 and 0.5, rotated by 30 degrees
+    a, b, t = 3.0, 0.5, math.radians(30)
+    Rm = np.array([[math.cos(t), -math.sin(t)], [math.sin(t), math.cos(t)]])
+    C = Rm @ np.diag([a**2, b**2]) @ Rm.T
+    assert geometry.volume(C)[0] == pytest.approx(math.pi * a * b, rel=1e-12)
+    assert geometry.volume(C, "paper")[0] == pytest.approx(a * b, rel=1e-12)
+    axes, dirs = geometry.axes(C)
+    np.testing.assert_allclose(axes[0], [a, b], rtol=1e-12)
+    assert geometry.orientation_2d(C)[0] == pytest.approx(t, abs=1e-12)
+
+
+def test_ellipsoid_volume_3d_is_four_thirds_pi_abc():
+    C = np.diag([4.0, 9.0, 0.25])
+    assert geometry.volume(C)[0] == pytest.approx(4 / 3 * math.pi * 2 * 3 * 0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_mahalanobis_matches_explicit_inverse(n):
+    rng = np.random.default_rng(n)
+    C = random_spd(rng, 50, n)
+    R = rng.normal(size=(50, n))
+    expected = np.einsum("ni,nij,nj->n", R, np.linalg.inv(C), R)
+    np.testing.assert_allclose(geometry.mahalanobis(R, C), expected, rtol=1e-10)
+    # one shared shape broadcast over rows
+    np.testing.assert_allclose(
+        geometry.mahalanobis(R, C[0]), np.einsum("ni,ij,nj->n", R, np.linalg.inv(C[0]), R), rtol=1e-10
+    )
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_boundary_points_lie_on_the_ellipsoid(n):
+    rng = np.random.default_rng(10 + n)
+    C = random_spd(rng, 5, n)
+    c = rng.normal(size=(5, n))
+    P = geometry.boundary_points(c, C, k=40)
+    M = geometry.mahalanobis((P - c[:, None]).reshape(-1, n), np.repeat(C, 40, axis=0))
+    np.testing.assert_allclose(M, 1.0, rtol=1e-10)
+    # shrunk a hair: inside; grown a hair: outside
+    inner = c[:, None] + 0.99 * (P - c[:, None])
+    outer = c[:, None] + 1.01 * (P - c[:, None])
+    assert geometry.contains(inner.reshape(-1, n), np.repeat(c, 40, 0), np.repeat(C, 40, 0)).all()
+    assert not geometry.contains(outer.reshape(-1, n), np.repeat(c, 40, 0), np.repeat(C, 40, 0)).any()
+
+
+def test_closed_polygon_repeats_first_point():
+    P = geometry.boundary_points(np.zeros((1, 2)), np.eye(2)[None], k=8, closed=True)
+    assert P.shape == (1, 9, 2)
+    np.testing.assert_array_equal(P[0, 0], P[0, -1])
+
+
+def test_scale_multiplies_volume_by_factor_to_the_n_over_2():
+    rng = np.random.default_rng(3)
+    C = random_spd(rng, 4, 3)
+    np.testing.assert_allclose(geometry.volume(geometry.scale(C, 4.0)), 8.0 * geometry.volume(C), rtol=1e-12)
+
+
+def test_infinite_shape_is_the_whole_space():
+    C = geometry.scale(np.eye(2)[None], math.inf)
+    assert geometry.volume(C)[0] == math.inf
+    assert geometry.contains(np.array([[1e9, -1e9]]), np.zeros((1, 2)), C).all()
+    with pytest.raises(InputError, match="unbounded"):
+        geometry.boundary_points(np.zeros((1, 2)), C)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(InputError, match=r"shapes must have shape \(N, n, n\)"):
+        geometry.volume(np.ones((2, 3)))
+    with pytest.raises(InputError, match="n=3 columns but shapes are 2x2"):
+        geometry.mahalanobis(np.ones((1, 3)), np.eye(2))
+    with pytest.raises(InputError, match="positive"):
+        geometry.scale(np.eye(2), -1.0)
+    with pytest.raises(InputError, match="n = 2 or 3"):
+        geometry.boundary_points(np.zeros((1, 4)), np.eye(4)[None])

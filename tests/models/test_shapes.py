@@ -1,0 +1,177 @@
+"""Shape methods: statistical properties (Lemma 1, Theorem 1, volumes) and error paths."""
+
+import numpy as np
+import pytest
+from scipy.stats import chi2
+from sklearn.linear_model import LinearRegression
+
+from models import (
+    EmpiricalCopulaBox,
+    GaussianEllipsoid,
+    LMVEShape,
+    NearestNeighbourEllipsoid,
+    SplitConformalRegressor,
+    SVRCentre,
+)
+from models.centre import ConstantCentre
+from models.exceptions import InputError, NotFittedError
+from tests.conftest import heteroscedastic, joint_gaussian
+
+FAST_LMVE = dict(max_steps=600, eval_every=25, patience=6)
+
+
+def test_lemma1_ge_threshold_is_the_chi_square_quantile():
+    """Gaussian y: GE calibrated at eta scales Sigma by ~F^-1_chi2(n)(eta) and covers ~eta."""
+    rng = np.random.default_rng(0)
+    Sigma = np.array([[2.0, 0.6], [0.6, 0.5]])
+    L = np.linalg.cholesky(Sigma)
+    Y = rng.normal(size=(30000, 2)) @ L.T + np.array([3.0, -1.0])
+    X = rng.normal(size=(30000, 1))  # independent of y
+    reg = SplitConformalRegressor(GaussianEllipsoid(), centre=ConstantCentre(), coverage=0.9)
+    reg.fit(X[:15000], Y[:15000]).conformalize(X[15000:25000], Y[15000:25000])
+    assert reg.alpha_q_ == pytest.approx(chi2.ppf(0.9, 2), rel=0.05)  # sampling sd ~2 %
+    np.testing.assert_allclose(reg.shape_.covariance_, Sigma, rtol=0.05, atol=0.02)
+    region = reg.predict_region(X[25000:])
+    assert region.contains(Y[25000:]).mean() == pytest.approx(0.9, abs=0.015)
+    # optimal volume: V_2 * chi2^{n/2} * sqrt(det Sigma)
+    expected = np.pi * chi2.ppf(0.9, 2) * np.sqrt(np.linalg.det(Sigma))
+    assert region.volume()[0] == pytest.approx(expected, rel=0.06)
+
+
+@pytest.fixture(scope="module")
+def gaussian_fit():
+    X, Y, Sigma = joint_gaussian(3000, seed=3)
+    tr, ca, te = slice(0, 2000), slice(2000, 2500), slice(2500, 3000)
+    centre = LinearRegression().fit(X[tr], Y[tr])
+    out = {}
+    for shape in (GaussianEllipsoid(), LMVEShape(random_state=0, **FAST_LMVE)):
+        reg = SplitConformalRegressor(shape, centre=centre, prefit_centre=True, coverage=0.9)
+        reg.fit(X[tr], Y[tr]).conformalize(X[ca], Y[ca])
+        out[shape.method_name] = reg.predict_region(X[te])
+    return out, Y[te], Sigma
+
+
+def test_theorem1_ge_shape_is_the_conditional_covariance(gaussian_fit):
+    regions, Y, Sigma = gaussian_fit
+    ge = regions["ge"]
+    # calibrated shape / alpha_q is the estimated shape; compare with Sigma
+    np.testing.assert_allclose(ge.shapes[0] / ge.alpha_q, Sigma, rtol=0.1, atol=0.05)
+
+
+def test_theorem1_lmve_cannot_meaningfully_beat_ge_on_gaussian_data(gaussian_fit):
+    regions, Y, _ = gaussian_fit
+    v_ge = regions["ge"].volume().mean()
+    v_lmve = regions["lmve"].volume().mean()
+    assert v_lmve >= 0.95 * v_ge, (v_lmve, v_ge)
+    assert regions["lmve"].contains(Y).mean() >= 0.85
+
+
+@pytest.fixture(scope="module")
+def hetero_fit():
+    X, Y = heteroscedastic(3000, seed=7)
+    tr, pool = np.arange(1800), np.arange(1800, 3000)
+    centre = SVRCentre().fit(X[tr], Y[tr])
+    centers = centre.predict(X)
+    fitted = {}
+    for shape in (GaussianEllipsoid(), NearestNeighbourEllipsoid(), LMVEShape(random_state=0, **FAST_LMVE),
+                  EmpiricalCopulaBox()):
+        reg = SplitConformalRegressor(shape, centre=centre, prefit_centre=True, coverage=0.9)
+        fitted[shape.method_name] = reg.fit(X[tr], Y[tr], centers=centers[tr])
+    return fitted, X, Y, centers, pool
+
+
+@pytest.mark.parametrize("method", ["ge", "nle", "lmve", "copula"])
+def test_conformal_validity_over_random_splits(hetero_fit, method):
+    """Mean coverage over 200 random calibration/test splits lies in [eta - tol, eta + 1/(m_c+1) + tol]."""
+    fitted, X, Y, centers, pool = hetero_fit
+    reg, eta, m_c, tol = fitted[method], 0.9, 400, 0.01
+    rng = np.random.default_rng(11)
+    cov = []
+    for _ in range(200):
+        p = rng.permutation(pool)
+        ca, te = p[:m_c], p[m_c:]
+        reg.conformalize(X[ca], Y[ca], centers=centers[ca])
+        cov.append(reg.predict_region(X[te], centers=centers[te]).contains(Y[te]).mean())
+    mean = float(np.mean(cov))
+    assert eta - tol <= mean <= eta + 1 / (m_c + 1) + tol, mean
+
+
+def test_lmve_and_nle_beat_ge_on_heteroscedastic_data(hetero_fit):
+    fitted, X, Y, centers, pool = hetero_fit
+    ca, te = pool[:400], pool[400:]
+    vol, cov = {}, {}
+    for name, reg in fitted.items():
+        reg.conformalize(X[ca], Y[ca], centers=centers[ca])
+        region = reg.predict_region(X[te], centers=centers[te])
+        vol[name], cov[name] = region.volume().mean(), region.contains(Y[te]).mean()
+    for name in ("nle", "lmve"):
+        assert vol[name] < 0.75 * vol["ge"], vol
+        assert abs(cov[name] - cov["ge"]) < 0.05, cov
+
+
+def test_lmve_is_deterministic_for_a_seed_on_cpu():
+    X, Y = heteroscedastic(300, seed=2)
+    kw = dict(max_steps=60, eval_every=20, patience=3, device="cpu", random_state=5)
+    a = LMVEShape(**kw).fit(X, Y).predict_shape(X[:20])
+    b = LMVEShape(**kw).fit(X, Y).predict_shape(X[:20])
+    np.testing.assert_array_equal(a, b)
+    c = LMVEShape(**{**kw, "random_state": 6}).fit(X, Y).predict_shape(X[:20])
+    assert not np.array_equal(a, c)
+
+
+def test_lmve_shapes_are_spd_and_grid_is_reported():
+    X, Y = heteroscedastic(300, seed=4)
+    est = LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X, Y)
+    C = est.predict_shape(X)
+    assert np.all(np.linalg.eigvalsh(C) >= est.eps * (1 - 1e-6))
+    assert len(est.grid_results_) == 8
+    assert {"init", "train"} <= set(est.history_)
+
+
+def test_nle_local_shape_formula():
+    rng = np.random.default_rng(0)
+    X, R = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
+    est = NearestNeighbourEllipsoid().fit(X, R)  # k = 2
+    d = np.linalg.norm(X - X[7], axis=1)
+    nn = np.argsort(d)[:2]
+    local = sum(np.outer(R[i], R[i]) for i in nn) / 2
+    expected = 0.95 * local + 0.05 * R.T @ R / 40
+    np.testing.assert_allclose(est.predict_shape(X[7:8])[0], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("est", [GaussianEllipsoid(), NearestNeighbourEllipsoid(), EmpiricalCopulaBox(),
+                                 LMVEShape(max_steps=10)])
+def test_predict_before_fit_is_refused(est):
+    with pytest.raises(NotFittedError, match="not fitted"):
+        est.conformity_scores(np.zeros((2, 3)), np.zeros((2, 2)))
+
+
+def test_bad_inputs_name_what_was_expected():
+    X, R = heteroscedastic(100)
+    with pytest.raises(InputError, match="X has 40 rows but R has 100"):
+        GaussianEllipsoid().fit(X[:40], R)
+    with pytest.raises(InputError, match=r"contains NaN or inf \(first at row 3, column 1\)"):
+        Xn = X.copy(); Xn[3, 1] = np.nan  # noqa: E702
+        GaussianEllipsoid().fit(Xn, R)
+    with pytest.raises(InputError, match="R contains NaN or inf"):
+        Rn = R.copy(); Rn[0, 0] = np.inf  # noqa: E702
+        GaussianEllipsoid().fit(X, Rn)
+    ge = GaussianEllipsoid().fit(X, R)
+    with pytest.raises(InputError, match="X has 2 columns, but GaussianEllipsoid expects 3"):
+        ge.predict_shape(X[:, :2])
+    with pytest.raises(InputError, match="2-D"):
+        ge.predict_shape(X[0, :])
+    with pytest.raises(InputError, match="at least 20 rows"):
+        NearestNeighbourEllipsoid().fit(X[:19], R[:19])
+    with pytest.raises(InputError, match="at least 50 rows"):
+        NearestNeighbourEllipsoid(n_neighbors=50).fit(X[:30], R[:30])
+    with pytest.raises(InputError, match="LMVEShape needs at least 20 rows"):
+        LMVEShape().fit(X[:25], R[:25])
+    with pytest.raises(InputError, match="coverage must lie in the open interval"):
+        SplitConformalRegressor(GaussianEllipsoid(), coverage=1.2).fit(X, R)
+    reg = SplitConformalRegressor(GaussianEllipsoid(), centre=ConstantCentre()).fit(X[:60], R[:60])
+    with pytest.raises(NotFittedError, match="conformalize"):
+        reg.predict_region(X[60:])
+    reg.conformalize(X[60:], R[60:])
+    with pytest.raises(InputError, match="coverage must lie in the open interval"):
+        reg.predict_region(X[:3], coverage=0.0)
