@@ -32,3 +32,36 @@ def joint_gaussian(m: int, d: int = 4, n: int = 2, seed: int = 0):
 @pytest.fixture(scope="session")
 def hetero_data():
     return heteroscedastic(2400, seed=1)
+
+
+FAST_TRAIN_LMVE = {"max_steps": 80, "eval_every": 20, "patience": 2}
+
+
+def data_dir():
+    from training.settings import TrainingSettings
+
+    return TrainingSettings().data_dir
+
+
+needs_data = pytest.mark.skipif(data_dir() is None, reason="paper datasets not found (set LMVE_DATA_DIR)")
+
+
+@pytest.fixture(scope="session")
+def trained_synthetic():
+    """A small synthetic model with all four methods (fast LMVE budget), and its dataset."""
+    from training.datasets import load_dataset
+    from training.pipeline import TrainConfig, train
+
+    ds = load_dataset("synthetic", n_samples=800, seed=0)
+    result = train(ds, TrainConfig(seed=0, lmve_params=FAST_TRAIN_LMVE))
+    return result, ds
+
+
+@pytest.fixture(scope="session")
+def bundle_dir(trained_synthetic, tmp_path_factory):
+    from models.bundle import save_bundle
+
+    result, ds = trained_synthetic
+    path = tmp_path_factory.mktemp("bundles") / "synthetic"
+    save_bundle(result.model, path, dataset=ds.info, metrics=result.metrics)
+    return path

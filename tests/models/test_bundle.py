@@ -1,0 +1,105 @@
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from models.bundle import SCHEMA_VERSION, load_bundle, read_manifest, save_bundle
+from models.exceptions import BundleError
+
+
+def test_round_trip_gives_identical_predictions(trained_synthetic, bundle_dir):
+    result, ds = trained_synthetic
+    loaded = load_bundle(bundle_dir)
+    X = ds.X[result.split.test]
+    Y = ds.Y[result.split.test]
+    assert set(loaded.methods) == {"ge", "nle", "lmve", "copula"}
+    for name in loaded.methods:
+        a = result.model.predict_region(X, method=name)
+        b = loaded.predict_region(X, method=name)
+        np.testing.assert_array_equal(a.centers, b.centers)
+        if a.kind == "ellipsoid":
+            np.testing.assert_array_equal(a.shapes, b.shapes)
+        else:
+            np.testing.assert_array_equal(a.half_widths, b.half_widths)
+        assert a.alpha_q == b.alpha_q
+        np.testing.assert_array_equal(result.model.p_value(X, Y, name), loaded.p_value(X, Y, name))
+        # another level from the stored scores, no refit
+        assert result.model.predict_region(X, name, 0.8).alpha_q == loaded.predict_region(X, name, 0.8).alpha_q
+
+
+def test_manifest_records_what_the_issue_asks(bundle_dir, trained_synthetic):
+    m = read_manifest(bundle_dir)
+    assert m["schema_version"] == SCHEMA_VERSION
+    assert {"numpy", "torch", "scikit-learn", "python", "lmve"} <= set(m["versions"])
+    assert m["dataset"]["name"] == "synthetic" and len(m["dataset"]["sha256"]) == 64
+    assert m["d"] == 16 and m["n"] == 2 and m["coverage"] == 0.9
+    assert set(m["files"]) == {"scaler.npz", "centre.npz", "calibration.npz", "ge.npz", "nle.npz", "lmve.pt",
+                               "copula.npz"}
+    for name, entry in m["methods"].items():
+        assert entry["alpha_q"] == pytest.approx(trained_synthetic[0].model.methods[name].alpha_q_)
+    assert m["metrics"]["lmve"]["coverage"] == trained_synthetic[0].metrics["lmve"]["coverage"]
+
+
+@pytest.fixture()
+def copy_of(bundle_dir, tmp_path):
+    dst = tmp_path / "bundle"
+    shutil.copytree(bundle_dir, dst)
+    return dst
+
+
+def test_tampered_file_is_refused_and_named(copy_of):
+    data = bytearray((copy_of / "lmve.pt").read_bytes())
+    data[-10] ^= 0xFF
+    (copy_of / "lmve.pt").write_bytes(bytes(data))
+    with pytest.raises(BundleError, match=r"lmve\.pt does not match the manifest") as info:
+        load_bundle(copy_of)
+    assert info.value.path.endswith("lmve.pt")
+
+
+def test_missing_file_is_refused(copy_of):
+    (copy_of / "nle.npz").unlink()
+    with pytest.raises(BundleError, match=r"nle\.npz is listed in the manifest but missing"):
+        load_bundle(copy_of)
+
+
+def test_unknown_schema_version_is_refused(copy_of):
+    m = json.loads((copy_of / "manifest.json").read_text())
+    m["schema_version"] = 99
+    (copy_of / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(BundleError, match="schema_version 99; this lmve reads schema_version 1"):
+        load_bundle(copy_of)
+
+
+def test_garbage_manifest_and_missing_directory(copy_of, tmp_path):
+    (copy_of / "manifest.json").write_text("{not json")
+    with pytest.raises(BundleError, match="not valid JSON"):
+        load_bundle(copy_of)
+    with pytest.raises(BundleError, match="does not exist"):
+        load_bundle(tmp_path / "nowhere")
+
+
+def test_manifest_cannot_point_outside_the_bundle(copy_of):
+    m = json.loads((copy_of / "manifest.json").read_text())
+    m["files"]["../../etc/passwd"] = "0" * 64
+    (copy_of / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(BundleError, match="unsafe file name"):
+        load_bundle(copy_of)
+
+
+def test_failed_write_leaves_the_good_bundle_untouched(trained_synthetic, copy_of):
+    before = {p.name: p.read_bytes() for p in copy_of.iterdir()}
+    model = trained_synthetic[0].model
+    broken = type(model)(**{**model.__dict__, "methods": dict(model.methods)})
+    broken.methods["ge"] = type(model.methods["ge"])(shape=model.methods["ge"].shape)  # never fitted
+    with pytest.raises(AttributeError):
+        save_bundle(broken, copy_of)
+    assert {p.name: p.read_bytes() for p in copy_of.iterdir()} == before
+    assert [p.name for p in copy_of.parent.iterdir()] == ["bundle"]  # no temp directory left
+    load_bundle(copy_of)
+
+
+def test_overwrite_replaces_atomically(trained_synthetic, copy_of):
+    save_bundle(trained_synthetic[0].model, copy_of, dataset={"name": "again"})
+    assert read_manifest(copy_of)["dataset"]["name"] == "again"
+    assert [p.name for p in copy_of.parent.iterdir()] == ["bundle"]

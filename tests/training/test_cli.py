@@ -1,0 +1,46 @@
+import json
+
+from models.bundle import load_bundle
+from training.cli import main
+
+
+def test_synthetic_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--dataset", "synthetic", "--n-samples", "1000", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "LMVE" in printed and "GE" in printed and "coverage" in printed
+    for f in ("bundle/manifest.json", "report.md", "metrics.json", "test_regions.png"):
+        assert (out / f).is_file(), f
+    metrics = json.loads((out / "metrics.json").read_text())["metrics"]
+    assert metrics["lmve"]["volume"] < metrics["ge"]["volume"]
+    assert metrics["nle"]["volume"] < metrics["ge"]["volume"]
+    model = load_bundle(out / "bundle")
+    assert model.primary_method == "lmve"
+    assert (out / "test_regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_csv_writes_nothing(tmp_path, capsys):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("a,b,x,y\n" + "\n".join(f"{i},{i % 7},{i},{i * 2}" for i in range(100)))
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "x,q", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "column(s) ['q'] not found" in err
+    assert not out.exists()
+
+
+def test_csv_run_trains_a_bundle(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(300):
+        a, b = rng.normal(size=2)
+        rows.append(f"{a},{b},{a + 0.3 * abs(b) * rng.normal()},{b + 0.1 * rng.normal()}")
+    csv = tmp_path / "site.csv"
+    csv.write_text("a,b,x,y\n" + "\n".join(rows))
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--methods", "ge,nle",
+                 ]) == 0
+    model = load_bundle(out / "bundle")
+    assert model.feature_names == ["a", "b"] and model.primary_method == "nle"

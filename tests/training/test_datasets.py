@@ -1,0 +1,89 @@
+import numpy as np
+import pytest
+
+from models.exceptions import InputError
+from training import synthetic
+from training.datasets import MIN_ROWS, load_csv, load_dataset
+from tests.conftest import needs_data
+
+
+def write_csv(path, n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    lines = ["a,b,c,x,y"]
+    for _ in range(n):
+        a, b, c = rng.normal(size=3)
+        lines.append(f"{a},{b},{c},{a + 0.1 * rng.normal()},{b - c}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_synthetic_generator_shapes_and_heteroscedastic_noise():
+    X, Y, fn, tn = synthetic.make_localization(3000, seed=1)
+    assert X.shape == (3000, 16) and Y.shape == (3000, 2) and len(fn) == 16 and tn == ["x_m", "y_m"]
+    assert (X >= -100).all() and (X < 0).all()
+    X2, Y2, *_ = synthetic.make_localization(3000, seed=1)
+    np.testing.assert_array_equal(Y, Y2)  # seeded
+
+
+def test_csv_loader_reads_features_and_targets(tmp_path):
+    ds = load_csv(write_csv(tmp_path / "d.csv"), ["x", "y"])
+    assert ds.feature_names == ["a", "b", "c"] and ds.target_names == ["x", "y"]
+    assert ds.X.shape == (80, 3) and ds.Y.shape == (80, 2)
+    ds2 = load_csv(tmp_path / "d.csv", ["x", "y"], ["c", "a"])
+    np.testing.assert_array_equal(ds2.X[:, 1], ds.X[:, 0])
+
+
+def test_csv_missing_column(tmp_path):
+    with pytest.raises(InputError, match=r"column\(s\) \['z'\] not found; the CSV has columns"):
+        load_csv(write_csv(tmp_path / "d.csv"), ["x", "z"])
+
+
+def test_csv_string_in_numeric_column(tmp_path):
+    p = write_csv(tmp_path / "d.csv")
+    lines = p.read_text().splitlines()
+    parts = lines[5].split(",")
+    parts[1] = "oops"
+    lines[5] = ",".join(parts)
+    p.write_text("\n".join(lines))
+    with pytest.raises(InputError, match=r"column 'b' must be numeric; line 7 of the file holds 'oops'"):
+        load_csv(p, ["x", "y"])
+
+
+def test_csv_nan_and_too_few_rows(tmp_path):
+    p = write_csv(tmp_path / "d.csv")
+    lines = p.read_text().splitlines()
+    lines[3] = "1,2,,4,5"
+    p.write_text("\n".join(lines))
+    with pytest.raises(InputError, match=r"column 'c' has a missing, NaN or infinite value at line 4 of the file"):
+        load_csv(p, ["x", "y"])
+    with pytest.raises(InputError, match=f"has 10 data rows; at least {MIN_ROWS} are needed"):
+        load_csv(write_csv(tmp_path / "small.csv", n=10), ["x", "y"])
+    with pytest.raises(InputError, match="at least 2 columns"):
+        load_csv(write_csv(tmp_path / "e.csv"), ["x"])
+
+
+def test_unknown_dataset_and_missing_data_dir(tmp_path):
+    with pytest.raises(InputError, match="dataset must be one of"):
+        load_dataset("mnist")
+    with pytest.raises(InputError, match="does not exist"):
+        load_dataset("enb", tmp_path / "nope")
+    with pytest.raises(InputError, match="enb/data.csv is missing"):
+        load_dataset("enb", tmp_path)
+
+
+@needs_data
+@pytest.mark.parametrize("name, rows, d, ", [("enb", 768, 8), ("ble_rssi", 1420, 13),
+                                             ("residential_building", 372, 103)])
+def test_paper_datasets_match_table2(name, rows, d):
+    ds = load_dataset(name)
+    assert ds.X.shape == (rows, d) and ds.Y.shape == (rows, 2)
+    assert np.isfinite(ds.X).all() and np.isfinite(ds.Y).all()
+    if name == "residential_building":
+        assert ds.Y[:, 0].max() == pytest.approx(68.0)  # targets divided by 100
+
+
+@needs_data
+def test_indoor_localization_loader_semantics():
+    ds = load_dataset("indoor_localization")
+    assert ds.X.shape == (19937, 519) and ds.feature_names[-1] == "WAP519"
+    assert 4864.7 < ds.Y[:, 0].min() and ds.Y[:, 0].max() < 4865.1  # latitude first, km

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+from models.exceptions import InputError
+from tests.conftest import needs_data
+from training.datasets import load_dataset
+from training.pipeline import TrainConfig, paper_split, train
+
+
+@pytest.mark.parametrize("m", [60, 372, 768, 1420, 19937])
+def test_paper_split_is_81_9_10_and_disjoint(m):
+    s = paper_split(m, seed=3)
+    assert len(s.test) == int(np.ceil(0.1 * m))
+    assert len(s.calibration) == int(np.ceil(0.1 * (m - len(s.test))))
+    allrows = np.concatenate([s.train, s.calibration, s.test])
+    assert len(np.unique(allrows)) == m
+    assert not np.array_equal(paper_split(m, 4).test, s.test)
+
+
+def test_scaler_is_fitted_on_train_rows_only(trained_synthetic):
+    result, ds = trained_synthetic
+    np.testing.assert_allclose(result.model.scaler_mean, ds.X[result.split.train].mean(axis=0))
+    assert not np.allclose(result.model.scaler_mean, ds.X.mean(axis=0), rtol=0, atol=1e-9)
+
+
+def test_lmve_never_sees_calibration_rows(trained_synthetic):
+    result, _ = trained_synthetic
+    nle = result.model.methods["nle"].shape_
+    assert nle.X_ref_.shape[0] == len(result.split.train)
+
+
+def test_unknown_method_is_refused():
+    ds = load_dataset("synthetic", n_samples=200)
+    with pytest.raises(InputError, match="methods must be a non-empty subset"):
+        train(ds, TrainConfig(methods=("ge", "magic")))
+
+
+@needs_data
+def test_enb_short_budget_coverage_is_near_eta():
+    ds = load_dataset("enb")
+    cover = []
+    for seed in range(3):
+        r = train(ds, TrainConfig(seed=seed, methods=("ge", "nle", "lmve"),
+                                  lmve_params={"max_steps": 300, "eval_every": 25, "patience": 4}))
+        cover.append([r.metrics[m]["coverage"] for m in ("ge", "nle", "lmve")])
+    # 77 test rows per split: one split's sd is ~3.5 points; the mean over 3 splits and 3 methods
+    assert abs(np.mean(cover) - 0.9) < 0.05, cover

@@ -1,0 +1,1 @@
+"""lmve.training: data, the paper's split protocol, fitting, calibration and bundle writing."""

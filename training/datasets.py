@@ -1,0 +1,151 @@
+"""Data sources: the paper's four datasets, a user's CSV, and the synthetic generator.
+
+Every loader returns a :class:`Dataset` with float64 ``X`` (m, d) and ``Y`` (m, n), names,
+and a content hash (sha256 of the source bytes) that the bundle records. Semantics of the
+paper datasets follow ``shared/datasets/README.md`` (target scaling included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from models.exceptions import InputError
+from training import synthetic
+from training.settings import TrainingSettings
+
+PAPER_DATASETS = ("enb", "ble_rssi", "indoor_localization", "residential_building")
+DATASETS = ("synthetic", *PAPER_DATASETS)
+
+#: rows needed for the split protocol: NLE needs floor(0.81 m / 20) >= 1 neighbour and
+#: LMVE 20 fitting + 10 held-out train rows; the calibration part then has >= 5 rows.
+MIN_ROWS = 60
+
+
+@dataclass
+class Dataset:
+    name: str
+    X: np.ndarray
+    Y: np.ndarray
+    feature_names: list[str]
+    target_names: list[str]
+    sha256: str
+
+    @property
+    def info(self) -> dict:
+        return {"name": self.name, "sha256": self.sha256, "rows": int(self.X.shape[0]),
+                "d": int(self.X.shape[1]), "n": int(self.Y.shape[1])}
+
+
+def _hash_files(*paths: Path) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _data_dir(data_dir) -> Path:
+    d = Path(data_dir) if data_dir is not None else TrainingSettings().data_dir
+    if d is None:
+        raise InputError("no data directory: set LMVE_DATA_DIR (or pass data_dir) to the folder holding "
+                         "enb/, ble_rssi/, indoor_localization/ and residential_building/")
+    if not Path(d).is_dir():
+        raise InputError(f"data directory {d} does not exist (LMVE_DATA_DIR)")
+    return Path(d)
+
+
+def _need(path: Path) -> Path:
+    if not path.is_file():
+        raise InputError(f"dataset file {path} is missing; check LMVE_DATA_DIR")
+    return path
+
+
+def _pipe_csv(folder: Path, target_scale: float) -> tuple[np.ndarray, np.ndarray, list[str], list[str], str]:
+    data, cfg = _need(folder / "data.csv"), _need(folder / "config.json")
+    config = json.loads(cfg.read_text())
+    df = pd.read_csv(data, sep="|")
+    feats, targets = list(config["continuous_variables"]), list(config["targets"])
+    X = df[feats].to_numpy(np.float64)
+    Y = df[targets].to_numpy(np.float64) / target_scale
+    return X, Y, feats, targets, _hash_files(data, cfg)
+
+
+def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int = 0) -> Dataset:
+    """Load one of :data:`DATASETS` (``synthetic`` needs no data directory)."""
+    if name == "synthetic":
+        X, Y, fn, tn = synthetic.make_localization(n_samples=n_samples, seed=seed)
+        digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
+        return Dataset("synthetic", X, Y, fn, tn, digest)
+    if name not in PAPER_DATASETS:
+        raise InputError(f"dataset must be one of {', '.join(DATASETS)}; got {name!r}")
+    root = _data_dir(data_dir) / name
+    if name == "enb":
+        X, Y, fn, tn, digest = _pipe_csv(root, 1.0)
+    elif name == "residential_building":
+        X, Y, fn, tn, digest = _pipe_csv(root, 100.0)  # targets / 100, as in the reference loader
+    elif name == "ble_rssi":
+        f = _need(root / "rssi.npz")
+        with np.load(f, allow_pickle=False) as z:
+            X, Y = z["x"].astype(np.float64), z["y"].astype(np.float64)
+        fn, tn, digest = [f"b30{i:02d}" for i in range(1, X.shape[1] + 1)], ["letter_index", "number"], _hash_files(f)
+    else:  # indoor_localization
+        f = _need(root / "TrainingData.csv.gz")
+        df = pd.read_csv(f).drop(columns=["RELATIVEPOSITION", "USERID", "PHONEID", "TIMESTAMP"])
+        fn = list(df.columns[:519])  # WAP001..WAP519, as the reference loader selects
+        X = df[fn].to_numpy(np.float64)
+        Y = df[["LATITUDE", "LONGITUDE"]].to_numpy(np.float64) / 1000.0  # kilometres, latitude first
+        tn, digest = ["latitude_km", "longitude_km"], _hash_files(f)
+    return Dataset(name, X, Y, fn, tn, digest)
+
+
+def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None) -> Dataset:
+    """Load a user's CSV: ``targets`` (2 or more columns) and ``features`` (default: every other column).
+
+    Raises :class:`InputError` naming the column and row for a missing column, a non-numeric
+    value, NaN/inf, or too few rows.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"CSV file {path} does not exist")
+    targets = [t.strip() for t in targets if t.strip()]
+    if len(targets) < 2:
+        raise InputError(f"--targets must name at least 2 columns (the position coordinates); got {targets}")
+    try:
+        df = pd.read_csv(path, sep=sep, engine="python" if sep is None else "c")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} could not be parsed as CSV: {exc}") from None
+    columns = [str(c) for c in df.columns]
+    features = [c for c in columns if c not in targets] if not features else [f.strip() for f in features]
+    missing = [c for c in (*targets, *features) if c not in columns]
+    if missing:
+        raise InputError(f"{path}: column(s) {missing} not found; the CSV has columns {columns}")
+    overlap = set(targets) & set(features)
+    if overlap:
+        raise InputError(f"column(s) {sorted(overlap)} are both targets and features")
+    if not features:
+        raise InputError(f"{path}: no feature columns left besides the targets {targets}")
+    arrays = {}
+    for col in (*features, *targets):
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() & df[col].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise InputError(f"{path}: column {col!r} must be numeric; line {row + 2} of the file "
+                             f"holds {df[col].iloc[row]!r}")
+        arr = values.to_numpy(np.float64)
+        if not np.isfinite(arr).all():
+            row = int(np.flatnonzero(~np.isfinite(arr))[0])
+            raise InputError(f"{path}: column {col!r} has a missing, NaN or infinite value at line {row + 2} "
+                             "of the file; fill or drop such rows first")
+        arrays[col] = arr
+    if len(df) < MIN_ROWS:
+        raise InputError(f"{path} has {len(df)} data rows; at least {MIN_ROWS} are needed for the "
+                         "train (81 %), calibration (9 %) and test (10 %) parts")
+    X = np.column_stack([arrays[c] for c in features])
+    Y = np.column_stack([arrays[c] for c in targets])
+    return Dataset(path.stem, X, Y, features, targets, _hash_files(path))

@@ -1,0 +1,72 @@
+"""Human-facing outputs of a training run: a printed table, a markdown report and a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+METHOD_LABELS = {"ge": "GE", "nle": "NLE", "lmve": "LMVE", "copula": "Copula"}
+
+
+def metrics_table(metrics: dict, coverage: float) -> str:
+    """A fixed-width table: method, test coverage, mean volume (true and paper convention), fit time."""
+    head = f"{'method':<8} {'coverage':>9} {'area (true)':>14} {'sqrt det C':>14} {'fit s':>7}"
+    lines = [head, "-" * len(head)]
+    for name, m in metrics.items():
+        lines.append(f"{METHOD_LABELS.get(name, name):<8} {100 * m['coverage']:>8.1f}% {m['volume']:>14.4g} "
+                     f"{m['volume_paper']:>14.4g} {m.get('fit_seconds', float('nan')):>7.1f}")
+    lines.append(f"target coverage {100 * coverage:.1f}%; 'sqrt det C' is the paper's volume convention "
+                 "(no unit-ball constant); Copula regions are boxes")
+    return "\n".join(lines)
+
+
+def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_regions: int = 25, seed: int = 0):
+    """PNG: test points with their calibrated GE and LMVE (or best available) ellipses side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [m for m in ("ge", "nle", "lmve") if m in model.methods]
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.8), sharex=True, sharey=True,
+                             squeeze=False)
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(Y), size=min(max_regions, len(Y)), replace=False)
+    for ax, name in zip(axes[0], names):
+        region = model.predict_region(X_raw, method=name)
+        inside = region.contains(Y)
+        ax.scatter(Y[inside, 0], Y[inside, 1], s=6, c="tab:green", label="inside", alpha=0.6)
+        ax.scatter(Y[~inside, 0], Y[~inside, 1], s=10, c="tab:red", marker="x", label="outside")
+        if region.bounded:
+            poly = region.boundary(64)[pick]
+            for i, p in enumerate(poly):
+                ax.plot(p[:, 0], p[:, 1], lw=0.8, color="tab:blue", alpha=0.7)
+                ax.plot([region.centers[pick[i], 0], Y[pick[i], 0]], [region.centers[pick[i], 1], Y[pick[i], 1]],
+                        lw=0.5, color="grey")
+        ax.set_title(f"{METHOD_LABELS[name]}: coverage {100 * inside.mean():.1f}%, "
+                     f"mean area {region.volume().mean():.3g}", fontsize=10)
+        ax.set_xlabel(model.target_names[0])
+    axes[0][0].set_ylabel(model.target_names[1])
+    axes[0][0].legend(loc="best", fontsize=8)
+    fig.suptitle(f"test points and {len(pick)} calibrated {100 * model.coverage:.0f}% regions", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: float, manifest: dict,
+                 timings: dict) -> None:
+    out_dir = Path(out_dir)
+    (out_dir / "metrics.json").write_text(json.dumps(
+        {"dataset": dataset_info, "coverage": coverage, "metrics": metrics, "timings_seconds": timings,
+         "bundle_id": manifest.get("bundle_id")}, indent=2))
+    lmve = manifest.get("methods", {}).get("lmve", {})
+    lines = [f"# lmve training report: {dataset_info['name']}", "",
+             f"- rows {dataset_info['rows']}, d = {dataset_info['d']}, n = {dataset_info['n']}, "
+             f"data sha256 `{dataset_info['sha256'][:16]}...`",
+             f"- target coverage {coverage}; bundle `{manifest.get('bundle_id')}`",
+             f"- LMVE configuration: {lmve.get('config')}, phases: {lmve.get('history')}", "",
+             "```", metrics_table(metrics, coverage), "```", "", "![test regions](test_regions.png)", ""]
+    (out_dir / "report.md").write_text("\n".join(lines))
