@@ -45,7 +45,7 @@ def test_csv_string_in_numeric_column(tmp_path):
     parts[1] = "oops"
     lines[5] = ",".join(parts)
     p.write_text("\n".join(lines))
-    with pytest.raises(InputError, match=r"column 'b' must be numeric; line 7 of the file holds 'oops'"):
+    with pytest.raises(InputError, match=r"column 'b' must be numeric; line 6 of the file holds 'oops'"):
         load_csv(p, ["x", "y"])
 
 
