@@ -91,3 +91,25 @@ class RegionModel:
         if P.shape[0] != X.shape[0]:
             raise InputError(f"points has {P.shape[0]} rows but features has {X.shape[0]}; they must match")
         return self.methods[self.resolve_method(method)].p_value(X, P)
+
+    def threshold(self, method: str | None = None, coverage: float | None = None) -> float:
+        """``alpha_q`` of ``method`` at ``coverage`` (default: the bundle's level)."""
+        reg = self.methods[self.resolve_method(method)]
+        return reg.alpha_q_ if coverage is None else reg.calibrator_.quantile(check_coverage(coverage))
+
+    def assess(self, X_raw, points, method: str | None = None, coverage: float | None = None):
+        """Score candidate points once: ``(inside, distance, p_value)``, each (N,).
+
+        ``distance = score / alpha_q`` (``<= 1`` inside the calibrated region, 0 for an unbounded one)
+        and ``p_value`` from the same score, so the two always agree.
+        """
+        X = self.standardise(X_raw)
+        P = check_matrix(points, "points", n_columns=self.n_targets, owner="the bundle")
+        if P.shape[0] != X.shape[0]:
+            raise InputError(f"points has {P.shape[0]} rows but features has {X.shape[0]}; they must match")
+        name = self.resolve_method(method)
+        reg = self.methods[name]
+        scores = reg.conformity_scores(X, P)
+        alpha = self.threshold(name, coverage)
+        distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
+        return distance <= 1.0, distance, reg.calibrator_.p_value(scores)

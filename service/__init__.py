@@ -1,0 +1,1 @@
+"""lmve.service: the HTTP face (FastAPI). ``create_app(settings)`` builds it."""

@@ -1,0 +1,89 @@
+"""``create_app(settings)``: the ASGI app. The lifespan loads and verifies the bundle once.
+
+The process stays up without a bundle (``/readyz`` answers 503 and the log says why), so an
+orchestrator can tell "starting" from "broken" and a reload can bring it to ready.
+``SIGHUP`` (when the app runs in the main thread) reloads the configured bundle.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from models.exceptions import BundleError
+from service.errors import install_error_handlers
+from service.metrics import Metrics
+from service.middleware import GuardMiddleware
+from service.settings import ServiceSettings
+from service.store import ModelStore
+
+log = logging.getLogger("lmve.service")
+
+DESCRIPTION = """Calibrated uncertainty ellipses for localisation.
+
+For each feature vector the service returns the centre of the position estimate and the
+smallest learned ellipse `{y : (y-c)^T C^-1 (y-c) <= 1}` that holds the true position with
+the bundle's guaranteed probability (split-conformal calibration). Errors are
+`application/problem+json` and name the field, what was expected and what came."""
+
+
+def _install_sighup(store: ModelStore, metrics: Metrics) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def _handler(signum, frame):
+        def _reload():
+            try:
+                new, _ = store.reload()
+                metrics.reloads.labels("ok").inc()
+                metrics.set_model(new)
+            except BundleError as exc:
+                metrics.reloads.labels("refused").inc()
+                log.error("SIGHUP reload refused, still serving the previous bundle: %s", exc)
+        threading.Thread(target=_reload, name="lmve-reload", daemon=True).start()
+
+    try:
+        signal.signal(signal.SIGHUP, _handler)
+    except (ValueError, AttributeError):  # pragma: no cover - not the main thread / no SIGHUP
+        pass
+
+
+def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None) -> FastAPI:
+    settings = settings or ServiceSettings()
+    store = store or ModelStore(settings.bundle)
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        import torch
+
+        torch.set_num_threads(settings.torch_threads)
+        if store.current is None:
+            store.load_initial()
+        metrics.set_model(store.current)
+        _install_sighup(store, metrics)
+        yield
+
+    app = FastAPI(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings, app.state.store, app.state.metrics = settings, store, metrics
+    install_error_handlers(app)
+
+    from fastapi import Depends
+
+    from service.deps import require_api_key
+    from service.routers import admin, health, model, regions
+
+    app.include_router(health.router)
+    app.include_router(regions.router, dependencies=[Depends(require_api_key)])
+    app.include_router(model.router, dependencies=[Depends(require_api_key)])
+    app.include_router(admin.router)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Content-Type", "X-API-Key", "Authorization"])
+    app.add_middleware(GuardMiddleware, settings=settings, metrics=metrics)
+    return app

@@ -1,0 +1,41 @@
+"""``lmve-serve --bundle DIR --host HOST --port PORT``: run the API with uvicorn.
+
+Every flag is also an environment variable (``LMVE_BUNDLE``, ``LMVE_HOST``, ``LMVE_PORT``,
+``LMVE_WORKERS``, ``LMVE_LOG_LEVEL``); flags win. See ``service.settings`` for the limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    from service.settings import ServiceSettings
+
+    env = ServiceSettings()
+    p = argparse.ArgumentParser(prog="lmve-serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("--bundle", default=env.bundle, help="bundle directory (LMVE_BUNDLE)")
+    p.add_argument("--host", default=env.host, help=f"bind address (LMVE_HOST, default {env.host})")
+    p.add_argument("--port", type=int, default=env.port, help=f"port (LMVE_PORT, default {env.port})")
+    p.add_argument("--workers", type=int, default=env.workers, help="worker processes (LMVE_WORKERS)")
+    p.add_argument("--log-level", default=env.log_level, help="LMVE_LOG_LEVEL")
+    args = p.parse_args(argv)
+
+    import logging
+
+    import uvicorn
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the factory reads settings from the environment in each worker process
+    if args.bundle is not None:
+        os.environ["LMVE_BUNDLE"] = str(args.bundle)
+    os.environ["LMVE_HOST"], os.environ["LMVE_PORT"] = args.host, str(args.port)
+    uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
+                log_level=args.log_level, timeout_graceful_shutdown=20, proxy_headers=False)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Prometheus metrics, one registry per app (so tests can build many apps in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+
+class Metrics:
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("lmve_http_requests", "HTTP requests by route and status",
+                                ["route", "method", "status"], registry=r)
+        self.latency = Histogram("lmve_http_request_duration_seconds", "Request latency by route", ["route"],
+                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                                 registry=r)
+        self.batch_rows = Histogram("lmve_batch_rows", "Rows per inference request", ["route"],
+                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096), registry=r)
+        self.inference = Histogram("lmve_inference_seconds", "Model computation time per request", ["method"],
+                                   buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                            0.1, 0.5, 1), registry=r)
+        self.model_info = Info("lmve_model", "The served bundle", registry=r)
+        self.model_ready = Gauge("lmve_model_ready", "1 when a verified bundle is served", registry=r)
+        self.reloads = Counter("lmve_reloads", "Bundle reloads by result", ["result"], registry=r)
+        self.rejected = Counter("lmve_rejected", "Requests refused before reaching a route", ["reason"],
+                                registry=r)
+        self.fallbacks = Counter("lmve_fallbacks", "Responses served by a fallback method", ["method"],
+                                 registry=r)
+
+    def set_model(self, loaded) -> None:
+        if loaded is None:
+            self.model_ready.set(0)
+            return
+        m = loaded.model.manifest
+        self.model_info.info({"version": loaded.version, "dataset": str(m.get("dataset", {}).get("name")),
+                              "primary_method": loaded.model.primary_method, "d": str(m.get("d")),
+                              "n": str(m.get("n")), "coverage": str(m.get("coverage"))})
+        self.model_ready.set(1)

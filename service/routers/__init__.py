@@ -1,0 +1,1 @@
+"""One router per resource: health, regions, model metadata, admin."""

@@ -1,0 +1,99 @@
+"""``/predict-region`` and ``/contains``, and the per-method twins ``/{method}/...``."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Path
+from fastapi.responses import JSONResponse
+
+from service import inference
+from service.deps import AppMetrics, CurrentModel, Settings
+from service.errors import APIError
+from service.schemas import ContainsRequest, ContainsResponse, PredictRegionRequest, PredictRegionResponse
+
+router = APIRouter(tags=["regions"])
+
+PROBLEMS = {413: {"description": "too many rows or body too large"},
+            422: {"description": "invalid input (problem+json naming the field)"},
+            503: {"description": "no verified bundle, or too many requests in flight"}}
+
+
+def _predict(body: PredictRegionRequest, loaded, settings, metrics, method: str | None):
+    model = loaded.model
+    name, fallback, reason = inference.choose_method(model, method)
+    X = inference.matrix(body.features, "features", model.n_features, settings.max_rows,
+                         "one per feature: " + ", ".join(model.feature_names[:4])
+                         + (", ..." if model.n_features > 4 else ""))
+    coverage = inference.check_coverage(body.coverage, model.methods[name].calibrator_.n_calibration_)
+    k = body.boundary_points
+    if k is not None and not (3 <= k <= settings.max_boundary_points):
+        raise APIError(422, "Invalid input", f"boundary_points must lie in [3, {settings.max_boundary_points}]; "
+                       f"got {k}", field="boundary_points", expected=f"an integer in [3, {settings.max_boundary_points}]",
+                       received=str(k))
+    if k is not None and model.n_targets not in (2, 3):
+        raise APIError(422, "Invalid input", "boundary points are available for 2-D or 3-D targets only",
+                       field="boundary_points", expected="null", received=str(k))
+    metrics.batch_rows.labels("predict-region").observe(X.shape[0])
+    regions, used, runtime_fallback, runtime_reason = inference.predict_regions(model, X, name, coverage, k, metrics)
+    fallback, reason = (True, runtime_reason) if runtime_fallback else (fallback, reason)
+    if fallback:
+        metrics.fallbacks.labels(used).inc()
+    return JSONResponse({"regions": regions, "method": used, "fallback": fallback, "fallback_reason": reason,
+                         "coverage": body.coverage if body.coverage is not None else model.coverage,
+                         "bundle_id": loaded.version})
+
+
+def _contains(body: ContainsRequest, loaded, settings, metrics, method: str | None):
+    model = loaded.model
+    name, fallback, reason = inference.choose_method(model, method)
+    X = inference.matrix(body.features, "features", model.n_features, settings.max_rows, "one per feature")
+    P = inference.matrix(body.points, "points", model.n_targets, settings.max_rows,
+                         "one per target: " + ", ".join(model.target_names))
+    if P.shape[0] != X.shape[0]:
+        raise APIError(422, "Invalid input", f"points has {P.shape[0]} rows but features has {X.shape[0]}; "
+                       "send one point per feature row", field="points", expected=f"{X.shape[0]} rows",
+                       received=f"{P.shape[0]} rows")
+    coverage = inference.check_coverage(body.coverage, model.methods[name].calibrator_.n_calibration_)
+    metrics.batch_rows.labels("contains").observe(X.shape[0])
+    t0 = time.perf_counter()
+    inside, distance, p_value = model.assess(X, P, method=name, coverage=coverage)
+    metrics.inference.labels(name).observe(time.perf_counter() - t0)
+    if fallback:
+        metrics.fallbacks.labels(name).inc()
+    results = [{"inside": i, "distance": d, "p_value": p}
+               for i, d, p in zip(inside.tolist(), distance.tolist(), p_value.tolist())]
+    return JSONResponse({"results": results, "method": name, "fallback": fallback, "fallback_reason": reason,
+                         "coverage": body.coverage if body.coverage is not None else model.coverage,
+                         "bundle_id": loaded.version})
+
+
+MethodPath = Path(description="lmve, nle or ge", examples=["nle"])
+
+
+@router.post("/predict-region", response_model=PredictRegionResponse, responses=PROBLEMS,
+             summary="Calibrated uncertainty ellipses (LMVE; falls back to NLE, then GE)")
+def predict_region(body: PredictRegionRequest, loaded: CurrentModel, settings: Settings, metrics: AppMetrics):
+    return _predict(body, loaded, settings, metrics, None)
+
+
+@router.post("/contains", response_model=ContainsResponse, responses=PROBLEMS,
+             summary="Is each point inside its row's calibrated ellipse? With distance and p-value")
+def contains(body: ContainsRequest, loaded: CurrentModel, settings: Settings, metrics: AppMetrics):
+    return _contains(body, loaded, settings, metrics, None)
+
+
+@router.post("/{method}/predict-region", response_model=PredictRegionResponse,
+             responses={**PROBLEMS, 404: {"description": "unknown method"}},
+             summary="Regions from one named method (nle and ge are the fallbacks)")
+def predict_region_with(method: str, body: PredictRegionRequest, loaded: CurrentModel, settings: Settings,
+                        metrics: AppMetrics):
+    return _predict(body, loaded, settings, metrics, method)
+
+
+@router.post("/{method}/contains", response_model=ContainsResponse,
+             responses={**PROBLEMS, 404: {"description": "unknown method"}},
+             summary="Containment from one named method")
+def contains_with(method: str, body: ContainsRequest, loaded: CurrentModel, settings: Settings,
+                  metrics: AppMetrics):
+    return _contains(body, loaded, settings, metrics, method)

@@ -1,0 +1,35 @@
+"""Service configuration: every field is also an environment variable ``LMVE_<FIELD>``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LMVE_", env_file=None)
+
+    bundle: Path | None = Field(default=None, description="bundle directory to serve")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    workers: int = Field(default=1, ge=1)
+    log_level: str = "info"
+
+    api_key: SecretStr | None = Field(default=None, description="required on every route but health/metrics "
+                                                                  "when set; always required for /admin/*")
+    cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins; none by default")
+
+    max_rows: int = Field(default=1024, ge=1, description="rows per request")
+    max_body_bytes: int = Field(default=2_000_000, ge=1024, description="request body size limit")
+    max_boundary_points: int = Field(default=512, ge=3)
+    max_concurrency: int = Field(default=32, ge=1, description="requests in flight; more get 503")
+    request_timeout_s: float = Field(default=10.0, gt=0)
+    torch_threads: int = Field(default=1, ge=1, description="torch intra-op threads per worker")
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _empty_key_is_no_key(cls, v):
+        # LMVE_API_KEY="" (e.g. an unset compose variable) must mean "no key", never "the empty key"
+        return None if v is None or (isinstance(v, str) and not v.strip()) else v

@@ -1,0 +1,144 @@
+"""Deployment: Dockerfile and docker-compose checked statically (no Docker engine here), and the
+compose topology (one-shot trainer -> read-only bundle -> API replicas -> nginx) run as real
+processes on loopback."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.service.test_e2e import free_port, start_server, wait_alive
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_compose_trainer_then_read_only_api(compose):
+    services = compose["services"]
+    assert {"trainer", "api", "api-pool", "proxy"} <= set(services)
+    trainer = services["trainer"]
+    assert trainer["command"][0] == "lmve-train" and trainer["restart"] == "no"
+    assert "synthetic" in " ".join(trainer["command"])  # the default needs no data
+    for name in ("api", "api-pool"):
+        api = services[name]
+        assert api["depends_on"]["trainer"]["condition"] == "service_completed_successfully"
+        mounts = [v for v in api["volumes"] if v["target"] == "/bundles"]
+        assert mounts and mounts[0]["read_only"] is True and mounts[0]["source"] == "bundles"
+        assert api["read_only"] is True
+        assert api["environment"]["LMVE_BUNDLE"].startswith("/bundles/run")
+    # the API serves what the trainer writes: --out /bundles/run -> /bundles/run/bundle
+    out = trainer["command"][trainer["command"].index("--out") + 1]
+    assert services["api"]["environment"]["LMVE_BUNDLE"] == f"{out}/bundle"
+    assert services["api-pool"]["profiles"] == ["scaled"] and services["api-pool"]["deploy"]["replicas"] >= 2
+    proxy = services["proxy"]
+    assert proxy["profiles"] == ["scaled"]
+    assert proxy["depends_on"]["api-pool"]["condition"] == "service_healthy"
+    conf_src = Path(proxy["volumes"][0]["source"])
+    conf = (ROOT / conf_src).read_text()
+    assert "server api-pool:8000" in conf  # the proxy points at the replica service
+    assert "bundles" in compose["volumes"]
+
+
+def test_dockerfile_is_multistage_cpu_nonroot_healthchecked():
+    text = (ROOT / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM\s+\S+(?:\s+AS\s+(\w+))?", text, flags=re.M)
+    assert len(stages) >= 2 and "build" in stages and "runtime" in stages
+    assert re.search(r"torch==2\.13\.0", text) and "whl/cpu" in text
+    user = re.findall(r"^USER\s+(\S+)", text, flags=re.M)
+    assert user and not user[-1].startswith(("root", "0"))
+    assert re.search(r"^HEALTHCHECK .*readyz", text, flags=re.M | re.S)
+    for src in re.findall(r"^COPY (?!--from)(\S+)", text, flags=re.M):
+        assert (ROOT / src).exists(), f"Dockerfile copies {src}, which does not exist"
+    assert re.search(r'^CMD \["lmve-serve"\]', text, flags=re.M)
+    assert (ROOT / ".dockerignore").is_file()
+
+
+def _tree_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        h.update(p.name.encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed (.ci/run installs nginx-light)")
+def test_compose_topology_on_loopback(tmp_path):
+    # 1. the one-shot trainer (the real CLI, as the compose command runs it)
+    bundles = tmp_path / "bundles"
+    train = subprocess.run([str(Path(sys.executable).parent / "lmve-train"), "--dataset", "synthetic", "--out",
+                            str(bundles / "run"), "--quiet", "--n-samples", "600", "--lmve-max-steps", "60"],
+                           capture_output=True, text=True, timeout=300)
+    assert train.returncode == 0, train.stderr
+    bundle = bundles / "run" / "bundle"
+    before = _tree_digest(bundle)
+    # 2. two API replicas reading the same bundle
+    procs, ports = [], []
+    try:
+        for i in range(2):
+            port = free_port()
+            procs.append(start_server(bundle, port, tmp_path / f"api{i}.log"))
+            ports.append(port)
+        for p, proc in zip(ports, procs):
+            wait_alive(f"http://127.0.0.1:{p}", proc)
+        # 3. nginx with the compose proxy config, upstream pointed at the replicas
+        conf = (ROOT / "deploy/nginx/lmve.conf").read_text()
+        servers = "\n".join(f"    server 127.0.0.1:{p} max_fails=2 fail_timeout=5s;" for p in ports)
+        conf = re.sub(r"^\s*server api-pool:8000[^;]*;", servers, conf, flags=re.M)
+        proxy_port = free_port()
+        conf = conf.replace("listen 8080;", f"listen 127.0.0.1:{proxy_port};")
+        (tmp_path / "site.conf").write_text(conf)
+        (tmp_path / "nginx.conf").write_text(
+            f"daemon off; pid {tmp_path}/nginx.pid; error_log {tmp_path}/nginx.err warn; worker_processes 1;\n"
+            f"events {{ worker_connections 256; }}\n"
+            f"http {{ access_log off; client_body_temp_path {tmp_path}/cb; proxy_temp_path {tmp_path}/pt;\n"
+            f"  fastcgi_temp_path {tmp_path}/ft; uwsgi_temp_path {tmp_path}/ut; scgi_temp_path {tmp_path}/st;\n"
+            f"  include {tmp_path}/site.conf; }}\n")
+        nginx = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
+                                 stderr=subprocess.PIPE)
+        procs.append(nginx)
+        base = f"http://127.0.0.1:{proxy_port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "nginx did not come up"
+            time.sleep(0.2)
+        h = {"X-API-Key": "e2e-key"}
+        row = {"features": [[-65.0] * 16], "points": [[20.0, 12.0]]}
+        for _ in range(20):
+            assert httpx.post(f"{base}/contains", json=row, headers=h, timeout=10).status_code == 200
+        served = []
+        for p in ports:
+            text = httpx.get(f"http://127.0.0.1:{p}/metrics").text
+            m = re.search(r'lmve_http_requests_total\{method="POST",route="/contains",status="200"\} (\d+)', text)
+            served.append(int(float(m.group(1))) if m else 0)
+        assert sum(served) == 20 and min(served) > 0, served  # both replicas took traffic
+        # one replica dies: the proxy routes around it
+        procs[0].send_signal(signal.SIGTERM)
+        procs[0].wait(timeout=30)
+        for _ in range(10):
+            assert httpx.post(f"{base}/contains", json=row, headers=h, timeout=10).status_code == 200
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
+    assert _tree_digest(bundle) == before  # the API never writes to the bundle

@@ -1,0 +1,178 @@
+"""End to end: the real ``lmve-serve`` (uvicorn) on a free loopback port, driven with httpx."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import FAST_TRAIN_LMVE
+
+KEY = "e2e-key"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(bundle: Path | None, port: int, log: Path, **env) -> subprocess.Popen:
+    cmd = [str(Path(sys.executable).parent / "lmve-serve"), "--host", "127.0.0.1", "--port", str(port),
+           "--log-level", "info"]
+    if bundle is not None:
+        cmd += ["--bundle", str(bundle)]
+    full_env = {**os.environ, "LMVE_API_KEY": KEY, **env}
+    full_env.pop("LMVE_BUNDLE", None)
+    return subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=full_env)
+
+
+def wait_alive(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{base}/livez", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError("server did not come up")
+
+
+@pytest.fixture(scope="module")
+def large_bundle(tmp_path_factory):
+    """4,000 synthetic rows: 324 calibration rows, so HTTP coverage can be checked tightly."""
+    from models.bundle import save_bundle
+    from training.datasets import load_dataset
+    from training.pipeline import TrainConfig, train
+
+    ds = load_dataset("synthetic", n_samples=4000, seed=0)
+    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle", "lmve"), lmve_params=FAST_TRAIN_LMVE))
+    root = tmp_path_factory.mktemp("served")
+    save_bundle(result.model, root / "bundle", dataset=ds.info, metrics=result.metrics)
+    no_lmve = type(result.model)(**{**result.model.__dict__,
+                                    "methods": {k: v for k, v in result.model.methods.items() if k != "lmve"}})
+    save_bundle(no_lmve, root / "bundle_no_lmve", dataset=ds.info)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(large_bundle, tmp_path_factory):
+    port = free_port()
+    log = tmp_path_factory.mktemp("logs") / "server.log"
+    proc = start_server(large_bundle / "bundle", port, log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_alive(base, proc)
+        yield base, proc, log
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def post(base, path, body, **kw):
+    return httpx.post(f"{base}{path}", json=body, headers={"X-API-Key": KEY}, timeout=30.0, **kw)
+
+
+def test_ready_predict_contains_and_override(server):
+    base, _, _ = server
+    assert httpx.get(f"{base}/readyz").json()["status"] == "ready"
+    from training.synthetic import make_localization
+
+    X, Y, *_ = make_localization(50, seed=123)
+    r = post(base, "/predict-region", {"features": X.tolist(), "boundary_points": 32})
+    assert r.status_code == 200 and r.json()["method"] == "lmve"
+    regions = r.json()["regions"]
+    assert len(regions) == 50 and len(regions[0]["boundary"]) == 33
+    c = post(base, "/contains", {"features": X.tolist(), "points": Y.tolist()}).json()
+    assert len(c["results"]) == 50
+    v90 = regions[0]["volume"]
+    v50 = post(base, "/predict-region", {"features": X[:1].tolist(), "coverage": 0.5}).json()["regions"][0]["volume"]
+    assert v50 < v90
+    nle = post(base, "/nle/predict-region", {"features": X[:3].tolist()}).json()
+    assert nle["method"] == "nle" and not nle["fallback"]
+    assert post(base, "/predict-region", {"features": [[0.0] * 3]}).status_code == 422
+    assert httpx.post(f"{base}/predict-region", json={"features": X[:1].tolist()}).status_code == 401
+
+
+def test_http_coverage_of_held_out_points_is_near_the_level(server):
+    base, _, _ = server
+    from training.synthetic import make_localization
+
+    X, Y, *_ = make_localization(3000, seed=2024)  # fresh draws from the same distribution
+    inside = []
+    for eta in (0.9, 0.8):
+        hits = []
+        for i in range(0, 3000, 1000):
+            body = {"features": X[i:i + 1000].tolist(), "points": Y[i:i + 1000].tolist(), "coverage": eta}
+            hits += [r["inside"] for r in post(base, "/contains", body).json()["results"]]
+        inside.append(np.mean(hits))
+        # 324 calibration rows: conditional coverage sd ~ 1.7 points; 3000 test points: ~0.6
+        assert abs(np.mean(hits) - eta) < 0.05, (eta, np.mean(hits))
+
+
+def test_reload_good_then_corrupt_then_sighup(server, large_bundle, tmp_path):
+    base, proc, log = server
+    h = {"X-API-Key": KEY}
+    v0 = httpx.get(f"{base}/model", headers=h).json()["version"]
+    r = post(base, "/admin/reload", {"bundle": str(large_bundle / "bundle_no_lmve")})
+    assert r.status_code == 200 and r.json()["previous_version"] == v0
+    fb = post(base, "/predict-region", {"features": [[-70.0] * 16]}).json()
+    assert fb["method"] == "nle" and fb["fallback"] is True
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(large_bundle / "bundle", corrupt)
+    (corrupt / "scaler.npz").write_bytes(b"\x00" * 10)
+    r = post(base, "/admin/reload", {"bundle": str(corrupt)})
+    assert r.status_code == 422
+    assert post(base, "/predict-region", {"features": [[-70.0] * 16]}).json()["method"] == "nle"  # still serving
+    # SIGHUP reloads the configured bundle (the last good path)
+    r = post(base, "/admin/reload", {"bundle": str(large_bundle / "bundle")})
+    assert r.json()["version"] == v0
+    proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    text = ""
+    while time.monotonic() < deadline:
+        text = httpx.get(f"{base}/metrics").text
+        if 'lmve_reloads_total{result="ok"} 3.0' in text:
+            break
+        time.sleep(0.2)
+    assert 'lmve_reloads_total{result="ok"} 3.0' in text
+    assert httpx.get(f"{base}/readyz").status_code == 200
+
+
+def test_start_without_bundle_stays_up_unready(tmp_path):
+    port = free_port()
+    log = tmp_path / "nobundle.log"
+    proc = start_server(tmp_path / "nothing-here", port, log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_alive(base, proc)
+        r = httpx.get(f"{base}/readyz")
+        assert r.status_code == 503 and "does not exist" in r.json()["detail"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        # uvicorn shuts down gracefully, then re-raises the signal it captured
+        assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
+    text = log.read_text()
+    assert "not ready" in text and "Application shutdown complete" in text
+
+
+def test_example_client_runs_against_the_server(server):
+    base, _, _ = server
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "examples" / "client.py"), "--url", base, "--api-key", KEY],
+                         capture_output=True, text=True, timeout=60, cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("95% ellipse") == 5 and "door inside 90% region" in out.stdout

@@ -1,0 +1,96 @@
+"""Every bad input gets problem+json naming the field, the expected and the received; never a 500."""
+
+import json
+
+import pytest
+
+from tests.service.conftest import features
+
+ROW = [-60.0] * 16
+
+
+def problem(r, status):
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert body["status"] == status and body["title"] and body["detail"]
+    return body
+
+
+def test_wrong_feature_count(client):
+    body = problem(client.post("/predict-region", json={"features": [ROW, ROW[:7]]}), 422)
+    assert body["errors"][0] == {"field": "features[1]", "expected": "16 values", "received": "7 values"}
+    assert "bundle expects 16" in body["detail"]
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_values(client, token):
+    raw = '{"features": [[' + ", ".join(["-60"] * 15 + [token]) + "]]}"
+    body = problem(client.post("/predict-region", content=raw, headers={"content-type": "application/json"}), 422)
+    assert body["errors"][0]["field"] == "features[0][15]"
+    assert body["errors"][0]["expected"] == "a finite number"
+
+
+def test_empty_batch_and_batch_over_limit(make_client):
+    client = make_client(max_rows=8)
+    body = problem(client.post("/predict-region", json={"features": []}), 422)
+    assert body["errors"][0]["received"] == "0 rows"
+    body = problem(client.post("/predict-region", json={"features": [ROW] * 9}), 413)
+    assert body["errors"][0] == {"field": "features", "expected": "at most 8 rows", "received": "9 rows"}
+
+
+@pytest.mark.parametrize("coverage", [0, 1, 1.5, -0.2])
+def test_coverage_out_of_range(client, coverage):
+    body = problem(client.post("/predict-region", json={"features": [ROW], "coverage": coverage}), 422)
+    assert body["errors"][0]["field"] == "coverage"
+
+
+def test_unattainable_coverage_says_so(client):
+    body = problem(client.post("/predict-region", json={"features": [ROW], "coverage": 0.999}), 422)
+    assert "whole space" in body["detail"] and "highest attainable level" in body["detail"]
+
+
+def test_unknown_method(client):
+    body = problem(client.post("/copula/predict-region", json={"features": [ROW]}), 404)
+    assert body["errors"][0]["received"] == "copula"
+    problem(client.post("/magic/contains", json={"features": [ROW], "points": [[0, 0]]}), 404)
+
+
+def test_contains_errors(client):
+    body = problem(client.post("/contains", json={"features": [ROW, ROW], "points": [[1.0, 2.0]]}), 422)
+    assert body["errors"][0]["field"] == "points"
+    body = problem(client.post("/contains", json={"features": [ROW], "points": [[1.0, 2.0, 3.0]]}), 422)
+    assert body["errors"][0] == {"field": "points[0]", "expected": "2 values", "received": "3 values"}
+
+
+def test_boundary_points_range(client):
+    for k in (2, 100000):
+        body = problem(client.post("/predict-region", json={"features": [ROW], "boundary_points": k}), 422)
+        assert body["errors"][0]["field"] == "boundary_points"
+
+
+def test_schema_errors_name_the_field(client):
+    body = problem(client.post("/predict-region", json={"features": [["a"] * 16]}), 422)
+    assert body["errors"][0]["field"] == "features[0][0]"
+    body = problem(client.post("/predict-region", json={"features": [ROW], "colour": "red"}), 422)
+    assert body["errors"][0]["field"] == "colour"
+    body = problem(client.post("/predict-region", content=b"{not json", headers={"content-type": "application/json"}),
+                   422)
+    body = problem(client.post("/predict-region", json={}), 422)
+    assert body["errors"][0]["field"] == "features"
+
+
+def test_body_size_limit(make_client):
+    client = make_client(max_body_bytes=4096)
+    payload = json.dumps({"features": [ROW] * 100})
+    body = problem(client.post("/predict-region", content=payload, headers={"content-type": "application/json"}), 413)
+    assert "4096" in body["detail"]
+
+
+def test_no_bundle_means_not_ready_but_alive(make_client, tmp_path):
+    client = make_client(bundle=tmp_path / "missing")
+    assert client.get("/livez").status_code == 200
+    body = problem(client.get("/readyz"), 503)
+    assert "does not exist" in body["detail"]
+    problem(client.post("/predict-region", json={"features": [ROW]}), 503)
+    problem(client.get("/model"), 503)

@@ -1,0 +1,102 @@
+"""/predict-region and /contains through the app (TestClient): maths and contract."""
+
+import math
+
+import numpy as np
+import pytest
+
+from models.bundle import load_bundle
+from tests.service.conftest import features
+
+
+def test_predict_region_contract_and_maths(client, test_rows, bundle_dir):
+    X, _ = test_rows
+    r = client.post("/predict-region", json={"features": features(X[:5]), "boundary_points": 16})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["method"] == "lmve" and body["fallback"] is False and body["coverage"] == 0.9
+    model = load_bundle(bundle_dir)
+    expected = model.predict_region(X[:5])
+    assert len(body["regions"]) == 5
+    for i, reg in enumerate(body["regions"]):
+        assert set(reg) >= {"center", "shape", "volume", "coverage", "method", "semi_axes", "orientation",
+                            "boundary"}
+        C = np.array(reg["shape"])
+        np.testing.assert_allclose(C, expected.shapes[i], rtol=1e-12)
+        np.testing.assert_allclose(reg["center"], expected.centers[i], rtol=1e-12)
+        assert reg["volume"] == pytest.approx(math.pi * math.sqrt(np.linalg.det(C)), rel=1e-10)
+        a, b = reg["semi_axes"]
+        assert reg["volume"] == pytest.approx(math.pi * a * b, rel=1e-10)
+        major = np.array([math.cos(reg["orientation"]), math.sin(reg["orientation"])])
+        assert major @ np.linalg.solve(C, major) == pytest.approx(1 / a**2, rel=1e-8)
+        poly = np.array(reg["boundary"])
+        assert poly.shape == (17, 2) and np.array_equal(poly[0], poly[-1])
+
+
+def test_contains_agrees_with_the_returned_region(client, test_rows):
+    X, _ = test_rows
+    X = X[:20]
+    regions = client.post("/predict-region", json={"features": features(X), "boundary_points": 24}).json()["regions"]
+    for scale, want in ((0.99, True), (1.01, False)):
+        feats, pts = [], []
+        for x, reg in zip(X, regions):
+            c = np.array(reg["center"])
+            for p in np.array(reg["boundary"])[:-1]:
+                feats.append(list(x))
+                pts.append(list(c + scale * (p - c)))
+        res = client.post("/contains", json={"features": feats, "points": pts}).json()["results"]
+        assert all(r["inside"] is want for r in res)
+        d = np.array([r["distance"] for r in res])
+        np.testing.assert_allclose(d, scale**2, rtol=1e-8)  # distance is quadratic in the radius
+
+
+def test_p_value_agrees_with_inside(client, test_rows):
+    X, Y = test_rows
+    res = client.post("/contains", json={"features": features(X), "points": features(Y)}).json()["results"]
+    for r in res:
+        assert r["inside"] == (r["p_value"] > 1 - 0.9 + 1e-12)
+        assert 0 < r["p_value"] <= 1
+
+
+def test_coverage_override_uses_stored_scores(client, test_rows, bundle_dir):
+    X, _ = test_rows
+    model = load_bundle(bundle_dir)
+    vols = {}
+    for eta in (0.5, 0.8, 0.95):
+        body = client.post("/predict-region", json={"features": features(X[:3]), "coverage": eta}).json()
+        assert body["coverage"] == eta and body["regions"][0]["coverage"] == eta
+        np.testing.assert_allclose(body["regions"][0]["shape"], model.predict_region(X[:3], coverage=eta).shapes[0])
+        vols[eta] = body["regions"][0]["volume"]
+    assert vols[0.5] < vols[0.8] < vols[0.95]
+
+
+@pytest.mark.parametrize("method", ["nle", "ge", "lmve"])
+def test_method_endpoints_have_the_same_shapes(client, test_rows, method):
+    X, Y = test_rows
+    r = client.post(f"/{method}/predict-region", json={"features": features(X[:4])}).json()
+    assert r["method"] == method and r["fallback"] is False and len(r["regions"]) == 4
+    c = client.post(f"/{method}/contains", json={"features": features(X[:4]), "points": features(Y[:4])}).json()
+    assert c["method"] == method and len(c["results"]) == 4
+    assert {"inside", "distance", "p_value"} == set(c["results"][0])
+
+
+def test_ge_regions_are_one_shape_everywhere(client, test_rows):
+    X, _ = test_rows
+    regions = client.post("/ge/predict-region", json={"features": features(X[:6])}).json()["regions"]
+    assert len({round(r["volume"], 9) for r in regions}) == 1
+
+
+def test_primary_falls_back_when_the_bundle_has_no_lmve(tmp_path, trained_synthetic, make_client, test_rows):
+    from models.bundle import save_bundle
+
+    result, ds = trained_synthetic
+    model = result.model
+    no_lmve = type(model)(**{**model.__dict__, "methods": {k: v for k, v in model.methods.items() if k != "lmve"}})
+    save_bundle(no_lmve, tmp_path / "b", dataset=ds.info)
+    client = make_client(bundle=tmp_path / "b")
+    X, Y = test_rows
+    body = client.post("/predict-region", json={"features": features(X[:2])}).json()
+    assert body["method"] == "nle" and body["fallback"] is True and "no LMVE" in body["fallback_reason"]
+    body = client.post("/contains", json={"features": features(X[:2]), "points": features(Y[:2])}).json()
+    assert body["method"] == "nle" and body["fallback"] is True
+    assert client.post("/lmve/predict-region", json={"features": features(X[:2])}).status_code == 404
