@@ -95,6 +95,7 @@ def _serialise_method(name: str, reg: SplitConformalRegressor) -> tuple[dict, di
         torch.save(shape.net_.state_dict(), buf)
         cfg = shape.config_
         entry.update(file="lmve.pt", n_layers=shape.n_layers, eps=shape.eps, target_scale=shape.target_scale_,
+                     output=shape.net_.output, loss=shape.loss,
                      config=None if cfg is None else {"lr_init": cfg.lr_init, "lr_train": cfg.lr_train,
                                                       "dropout": cfg.dropout},
                      history=getattr(shape, "history_", None))
@@ -280,7 +281,7 @@ def _load_shape(name: str, entry: dict, data: bytes, fname: str, path: Path, man
             raise BundleError(f"{path / fname} is not a readable state_dict: {exc}", path=str(path / fname)) from None
         return LMVEShape.from_state_dict(state, n_features=d, n_targets=n, n_layers=entry["n_layers"],
                                          eps=entry["eps"], target_scale=entry["target_scale"],
-                                         config=entry.get("config"))
+                                         config=entry.get("config"), output=entry.get("output", "gram"))
     if name == "copula":
         a = _npz(data, fname, path)
         est = EmpiricalCopulaBox()

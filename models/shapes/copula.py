@@ -32,8 +32,10 @@ class EmpiricalCopulaBox(ShapeEstimator):
     Parameters
     ----------
     hidden_layer_sizes : tuple of int, default=(32,)
-    alpha : float, default=1e-3
-        L2 penalty of the scale MLP.
+    alpha : float, default=10.0
+        L2 penalty of the scale MLP. Strong, because the net learns from a few hundred rows:
+        on enb it brings the calibrated box volume from ~1,600 (1e-3) to ~110, on
+        residential_building from ~49,000 to ~930 (4 splits each).
     max_iter : int, default=500
     random_state : int, default=0
 
@@ -49,7 +51,7 @@ class EmpiricalCopulaBox(ShapeEstimator):
 
     method_name = "copula"
 
-    def __init__(self, hidden_layer_sizes=(32,), alpha: float = 1e-3, max_iter: int = 500, random_state: int = 0):
+    def __init__(self, hidden_layer_sizes=(32,), alpha: float = 10.0, max_iter: int = 500, random_state: int = 0):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.alpha = alpha
         self.max_iter = max_iter

@@ -16,8 +16,9 @@ How this implementation makes that fast without changing the model family:
 
 * all grid configurations (learning rate per phase x dropout: 8 in the paper) are trained at
   once as **one batched model**: each weight tensor carries a leading configuration axis, one
-  forward/backward serves all, and one Adam holds one parameter group (its own learning rate)
-  per configuration;
+  forward/backward and one Adam step serve all, and each configuration keeps its own learning
+  rate through a reparametrisation (see :class:`BatchedShapeNet`); the init phase, which
+  depends only on (learning rate, dropout), trains each distinct pair once;
 * each phase stops early on the loss of a **held-out slice of the training rows** (never the
   calibration rows), keeping each configuration's best weights;
 * the configuration is chosen by its **calibrated volume on that held-out slice**: conformal
@@ -84,6 +85,21 @@ PAPER_GRID = {"learning_rates_init": (1e-3, 1e-5), "learning_rates_train": (1e-3
 _REL_TOL = 1e-4
 
 
+def factor_product(out: torch.Tensor, output: str) -> torch.Tensor:
+    """Map the net's ``(..., n, n)`` output to a PSD matrix.
+
+    ``"gram"`` (the paper): ``R^T R``. ``"cholesky"``: ``L L^T`` with ``L`` the lower triangle of
+    the output and a softplus on its diagonal, so that ``log det`` is a sum of logs.
+    """
+    if output == "gram":
+        return out.transpose(-1, -2) @ out
+    L = torch.tril(out, diagonal=-1) + torch.diag_embed(torch.nn.functional.softplus(torch.diagonal(out, 0, -2, -1)))
+    return L @ L.transpose(-1, -2)
+
+
+LOSSES = ("paper", "nll", "volume")
+
+
 @dataclass(frozen=True)
 class LMVEConfig:
     """One point of the hyperparameter grid."""
@@ -130,6 +146,18 @@ class BatchedShapeNet(nn.Module):
         self.lr_scale.copy_(new)
         return base
 
+    def gather(self, index: list[int], dropouts: list[float]) -> "BatchedShapeNet":
+        """A new batched net whose configuration ``k`` starts from this net's ``index[k]``."""
+        new = BatchedShapeNet(self.widths, dropouts, self.n, torch.Generator().manual_seed(0))
+        new = new.to(self.lr_scale.device)
+        idx = torch.as_tensor(index, device=self.lr_scale.device)
+        with torch.no_grad():
+            for i in range(len(self.V)):
+                W, b = self.layer(i)
+                new.V[i].copy_(W[idx])
+                new.b[i].copy_(b[idx])
+        return new
+
     def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The effective ``(W, b)`` of layer ``i``: ``(K, in, out)`` and ``(K, 1, out)``."""
         return self.V[i] * self.lr_scale, self.b[i] * self.lr_scale
@@ -164,10 +192,10 @@ def _adam(params, lr: float) -> torch.optim.Optimizer:
 class ShapeNet(nn.Module):
     """The single selected LMVE network (what a bundle stores as a ``state_dict``)."""
 
-    def __init__(self, d: int, n: int, hidden: list[int]):
+    def __init__(self, d: int, n: int, hidden: list[int], output: str = "gram"):
         super().__init__()
         widths = [d, *hidden, n * n]
-        self.n = n
+        self.n, self.output = n, output
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -201,13 +229,22 @@ class LMVEShape(EllipsoidShapeEstimator):
         Cap on optimiser steps per phase (the paper: 100,000 full-batch steps).
     eval_every, patience : int
         Held-out loss is evaluated every ``eval_every`` steps; a phase stops when no configuration
-        improved for ``patience`` evaluations.
+        improved for ``patience`` evaluations (``None``: run all ``max_steps``, as the paper's budget).
     batch_size : int or None, default=None
         Mini-batch size; ``None``: full batch up to 4,096 rows, else 1,024.
     validation_fraction : float, default=0.2
         Share of the training rows held out for early stopping and configuration choice.
     device : str, default="auto"
     random_state : int, default=0
+    loss : {"paper", "nll", "volume"}, default="paper"
+        Train-phase loss. ``"paper"``: ``mean M + lambda mean det(C)^1/2``. ``"nll"``: the Gaussian
+        negative log-likelihood ``mean (M + log det C)``. ``"volume"``: the calibrated volume itself,
+        ``(n/2) log q_eta(M) + log mean det(C)^1/2`` with ``q_eta`` the empirical ``eta``-quantile of the
+        batch's Mahalanobis distances (minimum-volume conformal sets; differentiable through
+        ``torch.quantile``).
+    output : {"gram", "cholesky"} or None
+        How the net's output becomes a shape: ``R^T R`` (the paper) or a Cholesky factor.
+        ``None``: Cholesky for ``loss="nll"``, gram otherwise.
 
     Attributes
     ----------
@@ -239,12 +276,14 @@ class LMVEShape(EllipsoidShapeEstimator):
         lambda_: str | float = "auto",
         max_steps: int = 2000,
         eval_every: int = 25,
-        patience: int = 10,
+        patience: int | None = 6,
         batch_size: int | None = None,
         validation_fraction: float = 0.2,
         device: str = "auto",
         random_state: int = 0,
         progress: bool = False,
+        loss: str = "paper",
+        output: str | None = None,
     ):
         self.coverage = coverage
         self.learning_rates_init = learning_rates_init
@@ -262,6 +301,8 @@ class LMVEShape(EllipsoidShapeEstimator):
         self.device = device
         self.random_state = random_state
         self.progress = progress
+        self.loss = loss
+        self.output = output
 
     # ------------------------------------------------------------------ helpers
     def _hidden(self, d: int) -> list[int]:
@@ -293,6 +334,13 @@ class LMVEShape(EllipsoidShapeEstimator):
             )
         if self.eps <= 0:
             raise InputError(f"eps must be positive; got {self.eps}")
+        if self.loss not in LOSSES:
+            raise InputError(f"loss must be one of {', '.join(LOSSES)}; got {self.loss!r}")
+        if self._output() not in ("gram", "cholesky"):
+            raise InputError(f"output must be 'gram' or 'cholesky'; got {self.output!r}")
+
+    def _output(self) -> str:
+        return self.output or ("cholesky" if self.loss == "nll" else "gram")
 
     # ---------------------------------------------------------------------- fit
     def fit(self, X, R) -> "LMVEShape":
@@ -339,32 +387,47 @@ class LMVEShape(EllipsoidShapeEstimator):
         CBf, CBv = t(CB_fit), t(CB_val)
         eye = torch.eye(n, device=dev) * eps_int
 
-        net = BatchedShapeNet([d, *self._hidden(d), n * n], [c.dropout for c in configs], n, gen).to(dev)
-        eye = eye.to(dev)
+        widths = [d, *self._hidden(d), n * n]
+        # the init phase depends on (lr_init, dropout) only: train each distinct pair once, then
+        # copy it to every configuration that shares it before the train phase
+        init_keys = list(dict.fromkeys((c.lr_init, c.dropout) for c in configs))
+        init_index = [init_keys.index((c.lr_init, c.dropout)) for c in configs]
+        if self.init == "nle":
+            net = BatchedShapeNet(widths, [p for _, p in init_keys], n, gen).to(dev)
+        else:
+            net = BatchedShapeNet(widths, [c.dropout for c in configs], n, gen).to(dev)
+
+        output = self._output()
 
         def shapes(xb):
-            Rm = net(xb, gen_dev)
-            return Rm.transpose(-1, -2) @ Rm + eye
+            return factor_product(net(xb, gen_dev), output) + eye
 
         def init_loss(xb, cb):  # (K,)
             return ((shapes(xb) - cb) ** 2).sum((-1, -2)).mean(-1)
 
         def train_loss(xb, rb):  # (K,)
             M, sd = mahalanobis_and_sqrt_det(shapes(xb), rb.expand(net.n_configs, *rb.shape))
+            if self.loss == "nll":
+                return (M + 2.0 * torch.log(sd)).mean(-1)
+            if self.loss == "volume":
+                return 0.5 * n * torch.log(torch.quantile(M, self.coverage, dim=-1)) + torch.log(sd.mean(-1))
             return M.mean(-1) + lam * sd.mean(-1)
 
         batch = self.batch_size or (m if len(fit) <= 4096 else 1024)
         self.history_ = {}
-        phases = []
-        if self.init == "nle":
-            phases.append(("init", [c.lr_init for c in configs], init_loss, (Xf, CBf), (Xv, CBv)))
-        phases.append(("train", [c.lr_train for c in configs], train_loss, (Xf, Rf), (Xv, Rv)))
         stop_steps = {}
-        for phase, lrs, loss_fn, (xa, ya), (xv, yv) in phases:
+        if self.init == "nle":
             t0 = time.perf_counter()
-            steps, best_steps = self._run_phase(net, lrs, loss_fn, xa, ya, xv, yv, batch, gen, phase)
-            self.history_[phase] = {"steps": steps, "seconds": time.perf_counter() - t0}
-            stop_steps[phase] = best_steps
+            steps, best = self._run_phase(net, [a for a, _ in init_keys], init_loss, Xf, CBf, Xv, CBv, batch, gen,
+                                          "init")
+            self.history_["init"] = {"steps": steps, "seconds": time.perf_counter() - t0,
+                                     "networks": len(init_keys)}
+            stop_steps["init"] = best[init_index]
+            net = net.gather(init_index, [c.dropout for c in configs])
+        t0 = time.perf_counter()
+        steps, stop_steps["train"] = self._run_phase(net, [c.lr_train for c in configs], train_loss, Xf, Rf, Xv, Rv,
+                                                     batch, gen, "train")
+        self.history_["train"] = {"steps": steps, "seconds": time.perf_counter() - t0, "networks": len(configs)}
 
         # choose the configuration by its calibrated volume on the held-out rows
         net.eval()
@@ -389,7 +452,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         self.config_ = configs[best]
         self.grid_results_ = results
 
-        single = ShapeNet(d, n, self._hidden(d))
+        single = ShapeNet(d, n, self._hidden(d), output)
         with torch.no_grad():
             for i, layer in enumerate(single.layers):
                 W, b = net.layer(i)
@@ -398,7 +461,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         self.net_ = single.eval()
         return self
 
-    def _run_phase(self, net, lrs, loss_fn, xa, ya, xv, yv, batch, gen, phase):
+    def _run_phase(self, net, lrs, loss_fn, xa, ya, xv, yv, batch, gen, phase) -> tuple[int, np.ndarray]:
         """Adam over all configurations at once; early stopping and best weights per configuration."""
         from tqdm.auto import tqdm
 
@@ -440,8 +503,8 @@ class LMVEShape(EllipsoidShapeEstimator):
                     for bp, p in zip(best_params, params):
                         bp[sel] = p[sel]
             stale = np.where(improved.numpy(), 0, stale + 1)
-            bar.set_postfix(heldout=f"{float(best.min()):.4g}", active=int((stale < self.patience).sum()))
-            if (stale >= self.patience).all():
+            bar.set_postfix(heldout=f"{float(best.min()):.4g}")
+            if self.patience is not None and (stale >= self.patience).all():
                 break
         bar.close()
         with torch.no_grad():
@@ -454,17 +517,17 @@ class LMVEShape(EllipsoidShapeEstimator):
         """(N, n, n) shapes ``s^2 R(x)^T R(x) + eps I`` (float64)."""
         X = self._validate_predict(X)
         with torch.inference_mode():
-            Rm = self.net_(torch.as_tensor(X, dtype=torch.float32)).double().numpy()
-        C = np.einsum("nki,nkj->nij", Rm, Rm) * self.target_scale_**2
+            out = self.net_(torch.as_tensor(X, dtype=torch.float32)).double()
+            C = factor_product(out, self.net_.output).numpy() * self.target_scale_**2
         return C + self.eps * np.eye(C.shape[1])
 
     @classmethod
     def from_state_dict(cls, state_dict, *, n_features: int, n_targets: int, n_layers: int,
-                        eps: float, target_scale: float, config: dict | None = None):
+                        eps: float, target_scale: float, config: dict | None = None, output: str = "gram"):
         """Rebuild a fitted estimator from a stored ``state_dict`` (bundle loading)."""
-        est = cls(eps=eps, n_layers=n_layers)
+        est = cls(eps=eps, n_layers=n_layers, output=output)
         est.n_features_in_, est.n_targets_ = int(n_features), int(n_targets)
-        net = ShapeNet(est.n_features_in_, est.n_targets_, est._hidden(est.n_features_in_))
+        net = ShapeNet(est.n_features_in_, est.n_targets_, est._hidden(est.n_features_in_), output)
         net.load_state_dict(state_dict)
         est.net_ = net.eval()
         est.target_scale_ = float(target_scale)
