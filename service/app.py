@@ -82,6 +82,8 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.include_router(regions.router, dependencies=[Depends(require_api_key)])
     app.include_router(model.router, dependencies=[Depends(require_api_key)])
     app.include_router(admin.router)
+    if settings.enable_noop:
+        app.include_router(health.noop_router, dependencies=[Depends(require_api_key)])
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])

@@ -23,6 +23,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-level", default=env.log_level, help="LMVE_LOG_LEVEL")
     args = p.parse_args(argv)
 
+    # one compute thread per worker unless told otherwise: N workers x M BLAS/OpenMP threads on
+    # N cores oversubscribe them, and OpenMP's spin-waiting then costs far more than it gives
+    threads = str(env.torch_threads)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, threads)
+
     import logging
 
     import uvicorn

@@ -27,6 +27,8 @@ class ServiceSettings(BaseSettings):
     max_concurrency: int = Field(default=32, ge=1, description="requests in flight; more get 503")
     request_timeout_s: float = Field(default=10.0, gt=0)
     torch_threads: int = Field(default=1, ge=1, description="torch intra-op threads per worker")
+    enable_noop: bool = Field(default=False, description="expose POST /noop (the framework's ceiling, for load "
+                                                         "tests)")
 
     @field_validator("api_key", mode="before")
     @classmethod

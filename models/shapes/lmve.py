@@ -513,13 +513,40 @@ class LMVEShape(EllipsoidShapeEstimator):
         return step, best_step
 
     # ------------------------------------------------------------------ predict
+    def _numpy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The chosen net's weights as float64 numpy arrays, extracted once per net."""
+        cache = getattr(self, "_np_cache", None)
+        if cache is None or cache[0] is not self.net_:
+            layers = [(lay.weight.detach().double().cpu().numpy().T.copy(), lay.bias.detach().double().cpu().numpy())
+                      for lay in self.net_.layers]
+            self._np_cache = cache = (self.net_, layers)
+        return cache[1]
+
     def predict_shape(self, X) -> np.ndarray:
-        """(N, n, n) shapes ``s^2 R(x)^T R(x) + eps I`` (float64)."""
+        """(N, n, n) shapes ``s^2 F(x) + eps I`` (float64), ``F = R^T R`` or ``L L^T``.
+
+        Evaluated in numpy from weights extracted once: for serving batches of 1 to a few
+        thousand rows this avoids torch's per-call dispatch, and it is float64 throughout.
+        """
         X = self._validate_predict(X)
-        with torch.inference_mode():
-            out = self.net_(torch.as_tensor(X, dtype=torch.float32)).double()
-            C = factor_product(out, self.net_.output).numpy() * self.target_scale_**2
-        return C + self.eps * np.eye(C.shape[1])
+        h = X
+        layers = self._numpy_layers()
+        for i, (W, b) in enumerate(layers):
+            h = h @ W + b
+            if i < len(layers) - 1:
+                np.maximum(h, 0.0, out=h)
+        n = self.n_targets_
+        out = h.reshape(X.shape[0], n, n)
+        if self.net_.output == "gram":
+            F = np.einsum("nki,nkj->nij", out, out)
+        else:
+            L = np.tril(out, k=-1)
+            idx = np.arange(n)
+            L[:, idx, idx] = np.logaddexp(0.0, out[:, idx, idx])  # softplus
+            F = L @ np.transpose(L, (0, 2, 1))
+        C = F * self.target_scale_**2
+        C[:, np.arange(n), np.arange(n)] += self.eps
+        return C
 
     @classmethod
     def from_state_dict(cls, state_dict, *, n_features: int, n_targets: int, n_layers: int,

@@ -1,6 +1,7 @@
 """Liveness, readiness and Prometheus metrics (never behind the API key)."""
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.deps import AppMetrics, Store
@@ -26,3 +27,13 @@ def readyz(store: Store):
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(m: AppMetrics):
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+noop_router = APIRouter(tags=["benchmark"])
+
+
+@noop_router.post("/noop", include_in_schema=False)
+async def noop(request: Request):
+    """Read the body and answer a fixed JSON: the ceiling a route of this app can reach."""
+    await request.body()
+    return JSONResponse({"ok": True})

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Path
+import anyio
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from service import inference
@@ -68,32 +69,42 @@ def _contains(body: ContainsRequest, loaded, settings, metrics, method: str | No
                          "bundle_id": loaded.version})
 
 
-MethodPath = Path(description="lmve, nle or ge", examples=["nle"])
+#: batches up to this many rows are computed on the event loop (well under a millisecond: a
+#: thread hop would cost more than the work); larger ones go to the thread pool so that one
+#: big batch never stalls health checks and small requests
+INLINE_ROWS = 32
+
+
+async def _run(fn, body, *args):
+    if len(body.features) <= INLINE_ROWS:
+        return fn(body, *args)
+    return await anyio.to_thread.run_sync(fn, body, *args)
 
 
 @router.post("/predict-region", response_model=PredictRegionResponse, responses=PROBLEMS,
              summary="Calibrated uncertainty ellipses (LMVE; falls back to NLE, then GE)")
-def predict_region(body: PredictRegionRequest, loaded: CurrentModel, settings: Settings, metrics: AppMetrics):
-    return _predict(body, loaded, settings, metrics, None)
+async def predict_region(body: PredictRegionRequest, loaded: CurrentModel, settings: Settings,
+                         metrics: AppMetrics):
+    return await _run(_predict, body, loaded, settings, metrics, None)
 
 
 @router.post("/contains", response_model=ContainsResponse, responses=PROBLEMS,
              summary="Is each point inside its row's calibrated ellipse? With distance and p-value")
-def contains(body: ContainsRequest, loaded: CurrentModel, settings: Settings, metrics: AppMetrics):
-    return _contains(body, loaded, settings, metrics, None)
+async def contains(body: ContainsRequest, loaded: CurrentModel, settings: Settings, metrics: AppMetrics):
+    return await _run(_contains, body, loaded, settings, metrics, None)
 
 
 @router.post("/{method}/predict-region", response_model=PredictRegionResponse,
              responses={**PROBLEMS, 404: {"description": "unknown method"}},
              summary="Regions from one named method (nle and ge are the fallbacks)")
-def predict_region_with(method: str, body: PredictRegionRequest, loaded: CurrentModel, settings: Settings,
-                        metrics: AppMetrics):
-    return _predict(body, loaded, settings, metrics, method)
+async def predict_region_with(method: str, body: PredictRegionRequest, loaded: CurrentModel, settings: Settings,
+                              metrics: AppMetrics):
+    return await _run(_predict, body, loaded, settings, metrics, method)
 
 
 @router.post("/{method}/contains", response_model=ContainsResponse,
              responses={**PROBLEMS, 404: {"description": "unknown method"}},
              summary="Containment from one named method")
-def contains_with(method: str, body: ContainsRequest, loaded: CurrentModel, settings: Settings,
-                  metrics: AppMetrics):
-    return _contains(body, loaded, settings, metrics, method)
+async def contains_with(method: str, body: ContainsRequest, loaded: CurrentModel, settings: Settings,
+                        metrics: AppMetrics):
+    return await _run(_contains, body, loaded, settings, metrics, method)

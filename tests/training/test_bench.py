@@ -1,0 +1,53 @@
+"""lmve-bench: one split of one small dataset, through the local (joblib) and Dask backends."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.conftest import needs_data
+from training.bench import TABLE1_COLUMNS, main
+
+ARGS = ["--datasets", "enb", "--seeds", "0", "--lmve-max-steps", "40", "--quiet"]
+
+
+def check_outputs(out, cache):
+    t1 = pd.read_csv(out / "table1.csv")
+    assert list(t1.columns) == TABLE1_COLUMNS
+    assert set(t1.method) == {"ge", "nle", "lmve", "copula"} and set(t1.dataset) == {"enb"}
+    assert (t1.n_splits == 1).all()
+    assert t1.coverage_mean.between(0, 1).all() and (t1.volume_mean > 0).all()
+    assert (t1.paper_volume > 0).all()  # the paper's figures sit beside ours
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 4 and runs.coverage.between(0, 1).all()
+    assert "| enb | lmve | 1 |" in (out / "table1.md").read_text()
+    assert (out / "volumes.png").read_bytes()[:4] == b"\x89PNG"
+    record = json.loads((cache / "paper" / "enb" / "seed_000.json").read_text())
+    assert record["n_test"] == 77 and record["lmve"]["history"]["train"]["steps"] <= 40
+
+
+@needs_data
+def test_local_backend_and_resume(tmp_path):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    assert main([*ARGS, "--jobs", "1", "--out", str(out), "--cache", str(cache)]) == 0
+    check_outputs(out, cache)
+    entry = cache / "paper" / "enb" / "seed_000.json"
+    stamp = entry.stat().st_mtime_ns
+    assert main([*ARGS, "--jobs", "1", "--out", str(out), "--cache", str(cache)]) == 0
+    assert entry.stat().st_mtime_ns == stamp  # cached split not recomputed
+
+
+@needs_data
+def test_dask_backend_on_a_local_cluster(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        assert main([*ARGS, "--scheduler", cluster.scheduler_address, "--out", str(out),
+                     "--cache", str(cache)]) == 0
+    check_outputs(out, cache)
+
+
+def test_bad_dataset_name_is_a_clear_error(tmp_path, capsys):
+    assert main(["--datasets", "nope", "--seeds", "0", "--out", str(tmp_path), "--cache", str(tmp_path)]) == 2
+    assert "dataset must be one of" in capsys.readouterr().err
