@@ -9,7 +9,6 @@ intercepts, the same arrays a bundle stores: no pickle on the serving path.
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.distance import cdist
 from sklearn.base import BaseEstimator
 from sklearn.svm import SVR
 
@@ -61,13 +60,48 @@ class SVRCentre(BaseEstimator):
         self.intercept_, self.gamma_ = np.array(icpt), np.array(gam)
         return self
 
+    def _kernel_plan(self):
+        """Precomputed arrays for prediction, built once.
+
+        When every target's SVR has the same ``gamma`` (always with ``gamma="scale"``: it depends
+        on X only), the targets' support vectors are merged into one set with a coefficient
+        matrix ``(S, n)``: one kernel evaluation and one ``exp`` serve all targets.
+        """
+        plan = getattr(self, "_plan", None)
+        if plan is not None and plan[0] is self.support_vectors_:
+            return plan[1]
+        if np.allclose(self.gamma_, self.gamma_[0]):
+            SV, inverse = np.unique(np.concatenate(self.support_vectors_), axis=0, return_inverse=True)
+            coef = np.zeros((SV.shape[0], self.n_targets_))
+            start = 0
+            for j, sv in enumerate(self.support_vectors_):
+                np.add.at(coef[:, j], inverse.ravel()[start:start + len(sv)], self.dual_coef_[j])
+                start += len(sv)
+            groups = [(SV, (SV**2).sum(1), coef, float(self.gamma_[0]), list(range(self.n_targets_)))]
+        else:
+            groups = [(sv, (sv**2).sum(1), c[:, None], float(g), [j])
+                      for j, (sv, c, g) in enumerate(zip(self.support_vectors_, self.dual_coef_, self.gamma_))]
+        self._plan = (self.support_vectors_, groups)
+        return groups
+
     def predict(self, X) -> np.ndarray:
-        """(N, n) centres ``sum_i a_i exp(-gamma |x - sv_i|^2) + b`` per target."""
+        """(N, n) centres ``sum_i a_i exp(-gamma |x - sv_i|^2) + b`` per target.
+
+        Squared distances come from one matrix product (``|x|^2 + |sv|^2 - 2 x sv^T``, BLAS).
+        """
         X = check_features(self, X)
         out = np.empty((X.shape[0], self.n_targets_))
-        for j in range(self.n_targets_):
-            K = np.exp(-self.gamma_[j] * cdist(X, self.support_vectors_[j], "sqeuclidean"))
-            out[:, j] = K @ self.dual_coef_[j] + self.intercept_[j]
+        x2 = (X**2).sum(1)[:, None]
+        for SV, sv2, coef, gamma, targets in self._kernel_plan():
+            D = X @ SV.T
+            D *= -2.0
+            D += x2
+            D += sv2
+            np.maximum(D, 0.0, out=D)
+            D *= -gamma
+            np.exp(D, out=D)
+            out[:, targets] = D @ coef
+        out += self.intercept_
         return out * self.y_scale_ + self.y_mean_
 
     def to_arrays(self) -> dict[str, np.ndarray]:

@@ -1,4 +1,7 @@
-"""Typed dependencies: the settings, the model snapshot, the API-key checks."""
+"""Typed dependencies: the settings, the model snapshot, the API-key checks.
+
+All are ``async def``: none blocks, and FastAPI would run a plain ``def`` dependency in the
+thread pool (a thread hop per dependency per request: most of a small request's cost)."""
 
 from __future__ import annotations
 
@@ -13,19 +16,19 @@ from service.settings import ServiceSettings
 from service.store import Loaded, ModelStore
 
 
-def get_settings(request: Request) -> ServiceSettings:
+async def get_settings(request: Request) -> ServiceSettings:
     return request.app.state.settings
 
 
-def get_store(request: Request) -> ModelStore:
+async def get_store(request: Request) -> ModelStore:
     return request.app.state.store
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
-def current_model(store: Annotated[ModelStore, Depends(get_store)]) -> Loaded:
+async def current_model(store: Annotated[ModelStore, Depends(get_store)]) -> Loaded:
     """The bundle snapshot for this request; 503 while none is verified."""
     loaded = store.current
     if loaded is None:
@@ -47,7 +50,7 @@ def _check(presented: str | None, expected: str) -> bool:
     return presented is not None and secrets.compare_digest(presented.encode(), expected.encode())
 
 
-def require_api_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
+async def require_api_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
     """When ``LMVE_API_KEY`` is set, every non-health route needs it (``X-API-Key`` or Bearer)."""
     if settings.api_key is None:
         return
@@ -56,7 +59,7 @@ def require_api_key(request: Request, settings: Annotated[ServiceSettings, Depen
                        "(or Authorization: Bearer)", headers={"WWW-Authenticate": "Bearer"})
 
 
-def require_admin_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
+async def require_admin_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
     """Admin routes always need the key; with none configured they are disabled."""
     if settings.api_key is None:
         raise APIError(403, "Forbidden", "admin routes are disabled: set LMVE_API_KEY to enable them")

@@ -29,6 +29,15 @@ class APIError(Exception):
         self.errors = [] if field is None else [{"field": field, "expected": expected, "received": received}]
 
 
+class FastJSONResponse(JSONResponse):
+    """JSON via orjson, which also writes numpy arrays and scalars directly (10x faster than json)."""
+
+    def render(self, content) -> bytes:
+        import orjson
+
+        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def problem(status: int, title: str, detail: str, errors: list | None = None, headers: dict | None = None):
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, "errors": errors or []}
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)

@@ -87,10 +87,10 @@ def predict_regions(model, X: np.ndarray, method: str, coverage: float | None, b
     boundary = geometry.boundary_points(centers, shapes, boundary_points, closed=True) if boundary_points else None
     if metrics is not None:
         metrics.inference.labels(method).observe(time.perf_counter() - t0)
-    c_l, s_l, v_l, a_l = centers.tolist(), shapes.tolist(), volumes.tolist(), semi_axes.tolist()
-    o_l = orientation.tolist() if orientation is not None else [None] * len(c_l)
-    b_l = boundary.tolist() if boundary is not None else [None] * len(c_l)
+    # numpy rows go straight to orjson (see service.errors.fast_json): no tolist() round trip
+    semi_axes = np.ascontiguousarray(semi_axes)
     eta = region.coverage
-    regions = [{"center": c_l[i], "shape": s_l[i], "volume": v_l[i], "coverage": eta, "method": method,
-                "semi_axes": a_l[i], "orientation": o_l[i], "boundary": b_l[i]} for i in range(len(c_l))]
+    regions = [{"center": centers[i], "shape": shapes[i], "volume": volumes[i], "coverage": eta, "method": method,
+                "semi_axes": semi_axes[i], "orientation": None if orientation is None else orientation[i],
+                "boundary": None if boundary is None else boundary[i]} for i in range(len(centers))]
     return regions, method, fallback_reason is not None, fallback_reason

@@ -10,13 +10,13 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/livez", summary="The process is up")
-def livez():
+async def livez():
     return {"status": "ok"}
 
 
 @router.get("/readyz", summary="A verified bundle is loaded (503 otherwise)",
             responses={503: {"description": "no verified bundle"}})
-def readyz(store: Store):
+async def readyz(store: Store):
     if store.current is None:
         from service.errors import problem
 
@@ -25,7 +25,7 @@ def readyz(store: Store):
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-def metrics(m: AppMetrics):
+async def metrics(m: AppMetrics):
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -35,5 +35,10 @@ noop_router = APIRouter(tags=["benchmark"])
 @noop_router.post("/noop", include_in_schema=False)
 async def noop(request: Request):
     """Read the body and answer a fixed JSON: the ceiling a route of this app can reach."""
-    await request.body()
+    from starlette.requests import ClientDisconnect
+
+    try:
+        await request.body()
+    except ClientDisconnect:  # the load generator closing at the end of a run
+        return Response(status_code=499)
     return JSONResponse({"ok": True})

@@ -9,7 +9,7 @@ router = APIRouter(tags=["model"])
 
 
 @router.get("/model", response_model=ModelInfo, summary="Bundle metadata: version, dims, coverage, alpha_q, metrics")
-def model_info(loaded: CurrentModel):
+async def model_info(loaded: CurrentModel):
     m = loaded.model.manifest
     return ModelInfo(version=loaded.version, dataset=m.get("dataset", {}), feature_names=m["feature_names"],
                      target_names=m["target_names"], d=m["d"], n=m["n"], coverage=m["coverage"],

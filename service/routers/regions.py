@@ -6,11 +6,10 @@ import time
 
 import anyio
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 
 from service import inference
 from service.deps import AppMetrics, CurrentModel, Settings
-from service.errors import APIError
+from service.errors import APIError, FastJSONResponse
 from service.schemas import ContainsRequest, ContainsResponse, PredictRegionRequest, PredictRegionResponse
 
 router = APIRouter(tags=["regions"])
@@ -40,7 +39,7 @@ def _predict(body: PredictRegionRequest, loaded, settings, metrics, method: str 
     fallback, reason = (True, runtime_reason) if runtime_fallback else (fallback, reason)
     if fallback:
         metrics.fallbacks.labels(used).inc()
-    return JSONResponse({"regions": regions, "method": used, "fallback": fallback, "fallback_reason": reason,
+    return FastJSONResponse({"regions": regions, "method": used, "fallback": fallback, "fallback_reason": reason,
                          "coverage": body.coverage if body.coverage is not None else model.coverage,
                          "bundle_id": loaded.version})
 
@@ -63,8 +62,8 @@ def _contains(body: ContainsRequest, loaded, settings, metrics, method: str | No
     if fallback:
         metrics.fallbacks.labels(name).inc()
     results = [{"inside": i, "distance": d, "p_value": p}
-               for i, d, p in zip(inside.tolist(), distance.tolist(), p_value.tolist())]
-    return JSONResponse({"results": results, "method": name, "fallback": fallback, "fallback_reason": reason,
+               for i, d, p in zip(inside.tolist(), distance.tolist(), p_value.tolist())]  # plain floats: cheap
+    return FastJSONResponse({"results": results, "method": name, "fallback": fallback, "fallback_reason": reason,
                          "coverage": body.coverage if body.coverage is not None else model.coverage,
                          "bundle_id": loaded.version})
 
