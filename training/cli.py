@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lmve-max-steps", type=int, default=None, help="LMVE: cap on steps per phase")
     p.add_argument("--lmve-grid", choices=("fast", "paper"), default="fast",
                    help="LMVE learning-rate grid: fast {1e-2,1e-3} (default) or the paper's {1e-3,1e-5}")
+    p.add_argument("--lmve-loss", choices=("paper", "nll", "volume"), default="paper",
+                   help="LMVE train-phase loss: the paper's (default), Gaussian NLL with a Cholesky output, or "
+                        "the calibrated volume itself (see benchmarks/results/beyond.md)")
+    p.add_argument("--centre", choices=("paper", "scaled"), default="paper",
+                   help="SVR centre: the paper's (epsilon in raw target units) or fitted on standardised targets")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -79,8 +84,11 @@ def _run(args) -> int:
         lmve_params.update({k: v for k, v in PAPER_GRID.items() if k != "max_steps"})
     if args.lmve_max_steps is not None:
         lmve_params["max_steps"] = args.lmve_max_steps
+    if args.lmve_loss != "paper":
+        lmve_params["loss"] = args.lmve_loss
+    centre_params = {"scale_targets": True} if args.centre == "scaled" else {}
     config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
-                         lmve_params=lmve_params, progress=not args.quiet)
+                         lmve_params=lmve_params, centre_params=centre_params, progress=not args.quiet)
     t0 = time.perf_counter()
     result = train(dataset, config)
     out = args.out or Path("artifacts") / dataset.name

@@ -44,3 +44,14 @@ def test_csv_run_trains_a_bundle(tmp_path):
                  ]) == 0
     model = load_bundle(out / "bundle")
     assert model.feature_names == ["a", "b"] and model.primary_method == "nle"
+
+
+def test_variant_options_reach_the_bundle(tmp_path):
+    out = tmp_path / "run"
+    assert main(["--n-samples", "400", "--out", str(out), "--quiet", "--methods", "ge,nle,lmve", "--lmve-loss", "nll",
+                 "--centre", "scaled", "--lmve-max-steps", "30"]) == 0
+    model = load_bundle(out / "bundle")
+    assert model.manifest["methods"]["lmve"]["loss"] == "nll"
+    assert model.manifest["methods"]["lmve"]["output"] == "cholesky"
+    assert model.manifest["centre"]["params"]["scale_targets"] is True
+    assert model.methods["lmve"].shape_.net_.output == "cholesky"
