@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import sys
 
-import pytest
+import schemathesis  # a dev dependency: CI must fuzz, never skip
+from hypothesis import HealthCheck, given, settings
 
-schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-
-from service.app import create_app  # noqa: E402
-from service.settings import ServiceSettings  # noqa: E402
-from service.store import ModelStore  # noqa: E402
+from service.app import create_app
+from service.settings import ServiceSettings
+from service.store import ModelStore
 
 EXAMPLES_PER_OPERATION = 60
 
