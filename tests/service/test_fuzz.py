@@ -6,8 +6,6 @@ Uses schemathesis's per-operation hypothesis strategies directly (its pytest plu
 
 from __future__ import annotations
 
-import sys
-
 import schemathesis  # a dev dependency: CI must fuzz, never skip
 from hypothesis import HealthCheck, given, settings
 
@@ -18,7 +16,7 @@ from service.store import ModelStore
 EXAMPLES_PER_OPERATION = 60
 
 
-def test_no_server_error_for_any_generated_request(bundle_dir):
+def test_no_server_error_for_any_generated_request(bundle_dir, capsys):
     store = ModelStore(bundle_dir)
     store.reload()
     app = create_app(ServiceSettings(bundle=bundle_dir, api_key="fuzz"), store=store)
@@ -41,6 +39,8 @@ def test_no_server_error_for_any_generated_request(bundle_dir):
                 assert response.status_code < 500
 
         check()
-    print(f"\nschemathesis: {count['cases']} generated requests over {len(operations)} operations, "
-          f"{len(failures)} server errors", file=sys.__stderr__)
+    line = (f"schemathesis: {count['cases']} generated requests over {len(operations)} operations, "
+            f"{len(failures)} server errors")
+    with capsys.disabled():  # into the test log itself, past pytest's output capture
+        print("\n" + line)
     assert not failures and count["cases"] > 100
