@@ -130,8 +130,15 @@ def orientation_2d(C) -> np.ndarray:
     C = _as_shapes(C)
     if C.shape[1] != 2:
         raise InputError(f"orientation is defined for n = 2; got n = {C.shape[1]}")
-    _, V = axes(C)
-    major = V[:, :, 0]
+    return major_axis_angle(axes(C)[1])
+
+
+def major_axis_angle(directions) -> np.ndarray:
+    """Angle in (-pi/2, pi/2] of the first direction returned by :func:`axes` (n = 2), ``(N,)``.
+
+    Lets a caller that already has ``axes(C)`` get the orientation without a second eigh.
+    """
+    major = np.asarray(directions)[:, :, 0]
     angle = np.arctan2(major[:, 1], major[:, 0])
     angle = np.where(angle > np.pi / 2, angle - np.pi, angle)
     return np.where(angle <= -np.pi / 2, angle + np.pi, angle)

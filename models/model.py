@@ -86,11 +86,8 @@ class RegionModel:
         return self.centre.predict(self.standardise(X_raw))
 
     def p_value(self, X_raw, points, method: str | None = None) -> np.ndarray:
-        X = self.standardise(X_raw)
-        P = check_matrix(points, "points", n_columns=self.n_targets, owner="the bundle")
-        if P.shape[0] != X.shape[0]:
-            raise InputError(f"points has {P.shape[0]} rows but features has {X.shape[0]}; they must match")
-        return self.methods[self.resolve_method(method)].p_value(X, P)
+        """(N,) conformal p-values of ``points`` given raw features (see :meth:`assess`)."""
+        return self.assess(X_raw, points, method)[2]
 
     def threshold(self, method: str | None = None, coverage: float | None = None) -> float:
         """``alpha_q`` of ``method`` at ``coverage`` (default: the bundle's level)."""

@@ -81,13 +81,12 @@ def predict_regions(model, X: np.ndarray, method: str, coverage: float | None, b
         region = model.predict_region(X, method=method, coverage=coverage)
     centers, shapes = region.centers, region.shapes
     volumes = region.volume("lebesgue")
-    semi_axes, _ = geometry.axes(shapes)
-    n = centers.shape[1]
-    orientation = geometry.orientation_2d(shapes) if n == 2 else None
+    semi_axes, directions = geometry.axes(shapes)  # one eigh for the axes and the orientation
+    orientation = geometry.major_axis_angle(directions) if centers.shape[1] == 2 else None
     boundary = geometry.boundary_points(centers, shapes, boundary_points, closed=True) if boundary_points else None
     if metrics is not None:
         metrics.inference.labels(method).observe(time.perf_counter() - t0)
-    # numpy rows go straight to orjson (see service.errors.fast_json): no tolist() round trip
+    # numpy rows go straight to orjson (service.errors.FastJSONResponse): no tolist() round trip
     semi_axes = np.ascontiguousarray(semi_axes)
     eta = region.coverage
     regions = [{"center": centers[i], "shape": shapes[i], "volume": volumes[i], "coverage": eta, "method": method,
