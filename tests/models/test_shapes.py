@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 from scipy.stats import chi2
 from sklearn.linear_model import LinearRegression
 
@@ -124,8 +125,67 @@ def test_lmve_shapes_are_spd_and_grid_is_reported():
     est = LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X, Y)
     C = est.predict_shape(X)
     assert np.all(np.linalg.eigvalsh(C) >= est.eps * (1 - 1e-6))
-    assert len(est.grid_results_) == 8
+    stages = [r["stage"] for r in est.grid_results_]
+    assert stages.count("train") == 8 and stages.count("init") == 4  # 4 distinct (lr_init, dropout)
     assert {"init", "train"} <= set(est.history_)
+    assert est.config_ is not None
+
+
+def test_lmve_falls_back_on_an_init_network_when_the_train_phase_is_useless():
+    X, Y = heteroscedastic(300, seed=4)
+    # a learning rate of 10 wrecks every train-phase network; the init networks still fit NLE
+    est = LMVEShape(learning_rates_train=(10.0,), max_steps=100, eval_every=25, patience=2).fit(X, Y)
+    assert est.config_.lr_train is None
+    chosen = min(est.grid_results_, key=lambda r: r["heldout_volume"])
+    assert chosen["stage"] == "init"
+    no_fallback = LMVEShape(learning_rates_train=(10.0,), max_steps=100, eval_every=25, patience=2,
+                            init_candidates=False).fit(X, Y)
+    assert no_fallback.config_.lr_train == 10.0
+
+
+@pytest.mark.parametrize(("m", "expected"), [(300, 100), (1000, 200), (100, 50), (5000, 1000)])
+def test_lmve_validation_rows(m, expected):
+    assert LMVEShape()._n_validation(m) == expected
+    assert LMVEShape(min_validation_rows=0)._n_validation(m) == round(0.2 * m)
+
+
+def test_batched_net_select_keeps_the_kept_configurations_on_their_trajectory():
+    from models.shapes.lmve import BatchedShapeNet, _adam
+
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 5), torch.randn(64, 4)
+
+    def run(net, opt, steps):
+        for _ in range(steps):
+            out = net(x, torch.Generator().manual_seed(1)).reshape(net.n_configs, 64, 4)
+            loss = ((out - y) ** 2).mean((1, 2)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return opt
+
+    def make():
+        net = BatchedShapeNet([5, 8, 4], [0.1, 0.5, 0.2], 2, torch.Generator().manual_seed(0))
+        return net, _adam(net.parameters(), net.set_learning_rates([1e-2, 1e-3, 1e-2]))
+
+    full, opt = make()
+    run(full, run(full, opt, 5), 5)
+    part, opt = make()
+    opt = run(part, opt, 5)
+    opt = part.select_(torch.tensor([0, 2]), opt)
+    run(part, opt, 5)
+    assert part.n_configs == 2
+    for i in range(2):
+        np.testing.assert_allclose(part.layer(i)[0].detach(), full.layer(i)[0][[0, 2]].detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_lmve_retire_trains_and_reports_per_configuration_stops():
+    X, Y = heteroscedastic(300, seed=4)
+    est = LMVEShape(max_steps=200, eval_every=10, patience=2, retire=True).fit(X, Y)
+    steps = [r["best_step_train"] for r in est.grid_results_ if r["stage"] == "train"]
+    assert all(0 <= s <= est.history_["train"]["steps"] for s in steps)
+    C = est.predict_shape(X[:10])
+    assert np.all(np.isfinite(C))
 
 
 def test_nle_local_shape_formula():
