@@ -12,6 +12,7 @@ Volume conventions
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal
 
@@ -23,6 +24,7 @@ from models.exceptions import InputError
 VolumeConvention = Literal["lebesgue", "paper"]
 
 
+@functools.lru_cache(maxsize=64)
 def unit_ball_volume(n: int) -> float:
     """Volume of the unit ball in R^n: ``pi^{n/2} / Gamma(n/2 + 1)``."""
     if n < 1:
@@ -39,12 +41,30 @@ def _as_shapes(C) -> np.ndarray:
     return C
 
 
+def _det_2x2_spd(C: np.ndarray) -> np.ndarray | None:
+    """``det C`` for a batch of finite SPD 2 x 2 matrices in closed form, or ``None`` when any is
+    not (infinite, or not positive definite): the caller then takes the general path, which
+    handles infinite shapes and raises ``LinAlgError`` for indefinite ones.
+
+    The localisation case: a closed form costs a few vector operations, where LAPACK's batched
+    routines cost tens of microseconds of set-up per call (most of a single-row request).
+    """
+    a, b, c = C[:, 0, 0], C[:, 0, 1], C[:, 1, 1]
+    det = a * c - b * b
+    # comparisons with nan are False and do not warn; np.errstate would cost more than the maths
+    return det if ((a > 0) & (det > 0) & (det < np.inf)).all() else None
+
+
 def sqrt_det(C) -> np.ndarray:
     """``det(C)^{1/2}`` for a batch of SPD matrices, computed from the Cholesky factor.
 
     Returns ``(N,)``; ``inf`` where a shape is infinite (an uncalibratable level).
     """
     C = _as_shapes(C)
+    if C.shape[1] == 2:
+        det = _det_2x2_spd(C)
+        if det is not None:
+            return np.sqrt(det)
     out = np.full(C.shape[0], np.inf)
     finite = np.isfinite(C).all(axis=(1, 2))
     if finite.any():
@@ -86,6 +106,11 @@ def mahalanobis(residuals, C) -> np.ndarray:
         return np.einsum("ij,ij->j", z, z)
     if C.shape[0] != R.shape[0]:
         raise InputError(f"residuals have {R.shape[0]} rows but there are {C.shape[0]} shapes")
+    if C.shape[1] == 2:
+        det = _det_2x2_spd(C)
+        if det is not None:
+            r1, r2 = R[:, 0], R[:, 1]
+            return (C[:, 1, 1] * r1 * r1 - 2.0 * C[:, 0, 1] * r1 * r2 + C[:, 0, 0] * r2 * r2) / det
     out = np.zeros(R.shape[0])
     finite = np.isfinite(C).all(axis=(1, 2))
     if finite.any():
@@ -106,6 +131,10 @@ def scale(C, factor) -> np.ndarray:
     ``factor`` is a scalar or ``(N,)``. ``+inf`` gives the whole space (an infinite shape).
     """
     C = _as_shapes(C)
+    if isinstance(factor, (float, int)) and not isinstance(factor, bool):  # the common scalar case
+        if not factor > 0:  # also refuses nan
+            raise InputError(f"scale factor must be positive; got {factor}")
+        return C * factor if math.isfinite(factor) else np.full_like(C, np.inf)
     f = np.asarray(factor, dtype=np.float64)
     if np.any(f <= 0) or np.any(np.isnan(f)):
         raise InputError(f"scale factor must be positive; got {factor}")
@@ -121,8 +150,44 @@ def axes(C) -> tuple[np.ndarray, np.ndarray]:
     direction of the ``j``-th semi-axis.
     """
     C = _as_shapes(C)
+    if C.shape[1] == 2 and np.isfinite(C).all():
+        # closed form: eigenvalues m +- q, the major axis at 0.5 atan2(2b, a - c)
+        a, b, c = C[:, 0, 0], C[:, 0, 1], C[:, 1, 1]
+        m, q = 0.5 * (a + c), np.hypot(0.5 * (a - c), b)
+        big = m + q
+        small = np.divide(a * c - b * b, big, out=np.zeros_like(big), where=big > 0)  # no cancellation
+        theta = 0.5 * np.arctan2(2.0 * b, a - c)
+        directions = np.empty_like(C)
+        directions[:, 0, 0] = directions[:, 1, 1] = np.cos(theta)
+        directions[:, 1, 0] = np.sin(theta)
+        directions[:, 0, 1] = -directions[:, 1, 0]
+        semi = np.empty((C.shape[0], 2))
+        semi[:, 0], semi[:, 1] = big, small
+        return np.sqrt(np.maximum(semi, 0.0, out=semi), out=semi), directions
     w, V = np.linalg.eigh(C)
     return np.sqrt(np.maximum(w[:, ::-1], 0.0)), V[:, :, ::-1]
+
+
+def ellipse_2d(C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Area, semi-axes and orientation of a batch of finite SPD 2 x 2 shapes in closed form.
+
+    Returns ``area`` (N,) ``= pi det(C)^{1/2}``, ``semi_axes`` (N, 2) (longest first) and
+    ``orientation`` (N,): the major axis' angle in (-pi/2, pi/2], ``0.5 atan2(2b, a - c)``.
+    The same values as :func:`volume`, :func:`axes` and :func:`orientation_2d`, in a dozen vector
+    operations: the serving path's single-row cost.
+    """
+    C = _as_shapes(C)
+    if C.shape[1] != 2:
+        raise InputError(f"ellipse_2d needs 2 x 2 shapes; got {C.shape[1]} x {C.shape[1]}")
+    det = _det_2x2_spd(C)
+    if det is None:
+        raise InputError("ellipse_2d needs finite positive-definite shapes")
+    a, b, c = C[:, 0, 0], C[:, 0, 1], C[:, 1, 1]
+    big = 0.5 * (a + c) + np.hypot(0.5 * (a - c), b)
+    semi = np.empty((C.shape[0], 2))
+    semi[:, 0], semi[:, 1] = big, det / big
+    np.sqrt(semi, out=semi)
+    return math.pi * np.sqrt(det), semi, 0.5 * np.arctan2(2.0 * b, a - c)
 
 
 def orientation_2d(C) -> np.ndarray:

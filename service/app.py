@@ -53,6 +53,22 @@ def _install_sighup(store: ModelStore, metrics: Metrics) -> None:
         pass
 
 
+def _document_request_bodies(app: FastAPI, models) -> None:
+    """Add the request models that routes parse themselves (``service.deps.json_body``) to the
+    OpenAPI components, where their ``openapi_extra`` ``$ref`` points."""
+    build = app.openapi
+
+    def openapi():
+        if app.openapi_schema is None:
+            spec = build()
+            schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+            for m in models:
+                schemas[m.__name__] = m.model_json_schema(ref_template="#/components/schemas/{model}")
+        return app.openapi_schema
+
+    app.openapi = openapi
+
+
 def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
     store = store or ModelStore(settings.bundle)
@@ -73,17 +89,16 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.state.settings, app.state.store, app.state.metrics = settings, store, metrics
     install_error_handlers(app)
 
-    from fastapi import Depends
-
-    from service.deps import require_api_key
     from service.routers import admin, health, model, regions
 
+    # the API key is checked by GuardMiddleware for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
-    app.include_router(regions.router, dependencies=[Depends(require_api_key)])
-    app.include_router(model.router, dependencies=[Depends(require_api_key)])
+    app.include_router(regions.router)
+    app.include_router(model.router)
     app.include_router(admin.router)
     if settings.enable_noop:
-        app.include_router(health.noop_router, dependencies=[Depends(require_api_key)])
+        app.include_router(health.noop_router)
+    _document_request_bodies(app, regions.REQUEST_MODELS)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])

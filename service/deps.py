@@ -1,15 +1,18 @@
-"""Typed dependencies: the settings, the model snapshot, the API-key checks.
+"""Typed dependencies: the settings, the model snapshot, the parsed body, the admin-key check.
 
 All are ``async def``: none blocks, and FastAPI would run a plain ``def`` dependency in the
 thread pool (a thread hop per dependency per request: most of a small request's cost)."""
 
 from __future__ import annotations
 
-import secrets
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 
+from service.auth import key_matches, presented_key
 from service.errors import APIError
 from service.metrics import Metrics
 from service.settings import ServiceSettings
@@ -37,33 +40,63 @@ async def current_model(store: Annotated[ModelStore, Depends(get_store)]) -> Loa
     return loaded
 
 
-def _presented_key(request: Request) -> str | None:
-    key = request.headers.get("x-api-key")
-    if key is None:
-        auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            key = auth[7:].strip()
-    return key
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """What a region route needs, gathered by one dependency: the bundle snapshot taken for this
+    request (a reload mid-request does not change it), the settings and the metrics."""
+
+    loaded: Loaded
+    settings: ServiceSettings
+    metrics: Metrics
 
 
-def _check(presented: str | None, expected: str) -> bool:
-    return presented is not None and secrets.compare_digest(presented.encode(), expected.encode())
+async def serving(request: Request) -> Serving:
+    """The :class:`Serving` context; 503 while no verified bundle is loaded.
+
+    One dependency instead of three: FastAPI's dependency resolution costs tens of
+    microseconds per dependency, a large share of a single-row request."""
+    state = request.app.state
+    loaded = state.store.current
+    if loaded is None:
+        raise APIError(503, "Service Unavailable", f"no verified bundle is loaded: {state.store.error}",
+                       headers={"Retry-After": "5"})
+    return Serving(loaded, state.settings, state.metrics)
 
 
-async def require_api_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
-    """When ``LMVE_API_KEY`` is set, every non-health route needs it (``X-API-Key`` or Bearer)."""
-    if settings.api_key is None:
-        return
-    if not _check(_presented_key(request), settings.api_key.get_secret_value()):
-        raise APIError(401, "Unauthorized", "a valid API key is required in the X-API-Key header "
-                       "(or Authorization: Bearer)", headers={"WWW-Authenticate": "Bearer"})
+def json_body(model: type[BaseModel]):
+    """A dependency that parses the request body into ``model`` with pydantic-core's JSON parser.
+
+    FastAPI's own body handling decodes with the standard ``json`` module, then validates the
+    Python objects; ``model_validate_json`` does both in one pass in Rust (several times faster
+    on a batch of feature rows). Errors keep FastAPI's shape (``RequestValidationError`` with
+    ``body``-prefixed locations), so they become the same problem+json. Routes that use it pass
+    :func:`json_body_openapi` so that the schema still documents the body.
+    """
+
+    async def parse(request: Request) -> BaseModel:
+        raw = await request.body()
+        try:
+            return model.model_validate_json(raw or b"null")
+        except ValidationError as exc:
+            errors = [{**e, "loc": ("body", *e.get("loc", ()))} for e in exc.errors(include_url=False)]
+            raise RequestValidationError(errors, body=raw[:200]) from None
+
+    return parse
+
+
+def json_body_openapi(model: type[BaseModel]) -> dict:
+    """``openapi_extra`` declaring ``model`` as the required JSON request body (a ``$ref``; the app
+    adds the schema to its components)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
 
 
 async def require_admin_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
     """Admin routes always need the key; with none configured they are disabled."""
     if settings.api_key is None:
         raise APIError(403, "Forbidden", "admin routes are disabled: set LMVE_API_KEY to enable them")
-    if not _check(_presented_key(request), settings.api_key.get_secret_value()):
+    presented = presented_key(request.headers.get("x-api-key"), request.headers.get("authorization"))
+    if not key_matches(presented, settings.api_key.get_secret_value()):
         raise APIError(401, "Unauthorized", "a valid API key is required for admin routes",
                        headers={"WWW-Authenticate": "Bearer"})
 
@@ -72,3 +105,4 @@ Settings = Annotated[ServiceSettings, Depends(get_settings)]
 Store = Annotated[ModelStore, Depends(get_store)]
 CurrentModel = Annotated[Loaded, Depends(current_model)]
 AppMetrics = Annotated[Metrics, Depends(get_metrics)]
+ServingContext = Annotated[Serving, Depends(serving)]

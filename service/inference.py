@@ -80,12 +80,15 @@ def predict_regions(model, X: np.ndarray, method: str, coverage: float | None, b
         method, fallback_reason = "nle", "LMVE produced non-finite shapes for this batch"
         region = model.predict_region(X, method=method, coverage=coverage)
     centers, shapes = region.centers, region.shapes
-    volumes = region.volume("lebesgue")
-    semi_axes, directions = geometry.axes(shapes)  # one eigh for the axes and the orientation
-    orientation = geometry.major_axis_angle(directions) if centers.shape[1] == 2 else None
+    if centers.shape[1] == 2 and np.isfinite(shapes).all():  # closed forms: the localisation case
+        volumes, semi_axes, orientation = geometry.ellipse_2d(shapes)
+    else:
+        volumes = region.volume("lebesgue")
+        semi_axes, directions = geometry.axes(shapes)  # one eigh for the axes and the orientation
+        orientation = geometry.major_axis_angle(directions) if centers.shape[1] == 2 else None
     boundary = geometry.boundary_points(centers, shapes, boundary_points, closed=True) if boundary_points else None
     if metrics is not None:
-        metrics.inference.labels(method).observe(time.perf_counter() - t0)
+        metrics.child(metrics.inference, method).observe(time.perf_counter() - t0)
     # numpy rows go straight to orjson (service.errors.FastJSONResponse): no tolist() round trip
     semi_axes = np.ascontiguousarray(semi_axes)
     eta = region.coverage

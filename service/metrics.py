@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 class Metrics:
     def __init__(self):
         self.registry = CollectorRegistry()
+        self._children: dict = {}
         r = self.registry
         self.requests = Counter("lmve_http_requests", "HTTP requests by route and status",
                                 ["route", "method", "status"], registry=r)
@@ -26,6 +27,16 @@ class Metrics:
                                 registry=r)
         self.fallbacks = Counter("lmve_fallbacks", "Responses served by a fallback method", ["method"],
                                  registry=r)
+
+    def child(self, metric, *labels):
+        """``metric.labels(*labels)``, memoised: ``labels()`` validates and locks on every call,
+        a measurable share of a single-row request. The label sets are few (routes, methods,
+        statuses), so the memo stays small."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def set_model(self, loaded) -> None:
         if loaded is None:

@@ -1,4 +1,4 @@
-"""Pure-ASGI guards in front of the routes: body size, concurrency, timeout, metrics.
+"""Pure-ASGI guards in front of the routes: API key, body size, concurrency, timeout, metrics.
 
 They run for every request, before any JSON is parsed, so an oversized or excess request
 costs the server almost nothing.
@@ -10,17 +10,21 @@ import time
 
 import anyio
 
+from service.auth import PUBLIC_PATHS, key_matches, scope_key
 from service.errors import problem
 
 UNLIMITED = {"/livez", "/readyz", "/metrics"}
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
 
 class GuardMiddleware:
-    """413 for bodies over ``max_body_bytes`` (declared or streamed); 503 when ``max_concurrency``
+    """401 without the API key (when one is configured; not for :data:`service.auth.PUBLIC_PATHS`);
+    413 for bodies over ``max_body_bytes`` (declared or streamed); 503 when ``max_concurrency``
     requests are already in flight (no unbounded queue); 504 past ``timeout_s``; request metrics."""
 
     def __init__(self, app, *, settings, metrics):
         self.app = app
+        self.api_key = None if settings.api_key is None else settings.api_key.get_secret_value()
         self.max_body = settings.max_body_bytes
         self.timeout = settings.request_timeout_s
         self.metrics = metrics
@@ -43,6 +47,13 @@ class GuardMiddleware:
             return getattr(route, "path", None) or ("unmatched" if path not in UNLIMITED else path)
 
         try:
+            if self.api_key is not None and path not in PUBLIC_PATHS and not key_matches(scope_key(scope),
+                                                                                         self.api_key):
+                self.metrics.rejected.labels("unauthorised").inc()
+                await problem(401, "Unauthorized", "a valid API key is required in the X-API-Key header "
+                              "(or Authorization: Bearer)",
+                              headers={"WWW-Authenticate": "Bearer"})(scope, receive, send_wrapper)
+                return
             if path in UNLIMITED:
                 await self.app(scope, receive, send_wrapper)
                 return
@@ -87,8 +98,10 @@ class GuardMiddleware:
                 self.slots.release()
         finally:
             label = route_label()
-            self.metrics.requests.labels(label, scope.get("method", ""), str(status_holder["status"])).inc()
-            self.metrics.latency.labels(label).observe(time.perf_counter() - start)
+            method = scope.get("method", "")
+            method = method if method in _METHODS else "other"  # bounded label set
+            self.metrics.child(self.metrics.requests, label, method, str(status_holder["status"])).inc()
+            self.metrics.child(self.metrics.latency, label).observe(time.perf_counter() - start)
 
 
 class _BodyTooLarge(Exception):

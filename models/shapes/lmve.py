@@ -615,14 +615,14 @@ class LMVEShape(EllipsoidShapeEstimator):
         n = self.n_targets_
         out = h.reshape(X.shape[0], n, n)
         if self.net_.output == "gram":
-            F = np.einsum("nki,nkj->nij", out, out)
+            F = np.matmul(out.transpose(0, 2, 1), out)
         else:
             L = np.tril(out, k=-1)
             idx = np.arange(n)
             L[:, idx, idx] = np.logaddexp(0.0, out[:, idx, idx])  # softplus
             F = L @ np.transpose(L, (0, 2, 1))
         C = F * self.target_scale_**2
-        C[:, np.arange(n), np.arange(n)] += self.eps
+        C.reshape(-1, n * n)[:, :: n + 1] += self.eps  # the diagonals (C is a fresh contiguous array)
         return C
 
     @classmethod

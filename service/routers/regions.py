@@ -8,18 +8,29 @@ import anyio
 from fastapi import APIRouter
 
 from service import inference
-from service.deps import AppMetrics, CurrentModel, Settings
+from typing import Annotated
+
+from fastapi import Depends
+
+from service.deps import Serving, ServingContext, json_body, json_body_openapi
 from service.errors import APIError, FastJSONResponse
 from service.schemas import ContainsRequest, ContainsResponse, PredictRegionRequest, PredictRegionResponse
 
 router = APIRouter(tags=["regions"])
+
+PredictBody = Annotated[PredictRegionRequest, Depends(json_body(PredictRegionRequest))]
+ContainsBody = Annotated[ContainsRequest, Depends(json_body(ContainsRequest))]
+REQUEST_MODELS = (PredictRegionRequest, ContainsRequest)
+PREDICT_BODY = json_body_openapi(PredictRegionRequest)
+CONTAINS_BODY = json_body_openapi(ContainsRequest)
 
 PROBLEMS = {413: {"description": "too many rows or body too large"},
             422: {"description": "invalid input (problem+json naming the field)"},
             503: {"description": "no verified bundle, or too many requests in flight"}}
 
 
-def _predict(body: PredictRegionRequest, loaded, settings, metrics, method: str | None):
+def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
+    loaded, settings, metrics = ctx.loaded, ctx.settings, ctx.metrics
     model = loaded.model
     name, fallback, reason = inference.choose_method(model, method)
     X = inference.matrix(body.features, "features", model.n_features, settings.max_rows,
@@ -34,7 +45,7 @@ def _predict(body: PredictRegionRequest, loaded, settings, metrics, method: str 
     if k is not None and model.n_targets not in (2, 3):
         raise APIError(422, "Invalid input", "boundary points are available for 2-D or 3-D targets only",
                        field="boundary_points", expected="null", received=str(k))
-    metrics.batch_rows.labels("predict-region").observe(X.shape[0])
+    metrics.child(metrics.batch_rows, "predict-region").observe(X.shape[0])
     regions, used, runtime_fallback, runtime_reason = inference.predict_regions(model, X, name, coverage, k, metrics)
     fallback, reason = (True, runtime_reason) if runtime_fallback else (fallback, reason)
     if fallback:
@@ -44,7 +55,8 @@ def _predict(body: PredictRegionRequest, loaded, settings, metrics, method: str 
                          "bundle_id": loaded.version})
 
 
-def _contains(body: ContainsRequest, loaded, settings, metrics, method: str | None):
+def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
+    loaded, settings, metrics = ctx.loaded, ctx.settings, ctx.metrics
     model = loaded.model
     name, fallback, reason = inference.choose_method(model, method)
     X = inference.matrix(body.features, "features", model.n_features, settings.max_rows, "one per feature")
@@ -55,10 +67,10 @@ def _contains(body: ContainsRequest, loaded, settings, metrics, method: str | No
                        "send one point per feature row", field="points", expected=f"{X.shape[0]} rows",
                        received=f"{P.shape[0]} rows")
     coverage = inference.check_coverage(body.coverage, model.methods[name].calibrator_.n_calibration_)
-    metrics.batch_rows.labels("contains").observe(X.shape[0])
+    metrics.child(metrics.batch_rows, "contains").observe(X.shape[0])
     t0 = time.perf_counter()
     inside, distance, p_value = model.assess(X, P, method=name, coverage=coverage)
-    metrics.inference.labels(name).observe(time.perf_counter() - t0)
+    metrics.child(metrics.inference, name).observe(time.perf_counter() - t0)
     if fallback:
         metrics.fallbacks.labels(name).inc()
     results = [{"inside": i, "distance": d, "p_value": p}
@@ -80,30 +92,27 @@ async def _run(fn, body, *args):
     return await anyio.to_thread.run_sync(fn, body, *args)
 
 
-@router.post("/predict-region", response_model=PredictRegionResponse, responses=PROBLEMS,
+@router.post("/predict-region", response_model=PredictRegionResponse, responses=PROBLEMS, openapi_extra=PREDICT_BODY,
              summary="Calibrated uncertainty ellipses (LMVE; falls back to NLE, then GE)")
-async def predict_region(body: PredictRegionRequest, loaded: CurrentModel, settings: Settings,
-                         metrics: AppMetrics):
-    return await _run(_predict, body, loaded, settings, metrics, None)
+async def predict_region(body: PredictBody, ctx: ServingContext):
+    return await _run(_predict, body, ctx, None)
 
 
-@router.post("/contains", response_model=ContainsResponse, responses=PROBLEMS,
+@router.post("/contains", response_model=ContainsResponse, responses=PROBLEMS, openapi_extra=CONTAINS_BODY,
              summary="Is each point inside its row's calibrated ellipse? With distance and p-value")
-async def contains(body: ContainsRequest, loaded: CurrentModel, settings: Settings, metrics: AppMetrics):
-    return await _run(_contains, body, loaded, settings, metrics, None)
+async def contains(body: ContainsBody, ctx: ServingContext):
+    return await _run(_contains, body, ctx, None)
 
 
-@router.post("/{method}/predict-region", response_model=PredictRegionResponse,
+@router.post("/{method}/predict-region", response_model=PredictRegionResponse, openapi_extra=PREDICT_BODY,
              responses={**PROBLEMS, 404: {"description": "unknown method"}},
              summary="Regions from one named method (nle and ge are the fallbacks)")
-async def predict_region_with(method: str, body: PredictRegionRequest, loaded: CurrentModel, settings: Settings,
-                              metrics: AppMetrics):
-    return await _run(_predict, body, loaded, settings, metrics, method)
+async def predict_region_with(method: str, body: PredictBody, ctx: ServingContext):
+    return await _run(_predict, body, ctx, method)
 
 
-@router.post("/{method}/contains", response_model=ContainsResponse,
+@router.post("/{method}/contains", response_model=ContainsResponse, openapi_extra=CONTAINS_BODY,
              responses={**PROBLEMS, 404: {"description": "unknown method"}},
              summary="Containment from one named method")
-async def contains_with(method: str, body: ContainsRequest, loaded: CurrentModel, settings: Settings,
-                        metrics: AppMetrics):
-    return await _run(_contains, body, loaded, settings, metrics, method)
+async def contains_with(method: str, body: ContainsBody, ctx: ServingContext):
+    return await _run(_contains, body, ctx, method)

@@ -1,0 +1,39 @@
+"""The API key: where a client presents it and how it is compared (in constant time).
+
+The check itself runs in :class:`service.middleware.GuardMiddleware`, before routing and
+before any body is read, for every route but the health and documentation ones: a new router
+cannot forget it. Admin routes add :func:`service.deps.require_admin_key` on top.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+#: never behind the key: probes, metrics scrapes and the API documentation
+PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc",
+                          "/openapi.json"})
+
+
+def presented_key(x_api_key: str | None, authorization: str | None) -> str | None:
+    """The key from ``X-API-Key``, else from ``Authorization: Bearer <key>``."""
+    if x_api_key is not None:
+        return x_api_key
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return None
+
+
+def key_matches(presented: str | None, expected: str) -> bool:
+    """Constant-time comparison (``secrets.compare_digest``); a missing key never matches."""
+    return presented is not None and secrets.compare_digest(presented.encode(), expected.encode())
+
+
+def scope_key(scope) -> str | None:
+    """:func:`presented_key` from a raw ASGI scope's headers (latin-1, as HTTP/1.1 defines them)."""
+    x_api_key = authorization = None
+    for name, value in scope.get("headers") or ():
+        if name == b"x-api-key":
+            x_api_key = value.decode("latin-1")
+        elif name == b"authorization":
+            authorization = value.decode("latin-1")
+    return presented_key(x_api_key, authorization)
