@@ -7,6 +7,7 @@ orchestrator can tell "starting" from "broken" and a reload can bring it to read
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -81,6 +82,11 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         torch.set_num_threads(settings.torch_threads)
         if store.current is None:
             store.load_initial()
+        # everything alive now (torch, numpy, the bundle) lives as long as the process: move it
+        # out of the cyclic collector's sight, so that a full collection during a request walks
+        # only that request's garbage (it otherwise walks a million objects: a p99 spike)
+        gc.collect()
+        gc.freeze()
         metrics.set_model(store.current)
         _install_sighup(store, metrics)
         yield

@@ -46,6 +46,7 @@ VARIANTS = {
                                 "max_steps": 100_000, "patience": None}},
     "no-init": {"lmve": {"init": "none"}},
     "lambda-1": {"lmve": {"lambda_": 1.0}},
+    "stop-volume": {"lmve": {"stop_on": "volume"}},
     "2-layers": {"lmve": {"n_layers": 2}},
     "50pct-validation": {"calibration_fraction": 0.5},
     # undo the loaders' target scaling (residential_building / 100, indoor_localization km):

@@ -92,3 +92,34 @@ def test_bad_inputs_are_named():
         geometry.scale(np.eye(2), -1.0)
     with pytest.raises(InputError, match="n = 2 or 3"):
         geometry.boundary_points(np.zeros((1, 4)), np.eye(4)[None])
+
+
+def test_2x2_closed_forms_match_the_general_linear_algebra():
+    rng = np.random.default_rng(11)
+    C = random_spd(rng, 200, 2)
+    C[0] = np.diag([1e-6, 1e6])  # very elongated: the small semi-axis must not cancel away
+    C[1] = np.array([[2.0, 0.0], [0.0, 5.0]])  # major axis along y: orientation pi/2
+    R = rng.normal(size=(200, 2))
+    np.testing.assert_allclose(geometry.sqrt_det(C), np.sqrt(np.linalg.det(C)), rtol=1e-12)
+    np.testing.assert_allclose(geometry.mahalanobis(R, C), np.einsum("ni,nij,nj->n", R, np.linalg.inv(C), R),
+                               rtol=1e-9)
+    area, semi, angle = geometry.ellipse_2d(C)
+    w = np.linalg.eigvalsh(C)[:, ::-1]
+    np.testing.assert_allclose(semi, np.sqrt(w), rtol=1e-9)
+    np.testing.assert_allclose(area, math.pi * np.sqrt(w).prod(1), rtol=1e-12)
+    np.testing.assert_allclose(angle, geometry.orientation_2d(C), atol=1e-12)
+    assert angle[1] == pytest.approx(math.pi / 2)
+    semi2, directions = geometry.axes(C)
+    np.testing.assert_allclose(directions @ (semi2[:, :, None] ** 2 * np.transpose(directions, (0, 2, 1))), C,
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_2x2_fast_paths_still_refuse_what_the_general_path_refuses():
+    bad = np.array([[[1.0, 2.0], [2.0, 1.0]]])  # indefinite
+    with pytest.raises(np.linalg.LinAlgError):
+        geometry.sqrt_det(bad)
+    with pytest.raises(InputError, match="positive-definite"):
+        geometry.ellipse_2d(bad)
+    with pytest.raises(InputError, match="positive"):
+        geometry.scale(np.eye(2), float("nan"))
+    assert geometry.sqrt_det(np.array([[[1.0, 0.0], [0.0, np.inf]]]))[0] == math.inf

@@ -91,3 +91,25 @@ def test_no_cors_unless_configured(make_client):
     r = cors.options("/predict-region", headers={"Origin": "https://maps.example",
                                                  "Access-Control-Request-Method": "POST"})
     assert r.headers["access-control-allow-origin"] == "https://maps.example"
+
+
+def test_api_key_is_checked_before_routing_and_docs_stay_public(make_client):
+    client = make_client(api_key="s3cret")
+    # an unknown path is refused for want of a key, before the router could say 404
+    assert client.get("/no-such-route").status_code == 401
+    assert client.get("/no-such-route", headers={"X-API-Key": "s3cret"}).status_code == 404
+    assert client.post("/ge/predict-region", json={"features": [ROW]}).status_code == 401
+    assert client.get("/openapi.json").status_code == 200 and client.get("/docs").status_code == 200
+    assert 'lmve_rejected_total{reason="unauthorised"}' in client.get("/metrics").text
+
+
+def test_request_bodies_are_documented_and_metric_labels_stay_bounded(client):
+    spec = client.get("/openapi.json").json()
+    for path, model in (("/predict-region", "PredictRegionRequest"), ("/contains", "ContainsRequest"),
+                        ("/{method}/contains", "ContainsRequest")):
+        ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        assert ref == f"#/components/schemas/{model}" and model in spec["components"]["schemas"]
+    for method in ("FOO", "BAR"):
+        client.request(method, "/predict-region")
+    text = client.get("/metrics").text
+    assert 'method="other"' in text and 'method="FOO"' not in text

@@ -94,3 +94,11 @@ def test_no_bundle_means_not_ready_but_alive(make_client, tmp_path):
     assert "does not exist" in body["detail"]
     problem(client.post("/predict-region", json={"features": [ROW]}), 503)
     problem(client.get("/model"), 503)
+
+
+def test_malformed_json_names_the_body(client):
+    body = problem(client.post("/predict-region", content=b'{"features": [[1, 2', headers={"content-type":
+                                                                                         "application/json"}), 422)
+    assert body["errors"][0]["field"] == "body" and "JSON" in body["errors"][0]["expected"]
+    body = problem(client.post("/contains", content=b"", headers={"content-type": "application/json"}), 422)
+    assert body["errors"][0]["field"] == "body"
