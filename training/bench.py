@@ -47,6 +47,7 @@ VARIANTS = {
     "no-init": {"lmve": {"init": "none"}},
     "lambda-1": {"lmve": {"lambda_": 1.0}},
     "stop-volume": {"lmve": {"stop_on": "volume"}},
+    "no-floor": {"lmve": {"floor_weight": 0.0}},  # the paper's model exactly (no GE share)
     "2-layers": {"lmve": {"n_layers": 2}},
     "50pct-validation": {"calibration_fraction": 0.5},
     # undo the loaders' target scaling (residential_building / 100, indoor_localization km):

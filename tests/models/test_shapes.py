@@ -235,3 +235,23 @@ def test_bad_inputs_name_what_was_expected():
     reg.conformalize(X[60:], R[60:])
     with pytest.raises(InputError, match="coverage must lie in the open interval"):
         reg.predict_region(X[:3], coverage=0.0)
+
+
+def test_lmve_clips_queries_onto_the_training_box():
+    X, Y = heteroscedastic(300, seed=4)
+    est = LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X, Y)
+    far = X[:5] + 50.0  # far outside the training range on every feature
+    np.testing.assert_allclose(est.predict_shape(far), est.predict_shape(np.clip(far, X.min(0), X.max(0))))
+    np.testing.assert_allclose(est.net_.input_high.numpy(), X.max(0), rtol=1e-6)
+    inside = est.predict_shape(X[:20])
+    raw = LMVEShape(max_steps=50, eval_every=25, patience=2, clip_inputs=False).fit(X, Y)
+    np.testing.assert_allclose(raw.predict_shape(X[:20]), inside)  # nothing changes inside the box
+    assert not np.allclose(raw.predict_shape(far), est.predict_shape(far))
+
+
+def test_lmve_stop_on_volume_runs_and_bad_values_are_named():
+    X, Y = heteroscedastic(300, seed=4)
+    est = LMVEShape(max_steps=50, eval_every=25, patience=2, stop_on="volume").fit(X, Y)
+    assert np.all(np.isfinite(est.predict_shape(X[:5])))
+    with pytest.raises(InputError, match="stop_on must be 'loss' or 'volume'; got 'bogus'"):
+        LMVEShape(stop_on="bogus").fit(X, Y)
