@@ -655,8 +655,10 @@ class LMVEShape(EllipsoidShapeEstimator):
             low = self.net_.input_low.detach().double().cpu().numpy()
             high = self.net_.input_high.detach().double().cpu().numpy()
             box = (low, high) if np.isfinite(low).any() or np.isfinite(high).any() else None
-            self._np_cache = cache = (self.net_, layers, box)
-        return cache[1], cache[2]
+            w = float(self.net_.floor_weight)
+            floor = (w, self.net_.floor_shape.detach().double().cpu().numpy()) if w else None
+            self._np_cache = cache = (self.net_, layers, box, floor)
+        return cache[1], cache[2], cache[3]
 
     def predict_shape(self, X) -> np.ndarray:
         """(N, n, n) shapes ``s^2 F(x) + eps I`` (float64), ``F = R^T R`` or ``L L^T``.
@@ -665,7 +667,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         thousand rows this avoids torch's per-call dispatch, and it is float64 throughout.
         """
         X = self._validate_predict(X)
-        layers, box = self._numpy_layers()
+        layers, box, floor = self._numpy_layers()
         h = X if box is None else np.clip(X, box[0], box[1])
         for i, (W, b) in enumerate(layers):
             h = h @ W + b
@@ -682,10 +684,9 @@ class LMVEShape(EllipsoidShapeEstimator):
             F = L @ np.transpose(L, (0, 2, 1))
         C = F * self.target_scale_**2
         C.reshape(-1, n * n)[:, :: n + 1] += self.eps  # the diagonals (C is a fresh contiguous array)
-        w = float(self.net_.floor_weight)
-        if w:
-            C *= 1.0 - w
-            C += w * self.net_.floor_shape.detach().double().cpu().numpy()
+        if floor is not None:
+            C *= 1.0 - floor[0]
+            C += floor[0] * floor[1]
         return C
 
     @classmethod

@@ -14,6 +14,7 @@ from models import (
     SplitConformalRegressor,
     SVRCentre,
 )
+from models import geometry
 from models.centre import ConstantCentre
 from models.exceptions import InputError, NotFittedError
 from tests.conftest import heteroscedastic, joint_gaussian
@@ -255,3 +256,24 @@ def test_lmve_stop_on_volume_runs_and_bad_values_are_named():
     assert np.all(np.isfinite(est.predict_shape(X[:5])))
     with pytest.raises(InputError, match="stop_on must be 'loss' or 'volume'; got 'bogus'"):
         LMVEShape(stop_on="bogus").fit(X, Y)
+
+
+def test_lmve_floor_keeps_a_share_of_the_ge_shape():
+    from models.shapes.base import second_moment
+
+    X, Y = heteroscedastic(300, seed=4)
+    w = 0.2
+    est = LMVEShape(max_steps=50, eval_every=25, patience=2, floor_weight=w, random_state=1).fit(X, Y)
+    rng = np.random.default_rng(0)
+    queries = np.vstack([X[:50], rng.normal(scale=5.0, size=(50, X.shape[1]))])
+    C = est.predict_shape(queries)
+    # the shapes are built from the fit rows only; their second moment is within a few % of all rows'
+    G = np.asarray(est.net_.floor_shape.double())
+    ref = second_moment(Y)
+    np.testing.assert_allclose(G, ref, rtol=0.2, atol=0.2 * np.abs(ref).max())
+    assert np.linalg.eigvalsh(C - w * G).min() >= -1e-9  # C >= w G: every score <= M_G / w
+    R = rng.normal(size=(100, 2)) * 3
+    M = geometry.mahalanobis(R, C)
+    assert np.all(M <= geometry.mahalanobis(R, G) / w * (1 + 1e-9))
+    with pytest.raises(InputError, match=r"floor_weight must lie in \[0, 1\); got 1.5"):
+        LMVEShape(floor_weight=1.5).fit(X, Y)
