@@ -40,6 +40,8 @@ def baseline(variant: str) -> tuple[pd.DataFrame | None, str]:
     """The paper-protocol runs of the same code as ``variant``, and a label for that code."""
     if variant in V1_VARIANTS:
         return load("paper-v1"), "v1 (5e0b1c7)"
+    if variant == "no-floor":  # differs from stop-loss by the floor alone
+        return load("stop-loss"), "current, vs stop-loss"
     return load("paper"), "current"
 
 
@@ -88,7 +90,7 @@ def beyond() -> str | None:
              "`current`, or the session-1 code (commit 5e0b1c7, whose paper runs are `runs_paper-v1.csv`).", "",
              "| dataset | variant | code | splits | coverage % | volume | paper-protocol LMVE volume | ratio |",
              "|---|---|---|---|---|---|---|---|"]
-    for v in ("no-floor", "stop-volume", "lambda-1", "nll", "volume", "scaled-centre"):
+    for v in ("stop-loss", "no-floor", "lambda-1", "nll", "volume", "scaled-centre"):
         df = load(v)
         base, code = baseline(v)
         if df is None or base is None:

@@ -46,8 +46,9 @@ VARIANTS = {
                                 "max_steps": 100_000, "patience": None}},
     "no-init": {"lmve": {"init": "none"}},
     "lambda-1": {"lmve": {"lambda_": 1.0}},
-    "stop-volume": {"lmve": {"stop_on": "volume"}},
-    "no-floor": {"lmve": {"floor_weight": 0.0}},  # the paper's model exactly (no GE share)
+    "stop-loss": {"lmve": {"stop_on": "loss"}},  # early stopping on the held-out training loss
+    # the paper's model (no GE share), stopping on the held-out loss: compare with stop-loss
+    "no-floor": {"lmve": {"floor_weight": 0.0, "stop_on": "loss"}},
     "2-layers": {"lmve": {"n_layers": 2}},
     "50pct-validation": {"calibration_fraction": 0.5},
     # undo the loaders' target scaling (residential_building / 100, indoor_localization km):
