@@ -143,6 +143,22 @@ def scale(C, factor) -> np.ndarray:
     return C * f[:, None, None]
 
 
+def _semi_axes_and_angle_2x2(C: np.ndarray, det: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Closed-form eigen-decomposition of finite symmetric 2 x 2 shapes with determinants ``det``.
+
+    Eigenvalues ``m +- q`` (``m = (a + c)/2``, ``q = hypot((a - c)/2, b)``), the small one as
+    ``det / big`` (no cancellation for elongated shapes); the major axis at ``0.5 atan2(2b, a - c)``
+    in (-pi/2, pi/2]. Returns semi-axes ``(N, 2)`` (longest first) and that angle ``(N,)``.
+    """
+    a, b, c = C[:, 0, 0], C[:, 0, 1], C[:, 1, 1]
+    big = 0.5 * (a + c) + np.hypot(0.5 * (a - c), b)
+    semi = np.empty((C.shape[0], 2))
+    semi[:, 0] = big
+    np.divide(det, big, out=semi[:, 1], where=big > 0)
+    semi[big <= 0, 1] = 0.0
+    return np.sqrt(np.maximum(semi, 0.0, out=semi), out=semi), 0.5 * np.arctan2(2.0 * b, a - c)
+
+
 def axes(C) -> tuple[np.ndarray, np.ndarray]:
     """Semi-axis lengths (descending) and unit axis directions.
 
@@ -151,19 +167,12 @@ def axes(C) -> tuple[np.ndarray, np.ndarray]:
     """
     C = _as_shapes(C)
     if C.shape[1] == 2 and np.isfinite(C).all():
-        # closed form: eigenvalues m +- q, the major axis at 0.5 atan2(2b, a - c)
-        a, b, c = C[:, 0, 0], C[:, 0, 1], C[:, 1, 1]
-        m, q = 0.5 * (a + c), np.hypot(0.5 * (a - c), b)
-        big = m + q
-        small = np.divide(a * c - b * b, big, out=np.zeros_like(big), where=big > 0)  # no cancellation
-        theta = 0.5 * np.arctan2(2.0 * b, a - c)
+        semi, theta = _semi_axes_and_angle_2x2(C, C[:, 0, 0] * C[:, 1, 1] - C[:, 0, 1] ** 2)
         directions = np.empty_like(C)
         directions[:, 0, 0] = directions[:, 1, 1] = np.cos(theta)
         directions[:, 1, 0] = np.sin(theta)
         directions[:, 0, 1] = -directions[:, 1, 0]
-        semi = np.empty((C.shape[0], 2))
-        semi[:, 0], semi[:, 1] = big, small
-        return np.sqrt(np.maximum(semi, 0.0, out=semi), out=semi), directions
+        return semi, directions
     w, V = np.linalg.eigh(C)
     return np.sqrt(np.maximum(w[:, ::-1], 0.0)), V[:, :, ::-1]
 
@@ -182,12 +191,8 @@ def ellipse_2d(C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     det = _det_2x2_spd(C)
     if det is None:
         raise InputError("ellipse_2d needs finite positive-definite shapes")
-    a, b, c = C[:, 0, 0], C[:, 0, 1], C[:, 1, 1]
-    big = 0.5 * (a + c) + np.hypot(0.5 * (a - c), b)
-    semi = np.empty((C.shape[0], 2))
-    semi[:, 0], semi[:, 1] = big, det / big
-    np.sqrt(semi, out=semi)
-    return math.pi * np.sqrt(det), semi, 0.5 * np.arctan2(2.0 * b, a - c)
+    semi, angle = _semi_axes_and_angle_2x2(C, det)
+    return math.pi * np.sqrt(det), semi, angle
 
 
 def orientation_2d(C) -> np.ndarray:

@@ -64,13 +64,13 @@ async def serving(request: Request) -> Serving:
 
 
 def json_body(model: type[BaseModel]):
-    """A dependency that parses the request body into ``model`` with pydantic-core's JSON parser.
+    """An ``async (request) -> model`` parser of the request body, with pydantic-core's JSON parser.
 
     FastAPI's own body handling decodes with the standard ``json`` module, then validates the
     Python objects; ``model_validate_json`` does both in one pass in Rust (several times faster
     on a batch of feature rows). Errors keep FastAPI's shape (``RequestValidationError`` with
-    ``body``-prefixed locations), so they become the same problem+json. Routes that use it pass
-    :func:`json_body_openapi` so that the schema still documents the body.
+    ``body``-prefixed locations), so they become the same problem+json. Routes that parse their
+    bodies this way pass :func:`json_body_openapi` so that the schema still documents them.
     """
 
     async def parse(request: Request) -> BaseModel:
@@ -85,8 +85,9 @@ def json_body(model: type[BaseModel]):
 
 
 def region_call(model: type[BaseModel]):
-    """One dependency giving ``(body, Serving)``: the parsed body (as :func:`json_body`), then the
-    bundle snapshot (as :func:`serving`). One resolution instead of two on the hot routes."""
+    """An ``async (request) -> (body, Serving)``: the parsed body (as :func:`json_body`), then the
+    bundle snapshot (as :func:`serving`). The region routes await it themselves instead of
+    declaring it with ``Depends`` (see ``service.routers.regions``)."""
     parse = json_body(model)
 
     async def call(request: Request) -> tuple[BaseModel, Serving]:

@@ -178,8 +178,7 @@ class BatchedShapeNet(nn.Module):
         so that the kept configurations continue exactly as they would have in the full batch.
         """
         old = list(self.parameters())
-        state, _, _ = self.state()
-        self.restore([p[keep] for p in state], self.p_drop[keep], self.lr_scale[keep])
+        self.restore([p.detach()[keep] for p in old], self.p_drop[keep], self.lr_scale[keep])  # restore copies
         if optimizer is None:
             return None
         new_opt = type(optimizer)(self.parameters(), **optimizer.defaults)
@@ -586,19 +585,19 @@ class LMVEShape(EllipsoidShapeEstimator):
                    held_fn=None) -> tuple[int, np.ndarray]:
         """Adam over all configurations at once; early stopping and best weights per configuration.
 
-        A configuration whose held-out loss has not improved for ``patience`` evaluations is
-        *retired*: its best weights are kept and it leaves the batch, so the remaining ones run
-        on a smaller batched model (their trajectories are unchanged: the mini-batches and dropout
-        draws do not depend on how many configurations are in the batch). The phase ends when
-        every configuration is retired or after ``max_steps``. Returns the steps run and each
-        configuration's best step.
+        Every ``eval_every`` steps each configuration is scored on the held-out rows (``held_fn``,
+        default ``loss_fn``); it keeps the weights of its best score. The phase ends once no
+        configuration has improved for ``patience`` evaluations, or after ``max_steps``. With
+        ``retire``, a configuration that has stalled that long leaves the batch at once (its best
+        weights kept), and the rest run on a smaller batched model, on unchanged trajectories: the
+        mini-batches and dropout draws do not depend on how many configurations are in the batch.
+        Returns the steps run and each configuration's best step.
         """
         from tqdm.auto import tqdm
 
         K = net.n_configs
         opt = _adam(net.parameters(), net.set_learning_rates(lrs))
-        full_params, full_p_drop, full_lr_scale = net.state()
-        best_params = [p.clone() for p in full_params]
+        best_params, full_p_drop, full_lr_scale = net.state()  # copies: the best weights so far
         best = torch.full((K,), math.inf)
         best_step = np.zeros(K, dtype=int)
         stale = np.zeros(K, dtype=int)
@@ -650,8 +649,9 @@ class LMVEShape(EllipsoidShapeEstimator):
         return step, best_step
 
     # ------------------------------------------------------------------ predict
-    def _numpy_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The chosen net's weights as float64 numpy arrays, extracted once per net."""
+    def _numpy_layers(self):
+        """The chosen net as float64 numpy arrays, extracted once per net: the layers' ``(W, b)``,
+        the input box ``(low, high)`` (``None``: no clipping) and the floor ``(w, G)`` (``None``)."""
         cache = getattr(self, "_np_cache", None)
         if cache is None or cache[0] is not self.net_:
             layers = [(lay.weight.detach().double().cpu().numpy().T.copy(), lay.bias.detach().double().cpu().numpy())
