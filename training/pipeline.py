@@ -8,7 +8,10 @@ Per split seed ``s``:
 3. one SVR centre fitted on the train part, shared by all methods;
 4. each shape method fitted on the train residuals (LMVE chooses its configuration on a
    held-out slice of the *train* part, never on calibration rows) and calibrated on the
-   calibration rows;
+   calibration rows; with ``cross_fit=k`` (beyond the paper) the train residuals are
+   out-of-fold ones: each fold's rows get the centre of an SVR fitted on the other ``k - 1``
+   folds, so the shapes learn from residuals distributed like the calibration and test rows'
+   (a centre's residuals on its own training rows are smaller and shaped by its loss);
 5. coverage and volume measured on the test rows.
 """
 
@@ -62,6 +65,9 @@ class TrainConfig:
     lmve_params: dict = field(default_factory=dict)
     centre_params: dict = field(default_factory=dict)
     progress: bool = False
+    #: 0: shapes learn from the centre's own training residuals (the paper); k >= 2: from k-fold
+    #: out-of-fold residuals (the served centre is still the one fitted on all training rows)
+    cross_fit: int = 0
 
     def make_shape(self, name: str):
         if name == "ge":
@@ -98,6 +104,23 @@ def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: flo
     return out
 
 
+def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig) -> np.ndarray:
+    """(m, n) centres of ``X`` (m, d), each row's from a centre fitted without its fold.
+
+    ``config.cross_fit`` folds (shuffled with ``config.seed``), each centre built with
+    ``config.centre_params``.
+    """
+    from sklearn.model_selection import KFold
+
+    k = int(config.cross_fit)
+    if k < 2 or k > X.shape[0]:
+        raise InputError(f"cross_fit must be 0 (off) or a fold count in [2, {X.shape[0]}]; got {config.cross_fit}")
+    out = np.empty_like(Y, dtype=np.float64)
+    for rest, fold in KFold(k, shuffle=True, random_state=config.seed).split(X):
+        out[fold] = SVRCentre(**config.centre_params).fit(X[rest], Y[rest]).predict(X[fold])
+    return out
+
+
 def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> TrainResult:
     """Fit, calibrate and test every method of ``config`` on ``dataset``."""
     from tqdm.auto import tqdm
@@ -122,6 +145,8 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         if step == "centre":
             centre = SVRCentre(**config.centre_params).fit(Xs[split.train], Y[split.train])
             centers = centre.predict(Xs)
+            if config.cross_fit:
+                centers[split.train] = out_of_fold_centers(Xs[split.train], Y[split.train], config)
         else:
             reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta, prefit_centre=True)
             reg.fit(Xs[split.train], Y[split.train], centers=centers[split.train])

@@ -356,7 +356,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         retire: bool = False,
         init_candidates: bool = True,
         min_validation_rows: int = 100,
-        stop_on: str = "loss",
+        stop_on: str = "volume",
         clip_inputs: bool = True,
         floor_weight: float = 0.05,
     ):
