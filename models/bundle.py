@@ -113,10 +113,12 @@ def _json_float(x: float):
     return None if not np.isfinite(x) else float(x)
 
 
-def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metrics: dict | None = None) -> dict:
+def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metrics: dict | None = None,
+                training: dict | None = None) -> dict:
     """Write ``model`` to the directory ``path`` atomically; return the manifest.
 
-    ``dataset`` (name, sha256, rows) and ``metrics`` (test figures) go into the manifest.
+    ``dataset`` (name, sha256, rows), ``metrics`` (test figures) and ``training`` (how the
+    bundle was trained: seed, residuals, ...) go into the manifest as provenance.
     """
     path = Path(path)
     files: dict[str, bytes] = {}
@@ -144,6 +146,7 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         "centre": {"type": "SVRCentre", "params": centre.get_params()},
         "methods": methods,
         "metrics": metrics or {},
+        "training": training or {},
         "files": {name: sha256_bytes(data) for name, data in sorted(files.items())},
     }
     manifest["bundle_id"] = sha256_bytes(json.dumps(manifest["files"], sort_keys=True).encode())[:16]

@@ -15,6 +15,16 @@ from sklearn.svm import SVR
 from models._validation import check_features, check_Xy
 
 
+def _kernel_sum(X, x2, A, c, coef, gamma) -> np.ndarray:
+    """``exp(-gamma |x - sv|^2) @ coef`` (N, t) from a kernel plan's arrays (see ``SVRCentre._kernel_plan``)."""
+    D = X @ A
+    D -= c
+    D -= gamma * x2
+    np.minimum(D, 0.0, out=D)
+    np.exp(D, out=D)
+    return D @ coef
+
+
 class SVRCentre(BaseEstimator):
     """One RBF SVR per target.
 
@@ -61,7 +71,10 @@ class SVRCentre(BaseEstimator):
         return self
 
     def _kernel_plan(self):
-        """Precomputed arrays for prediction, built once.
+        """Precomputed arrays for prediction, built once: a list of
+        ``(A, c, coef, gamma, targets)`` with ``A = 2 gamma SV^T`` (d, S), ``c = gamma |sv|^2`` (S,)
+        and ``coef`` (S, t) already multiplied by the target scale, so that a group's kernel is
+        ``exp(min(x A - c - gamma |x|^2, 0))`` (``-gamma |x - sv|^2``, clamped at 0 against rounding).
 
         When every target's SVR has the same ``gamma`` (always with ``gamma="scale"``: it depends
         on X only), the targets' support vectors are merged into one set with a coefficient
@@ -69,7 +82,7 @@ class SVRCentre(BaseEstimator):
         """
         plan = getattr(self, "_plan", None)
         if plan is not None and plan[0] is self.support_vectors_:
-            return plan[1]
+            return plan[1], plan[2]
         if np.allclose(self.gamma_, self.gamma_[0]):
             SV, inverse = np.unique(np.concatenate(self.support_vectors_), axis=0, return_inverse=True)
             coef = np.zeros((SV.shape[0], self.n_targets_))
@@ -77,32 +90,34 @@ class SVRCentre(BaseEstimator):
             for j, sv in enumerate(self.support_vectors_):
                 np.add.at(coef[:, j], inverse.ravel()[start:start + len(sv)], self.dual_coef_[j])
                 start += len(sv)
-            groups = [(SV, (SV**2).sum(1), coef, float(self.gamma_[0]), list(range(self.n_targets_)))]
+            raw = [(SV, coef, float(self.gamma_[0]), list(range(self.n_targets_)))]
         else:
-            groups = [(sv, (sv**2).sum(1), c[:, None], float(g), [j])
-                      for j, (sv, c, g) in enumerate(zip(self.support_vectors_, self.dual_coef_, self.gamma_))]
-        self._plan = (self.support_vectors_, groups)
-        return groups
+            raw = [(sv, c[:, None], float(g), [j])
+                   for j, (sv, c, g) in enumerate(zip(self.support_vectors_, self.dual_coef_, self.gamma_))]
+        groups = [(np.ascontiguousarray(2.0 * g * SV.T), g * (SV**2).sum(1), coef * self.y_scale_[targets], g, targets)
+                  for SV, coef, g, targets in raw]
+        offset = self.intercept_ * self.y_scale_ + self.y_mean_
+        self._plan = (self.support_vectors_, groups, offset)
+        return groups, offset
 
     def predict(self, X) -> np.ndarray:
-        """(N, n) centres ``sum_i a_i exp(-gamma |x - sv_i|^2) + b`` per target.
+        """(N, n) centres ``(sum_i a_i exp(-gamma |x - sv_i|^2) + b) * y_scale + y_mean`` per target.
 
-        Squared distances come from one matrix product (``|x|^2 + |sv|^2 - 2 x sv^T``, BLAS).
+        Squared distances come from one matrix product (``|x|^2 + |sv|^2 - 2 x sv^T``, BLAS), with
+        ``gamma``, the target scale and the intercept folded into precomputed arrays: a handful of
+        vector operations per call, which is what a single-row request pays.
         """
         X = check_features(self, X)
-        out = np.empty((X.shape[0], self.n_targets_))
-        x2 = (X**2).sum(1)[:, None]
-        for SV, sv2, coef, gamma, targets in self._kernel_plan():
-            D = X @ SV.T
-            D *= -2.0
-            D += x2
-            D += sv2
-            np.maximum(D, 0.0, out=D)
-            D *= -gamma
-            np.exp(D, out=D)
-            out[:, targets] = D @ coef
-        out += self.intercept_
-        return out * self.y_scale_ + self.y_mean_
+        groups, offset = self._kernel_plan()
+        x2 = np.einsum("ij,ij->i", X, X)[:, None]
+        if len(groups) == 1:  # one kernel for all targets (gamma="scale")
+            out = _kernel_sum(X, x2, *groups[0][:4])
+        else:
+            out = np.empty((X.shape[0], self.n_targets_))
+            for A, c, coef, gamma, targets in groups:
+                out[:, targets] = _kernel_sum(X, x2, A, c, coef, gamma)
+        out += offset
+        return out
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = {"intercept": self.intercept_, "gamma": self.gamma_, "y_mean": self.y_mean_, "y_scale": self.y_scale_}

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from models import geometry
+from models._validation import all_finite
 from models.conformal import conformal_rank
 from service.errors import APIError
 
@@ -76,11 +77,13 @@ def predict_regions(model, X: np.ndarray, method: str, coverage: float | None, b
     t0 = time.perf_counter()
     region = model.predict_region(X, method=method, coverage=coverage)
     fallback_reason = None
-    if method == "lmve" and not np.isfinite(region.shapes).all():
+    finite = all_finite(region.shapes)
+    if method == "lmve" and not finite:
         method, fallback_reason = "nle", "LMVE produced non-finite shapes for this batch"
         region = model.predict_region(X, method=method, coverage=coverage)
+        finite = all_finite(region.shapes)
     centers, shapes = region.centers, region.shapes
-    if centers.shape[1] == 2 and np.isfinite(shapes).all():  # closed forms: the localisation case
+    if centers.shape[1] == 2 and finite:  # closed forms: the localisation case
         volumes, semi_axes, orientation = geometry.ellipse_2d(shapes)
     else:
         volumes = region.volume("lebesgue")

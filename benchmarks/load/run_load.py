@@ -1,6 +1,6 @@
 """Load test of the real service with wrk, on loopback.
 
-    .venv/bin/python benchmarks/load/run_load.py [--duration 15] [--hold 60]
+    .venv/bin/python benchmarks/load/run_load.py [--duration 20] [--rounds 5] [--hold 60]
 
 Starts ``lmve-serve`` (one worker, the synthetic bundle, ``LMVE_ENABLE_NOOP=1``) on a free
 loopback port and runs, in one process and one run:
@@ -68,8 +68,8 @@ def wrk(url: str, body: Path, duration: int, connections: int, delay_ms: int = 0
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--duration", type=int, default=15, help="seconds per throughput scenario (over all rounds)")
-    p.add_argument("--rounds", type=int, default=3, help="the throughput scenarios take turns in this many rounds")
+    p.add_argument("--duration", type=int, default=20, help="seconds per throughput scenario (over all rounds)")
+    p.add_argument("--rounds", type=int, default=5, help="the throughput scenarios take turns in this many rounds")
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--hold", type=int, default=60, help="seconds of the fixed-rate scenario with a reload")
     p.add_argument("--bundle-dir", type=Path, default=ROOT / "artifacts" / "synthetic")

@@ -651,7 +651,8 @@ class LMVEShape(EllipsoidShapeEstimator):
     # ------------------------------------------------------------------ predict
     def _numpy_layers(self):
         """The chosen net as float64 numpy arrays, extracted once per net: the layers' ``(W, b)``,
-        the input box ``(low, high)`` (``None``: no clipping) and the floor ``(w, G)`` (``None``)."""
+        the input box ``(low, high)`` (``None``: no clipping), and ``(k, K)`` such that the shape is
+        ``k F + K``: ``C = (1 - w)(s^2 F + eps I) + w G`` folded into one scale and one constant."""
         cache = getattr(self, "_np_cache", None)
         if cache is None or cache[0] is not self.net_:
             layers = [(lay.weight.detach().double().cpu().numpy().T.copy(), lay.bias.detach().double().cpu().numpy())
@@ -660,37 +661,37 @@ class LMVEShape(EllipsoidShapeEstimator):
             high = self.net_.input_high.detach().double().cpu().numpy()
             box = (low, high) if np.isfinite(low).any() or np.isfinite(high).any() else None
             w = float(self.net_.floor_weight)
-            floor = (w, self.net_.floor_shape.detach().double().cpu().numpy()) if w else None
-            self._np_cache = cache = (self.net_, layers, box, floor)
-        return cache[1], cache[2], cache[3]
+            K = self.eps * np.eye(self.n_targets_)
+            if w:
+                K = (1.0 - w) * K + w * self.net_.floor_shape.detach().double().cpu().numpy()
+            self._np_cache = cache = (self.net_, layers, box, (1.0 - w) * self.target_scale_**2, K)
+        return cache[1:]
 
     def predict_shape(self, X) -> np.ndarray:
-        """(N, n, n) shapes ``s^2 F(x) + eps I`` (float64), ``F = R^T R`` or ``L L^T``.
+        """(N, n, n) shapes ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64), ``F = R^T R`` or ``L L^T``.
 
         Evaluated in numpy from weights extracted once: for serving batches of 1 to a few
         thousand rows this avoids torch's per-call dispatch, and it is float64 throughout.
         """
         X = self._validate_predict(X)
-        layers, box, floor = self._numpy_layers()
-        h = X if box is None else np.clip(X, box[0], box[1])
+        layers, box, k, K = self._numpy_layers()
+        h = X if box is None else np.minimum(np.maximum(X, box[0]), box[1])  # np.clip, without its wrapper
         for i, (W, b) in enumerate(layers):
-            h = h @ W + b
+            h = h @ W
+            h += b
             if i < len(layers) - 1:
                 np.maximum(h, 0.0, out=h)
         n = self.n_targets_
         out = h.reshape(X.shape[0], n, n)
         if self.net_.output == "gram":
-            F = np.matmul(out.transpose(0, 2, 1), out)
+            C = np.matmul(out.transpose(0, 2, 1), out)
         else:
             L = np.tril(out, k=-1)
             idx = np.arange(n)
             L[:, idx, idx] = np.logaddexp(0.0, out[:, idx, idx])  # softplus
-            F = L @ np.transpose(L, (0, 2, 1))
-        C = F * self.target_scale_**2
-        C.reshape(-1, n * n)[:, :: n + 1] += self.eps  # the diagonals (C is a fresh contiguous array)
-        if floor is not None:
-            C *= 1.0 - floor[0]
-            C += floor[0] * floor[1]
+            C = L @ np.transpose(L, (0, 2, 1))
+        C *= k
+        C += K
         return C
 
     @classmethod

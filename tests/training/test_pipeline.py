@@ -45,3 +45,40 @@ def test_enb_short_budget_coverage_is_near_eta():
         cover.append([r.metrics[m]["coverage"] for m in ("ge", "nle", "lmve")])
     # 77 test rows per split: one split's sd is ~3.5 points; the mean over 3 splits and 3 methods
     assert abs(np.mean(cover) - 0.9) < 0.05, cover
+
+
+def test_cross_fit_residuals_are_out_of_fold_and_the_served_centre_is_the_full_one():
+    from sklearn.model_selection import KFold
+
+    from models.centre import SVRCentre
+    from sklearn.preprocessing import StandardScaler
+    from training.pipeline import out_of_fold_centers
+
+    ds = load_dataset("synthetic", n_samples=300)
+    config = TrainConfig(seed=2, methods=("ge",), cross_fit=3)
+    X, Y = ds.X[:120], ds.Y[:120]
+    oof = out_of_fold_centers(X, Y, config)
+    for rest, fold in KFold(3, shuffle=True, random_state=2).split(X):
+        np.testing.assert_allclose(oof[fold], SVRCentre().fit(X[rest], Y[rest]).predict(X[fold]))
+    # out-of-fold residuals are larger than the full centre's in-sample ones
+    full = SVRCentre().fit(X, Y).predict(X)
+    assert np.mean((Y - oof) ** 2) > np.mean((Y - full) ** 2)
+
+    result = train(ds, config)
+    Xs = StandardScaler().fit(ds.X[result.split.train]).transform(ds.X)
+    served = result.model.methods["ge"].centre_
+    np.testing.assert_allclose(served.predict(Xs[result.split.test]),
+                               SVRCentre().fit(Xs[result.split.train], ds.Y[result.split.train])
+                               .predict(Xs[result.split.test]))
+    # GE's shape is the second moment of the out-of-fold residuals, not of the in-sample ones
+    oof_train = out_of_fold_centers(Xs[result.split.train], ds.Y[result.split.train], config)
+    R = ds.Y[result.split.train] - oof_train
+    np.testing.assert_allclose(result.model.methods["ge"].shape_.predict_shape(Xs[:1])[0], R.T @ R / len(R),
+                               rtol=1e-10)
+
+
+@pytest.mark.parametrize("k", [1, -2, 10_000])
+def test_cross_fit_fold_count_is_checked(k):
+    ds = load_dataset("synthetic", n_samples=200)
+    with pytest.raises(InputError, match=f"cross_fit must be 0 \\(off\\) or a fold count in \\[2, \\d+\\]; got {k}"):
+        train(ds, TrainConfig(methods=("ge",), cross_fit=k))
