@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,7 +21,11 @@ from service.errors import APIError
 ELLIPSOID_METHODS = ("lmve", "nle", "ge")
 
 
-def matrix(rows: list[list[float]], field: str, n_columns: int, max_rows: int, what: str) -> np.ndarray:
+def matrix(rows: list[list[float]], field: str, n_columns: int, max_rows: int,
+           what: str | Callable[[], str]) -> np.ndarray:
+    """``rows`` as an (N, n_columns) float array, or a 413/422 naming the field, what was expected
+    (``what`` describes the columns: a string, or a callable built only when a row is wrong) and
+    what came."""
     if len(rows) == 0:
         raise APIError(422, "Invalid input", f"{field} is empty; send at least one row",
                        field=field, expected="at least 1 row", received="0 rows")
@@ -30,13 +35,13 @@ def matrix(rows: list[list[float]], field: str, n_columns: int, max_rows: int, w
                        received=f"{len(rows)} rows")
     for i, row in enumerate(rows):
         if len(row) != n_columns:
+            columns = what() if callable(what) else what
             raise APIError(422, "Invalid input", f"{field}[{i}] has {len(row)} values, but the bundle expects "
-                           f"{n_columns} ({what})", field=f"{field}[{i}]", expected=f"{n_columns} values",
+                           f"{n_columns} ({columns})", field=f"{field}[{i}]", expected=f"{n_columns} values",
                            received=f"{len(row)} values")
     A = np.asarray(rows, dtype=np.float64)
-    bad = ~np.isfinite(A)
-    if bad.any():
-        i, j = (int(v) for v in np.argwhere(bad)[0])
+    if not all_finite(A):
+        i, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
         raise APIError(422, "Invalid input", f"{field}[{i}][{j}] is {A[i, j]}; only finite numbers are accepted",
                        field=f"{field}[{i}][{j}]", expected="a finite number", received=str(A[i, j]))
     return A

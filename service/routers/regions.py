@@ -33,7 +33,7 @@ def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
     model = loaded.model
     name, fallback, reason = inference.choose_method(model, method)
     X = inference.matrix(body.features, "features", model.n_features, settings.max_rows,
-                         "one per feature: " + ", ".join(model.feature_names[:4])
+                         lambda: "one per feature: " + ", ".join(model.feature_names[:4])
                          + (", ..." if model.n_features > 4 else ""))
     coverage = inference.check_coverage(body.coverage, model.methods[name].calibrator_.n_calibration_)
     k = body.boundary_points
@@ -60,7 +60,7 @@ def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
     name, fallback, reason = inference.choose_method(model, method)
     X = inference.matrix(body.features, "features", model.n_features, settings.max_rows, "one per feature")
     P = inference.matrix(body.points, "points", model.n_targets, settings.max_rows,
-                         "one per target: " + ", ".join(model.target_names))
+                         lambda: "one per target: " + ", ".join(model.target_names))
     if P.shape[0] != X.shape[0]:
         raise APIError(422, "Invalid input", f"points has {P.shape[0]} rows but features has {X.shape[0]}; "
                        "send one point per feature row", field="points", expected=f"{X.shape[0]} rows",

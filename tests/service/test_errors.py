@@ -21,6 +21,15 @@ def test_wrong_feature_count(client):
     body = problem(client.post("/predict-region", json={"features": [ROW, ROW[:7]]}), 422)
     assert body["errors"][0] == {"field": "features[1]", "expected": "16 values", "received": "7 values"}
     assert "bundle expects 16" in body["detail"]
+    names = client.get("/model").json()["feature_names"]
+    assert f"(one per feature: {', '.join(names[:4])}, ...)" in body["detail"]
+
+
+def test_wrong_point_dimension_names_the_targets(client):
+    body = problem(client.post("/contains", json={"features": [ROW], "points": [[1.0, 2.0, 3.0]]}), 422)
+    assert body["errors"][0] == {"field": "points[0]", "expected": "2 values", "received": "3 values"}
+    targets = client.get("/model").json()["target_names"]
+    assert f"(one per target: {', '.join(targets)})" in body["detail"]
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
