@@ -16,6 +16,7 @@ def test_synthetic_end_to_end(tmp_path, capsys):
     assert metrics["nle"]["volume"] < metrics["ge"]["volume"]
     model = load_bundle(out / "bundle")
     assert model.primary_method == "lmve"
+    assert model.manifest["centre"]["params"]["scale_targets"] is True  # the default centre
     assert (out / "test_regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -49,11 +50,11 @@ def test_csv_run_trains_a_bundle(tmp_path):
 def test_variant_options_reach_the_bundle(tmp_path):
     out = tmp_path / "run"
     assert main(["--n-samples", "400", "--out", str(out), "--quiet", "--methods", "ge,nle,lmve", "--lmve-loss", "nll",
-                 "--centre", "scaled", "--lmve-max-steps", "30", "--cross-fit", "3"]) == 0
+                 "--centre", "paper", "--lmve-max-steps", "30", "--cross-fit", "3"]) == 0
     model = load_bundle(out / "bundle")
     assert model.manifest["training"]["cross_fit"] == 3
     assert sum(model.manifest["training"]["rows"].values()) == 400
     assert model.manifest["methods"]["lmve"]["loss"] == "nll"
     assert model.manifest["methods"]["lmve"]["output"] == "cholesky"
-    assert model.manifest["centre"]["params"]["scale_targets"] is True
+    assert model.manifest["centre"]["params"]["scale_targets"] is False
     assert model.methods["lmve"].shape_.net_.output == "cholesky"
