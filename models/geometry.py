@@ -52,9 +52,10 @@ def _det_2x2_spd(C: np.ndarray) -> np.ndarray | None:
     """
     a, b, c = C[:, 0, 0], C[:, 0, 1], C[:, 1, 1]
     det = a * c - b * b
-    # SPD <=> a > 0 and det > 0; the smallest of all of them > 0 (nan propagates and compares
-    # False, without a warning: np.errstate would cost more than the maths) and a finite sum
-    if C.shape[0] and not (np.minimum.reduce(np.minimum(a, det)) > 0 and math.isfinite(np.add.reduce(det))):
+    # SPD <=> a > 0 and det > 0: the smallest of them all > 0, and the largest det finite (nan
+    # propagates through minimum/maximum and compares False, without a warning: np.errstate
+    # would cost more than the maths)
+    if C.shape[0] and not (np.minimum.reduce(np.minimum(a, det)) > 0 and np.maximum.reduce(det) < math.inf):
         return None
     return det
 

@@ -104,6 +104,12 @@ def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: flo
     return out
 
 
+def _check_cross_fit(k, m: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= m:
+        raise InputError(f"cross_fit must be 0 (off) or a fold count in [2, {m}]; got {k!r}")
+    return k
+
+
 def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig) -> np.ndarray:
     """(m, n) centres of ``X`` (m, d), each row's from a centre fitted without its fold.
 
@@ -112,9 +118,7 @@ def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig) -> np
     """
     from sklearn.model_selection import KFold
 
-    k = int(config.cross_fit)
-    if k < 2 or k > X.shape[0]:
-        raise InputError(f"cross_fit must be 0 (off) or a fold count in [2, {X.shape[0]}]; got {config.cross_fit}")
+    k = _check_cross_fit(config.cross_fit, X.shape[0])
     out = np.empty_like(Y, dtype=np.float64)
     for rest, fold in KFold(k, shuffle=True, random_state=config.seed).split(X):
         out[fold] = SVRCentre(**config.centre_params).fit(X[rest], Y[rest]).predict(X[fold])
@@ -131,6 +135,8 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         raise InputError(f"methods must be a non-empty subset of {', '.join(METHODS)}; got {list(config.methods)}")
     X, Y = dataset.X, dataset.Y
     split = split or paper_split(X.shape[0], config.seed)
+    if config.cross_fit != 0:  # before any fitting: a bad value costs nothing
+        _check_cross_fit(config.cross_fit, len(split.train))
     scaler = StandardScaler().fit(X[split.train])
     Xs = scaler.transform(X)
     timings = {}

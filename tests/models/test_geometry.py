@@ -123,3 +123,15 @@ def test_2x2_fast_paths_still_refuse_what_the_general_path_refuses():
     with pytest.raises(InputError, match="positive"):
         geometry.scale(np.eye(2), float("nan"))
     assert geometry.sqrt_det(np.array([[[1.0, 0.0], [0.0, np.inf]]]))[0] == math.inf
+
+
+def test_2x2_spd_check_does_not_overflow_on_large_finite_shapes():
+    """Huge but finite determinants: the closed form still applies, silently (no overflowing sum)."""
+    import warnings
+
+    C = np.repeat(np.diag([1e153, 1e153])[None], 3, axis=0)  # det 1e306 each; their sum overflows
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(geometry.sqrt_det(C), 1e153, rtol=1e-12)
+        area, semi, _ = geometry.ellipse_2d(C)
+    np.testing.assert_allclose(semi, np.sqrt(1e153), rtol=1e-12)
