@@ -281,9 +281,10 @@ class LMVEShape(EllipsoidShapeEstimator):
         held-out rows: the calibrated volume itself (conformal quantile of the held-out scores at
         ``coverage``, to the power ``n/2``, times the mean ``det(C)^1/2``: the quantity the
         configuration is chosen by, and the one the method exists to minimise), or the training
-        loss. Over 50 splits "volume" gave smaller LMVE volumes on all three small datasets
-        (enb 11.1 vs 11.4, ble_rssi 7.99 vs 8.27, residential_building below; see
-        ``benchmarks/results/beyond.md``, variant ``stop-loss``).
+        loss. Over 50 splits "volume" gave smaller mean LMVE volumes on enb (11.1 vs 11.4) and
+        ble_rssi (7.99 vs 8.27) and a smaller median on residential_building (12.7 vs 13.9), whose
+        mean one bad split raised (20.9 vs 19.2); see ``benchmarks/results/beyond.md``, variant
+        ``stop-loss``.
     clip_inputs : bool, default=True
         Clip each query's features onto the box of the training inputs before the network sees
         them. A ReLU network extrapolates linearly outside its data: on residential_building
