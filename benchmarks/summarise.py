@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/summarise.py
 
 Every variant is compared with the ``paper`` runs (Table I, ``runs.csv``) of the same code on
-the same split seeds; see :data:`V1_VARIANTS` for runs of older code.
+the same split seeds. The session-1 code's runs are kept for the record only
+(``runs_paper-v1.csv``, ``*-v1.*``).
 
 * ``table4.md``: enb LMVE ablations (variants ``no-init``, ``lambda-1``, ``2-layers``,
   ``50pct-validation``) beside the paper's Table IV and our full LMVE;
@@ -25,12 +26,6 @@ PAPER_TABLE4 = {"no-init": ("Without smart init", 88.3, 18.23), "lambda-1": ("Fi
                 "2-layers": ("2 layers", 87.7, 16.58), "50pct-validation": ("50% validation", 89.0, 17.37)}
 
 
-#: variants whose committed runs came from the session-1 code (commit 5e0b1c7); each would be
-#: compared with that code's paper runs (``runs_paper-v1.csv``), never with today's. Every
-#: variant has been re-run with the current code since, so none is left.
-V1_VARIANTS: set[str] = set()
-
-
 #: variants that change what every method sees (the centre, the residuals), not LMVE alone
 ALL_METHOD_VARIANTS = {"scaled-centre", "cross-fit"}
 
@@ -41,12 +36,12 @@ def load(variant: str) -> pd.DataFrame | None:
 
 
 def baseline(variant: str) -> tuple[pd.DataFrame | None, str]:
-    """The paper-protocol runs of the same code as ``variant``, and a label for that code."""
-    if variant in V1_VARIANTS:
-        return load("paper-v1"), "v1 (5e0b1c7)"
-    if variant == "no-floor":  # differs from stop-loss by the floor alone
-        return load("stop-loss"), "current, vs stop-loss"
-    return load("paper"), "current"
+    """The runs ``variant`` is compared with, and a label for them: the paper-protocol runs
+    (``runs.csv``), or for ``no-floor``, which differs from ``stop-loss`` by the floor alone,
+    the ``stop-loss`` runs."""
+    if variant == "no-floor":
+        return load("stop-loss"), "vs stop-loss"
+    return load("paper"), "vs paper protocol"
 
 
 def fmt(s: pd.Series, scale: float = 1.0, digits: int = 3) -> str:
@@ -54,13 +49,13 @@ def fmt(s: pd.Series, scale: float = 1.0, digits: int = 3) -> str:
 
 
 def table4() -> str | None:
-    base, code = baseline("no-init")
+    base, _ = baseline("no-init")
     if base is None:
         return None
     lines = ["## Table IV: LMVE ablations on enb", "",
              "Mean (std) over the split seeds listed; volume in the paper's convention (det(C)^1/2). "
              "Produced by `lmve-bench --datasets enb --seeds 0-9 --methods ge,nle,lmve --variant V`, beside "
-             f"the full LMVE of Table I ({code}: `runs.csv`), on all 50 splits and on the ablations' seeds.", "",
+             "the full LMVE of Table I (`runs.csv`, same code), on all 50 splits and on the ablations' seeds.", "",
              "| variant | splits | coverage % | volume | paper coverage % | paper volume |", "|---|---|---|---|---|---|"]
     full = base[(base.dataset == "enb") & (base.method == "lmve")]
     lines.append(f"| LMVE (ours, full) | {len(full)} | {fmt(full.coverage, 100)} | {fmt(full.volume_paper)} | 89.3 | "
@@ -90,26 +85,25 @@ def beyond() -> str | None:
     lines = ["## Beyond the paper: LMVE variants on the same split seeds", "",
              "Mean (std) volume (det(C)^1/2) and coverage %, on exactly the seeds each variant ran "
              "(the `paper` row is restricted to the same seeds). `ratio` = variant / paper-protocol LMVE, "
-             "paired per seed. `code`: the variant and its paper-protocol reference ran with the same code: "
-             "`current`, or the session-1 code (commit 5e0b1c7, whose paper runs are `runs_paper-v1.csv`).", "",
-             "| dataset | variant | code | splits | coverage % | volume | paper-protocol LMVE volume | ratio |",
+             "paired per seed. All ran with the same code; `reference` says what each variant is compared with.", "",
+             "| dataset | variant | reference | splits | coverage % | volume | paper-protocol LMVE volume | ratio |",
              "|---|---|---|---|---|---|---|---|"]
     for v in ("stop-loss", "no-floor", "cross-fit", "lambda-1", "nll", "volume", "scaled-centre"):
         df = load(v)
-        base, code = baseline(v)
+        base, reference = baseline(v)
         if df is None or base is None:
             continue
         for d in dict.fromkeys(df.dataset):
             sub = df[(df.dataset == d) & (df.method == "lmve")].set_index("seed")
             ref = base[(base.dataset == d) & (base.method == "lmve")].set_index("seed").loc[sub.index]
             ratio = (sub.volume_paper / ref.volume_paper).mean()
-            lines.append(f"| {d} | {v} | {code} | {len(sub)} | {fmt(sub.coverage, 100)} | {fmt(sub.volume_paper)} | "
+            lines.append(f"| {d} | {v} | {reference} | {len(sub)} | {fmt(sub.coverage, 100)} | {fmt(sub.volume_paper)} | "
                          f"{fmt(ref.volume_paper)} | {ratio:.3f} |")
             if v in ALL_METHOD_VARIANTS:  # the change reaches every method: compare each with its own
                 for m in ("ge", "nle"):
                     s2 = df[(df.dataset == d) & (df.method == m)].set_index("seed")
                     r2 = base[(base.dataset == d) & (base.method == m)].set_index("seed").loc[s2.index]
-                    lines.append(f"| {d} | {v} ({m.upper()}) | {code} | {len(s2)} | {fmt(s2.coverage, 100)} | "
+                    lines.append(f"| {d} | {v} ({m.upper()}) | {reference} | {len(s2)} | {fmt(s2.coverage, 100)} | "
                                  f"{fmt(s2.volume_paper)} | {fmt(r2.volume_paper)} ({m.upper()}) | "
                                  f"{(s2.volume_paper / r2.volume_paper).mean():.3f} |")
     return "\n".join(lines) + "\n"
