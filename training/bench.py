@@ -36,6 +36,13 @@ PAPER_TABLE1 = {
                              "copula": (83.9, 69.9e5)},
 }
 
+#: Our volume times this factor is in the paper's units. The paper's volumes are in the datasets'
+#: original units, while the loaders scale both targets (residential_building / 100, as the reference
+#: loader does; indoor_localization metres -> kilometres) and det(C)^1/2 scales with the product of
+#: the two target scales. Evidence, indoor_localization seed 0 under the paper's protocol (SVR fitted
+#: in km): GE 7.36e-3 km^2 = 7.36e3 m^2 against the paper's 7.0e3.
+PAPER_UNIT_FACTOR = {"residential_building": 100.0**2, "indoor_localization": 1000.0**2}
+
 #: named variants: what changes from the paper protocol
 VARIANTS = {
     "paper": {},
@@ -53,6 +60,9 @@ VARIANTS = {
     "50pct-validation": {"calibration_fraction": 0.5},
     # every shape method learns from 5-fold out-of-fold centre residuals (served centre unchanged)
     "cross-fit": {"cross_fit": 5},
+    # mini-batches of 256 rows instead of 1,024 (sets over 4,096 rows; smaller ones are full-batch by
+    # default): indoor_localization on CPU, where a step of the 8 batched networks costs ~4x less
+    "minibatch-256": {"lmve": {"batch_size": 256}},
     # undo the loaders' target scaling (residential_building / 100, indoor_localization km):
     # shows with numbers which units the paper's volumes are in
     "raw-targets": {"y_multiplier": {"residential_building": 100.0, "indoor_localization": 1000.0}},
@@ -187,16 +197,27 @@ def markdown_table(t1, title: str) -> str:
     lines = [f"## {title}", "",
              "Coverage in % and volume as mean (std) over splits. **Volume is the paper's convention, "
              "det(C)^1/2 without the unit-ball constant** (multiply by pi for the area). "
-             "`paper` columns are the paper's Table I; `ratio` = ours / paper.", "",
-             "| dataset | method | splits | coverage % | paper cov. % | volume | paper volume | ratio | fit s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "`paper` columns are the paper's Table I. `in paper units` = our volume times the unit "
+             "factor of the dataset's loader (below), and `ratio` = that / paper.", "",
+             "| dataset | method | splits | coverage % | paper cov. % | volume | in paper units | paper volume "
+             "| ratio | fit s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in t1.iterrows():
         paper_cov, paper_vol = PAPER_TABLE1.get(r.dataset, {}).get(r.method, (None, None))
-        ratio = f"{r.volume_mean / paper_vol:.2f}" if paper_vol else "-"
+        factor = PAPER_UNIT_FACTOR.get(r.dataset, 1.0)
+        ratio = f"{r.volume_mean * factor / paper_vol:.2f}" if paper_vol else "-"
         lines.append(f"| {r.dataset} | {r.method} | {r.n_splits} | {100 * r.coverage_mean:.1f} "
                      f"({100 * (r.coverage_std if r.coverage_std == r.coverage_std else 0):.1f}) | "
                      f"{paper_cov if paper_cov is not None else '-'} | {r.volume_mean:.4g} ({r.volume_std:.3g}) | "
-                     f"{paper_vol if paper_vol is not None else '-'} | {ratio} | {r.fit_seconds_mean:.2f} |")
+                     f"{r.volume_mean * factor:.3g} | {paper_vol if paper_vol is not None else '-'} | {ratio} | "
+                     f"{r.fit_seconds_mean:.2f} |")
+    notes = [f"- {d}: unit factor {PAPER_UNIT_FACTOR[d]:.0e}" for d in dict.fromkeys(t1.dataset)
+             if d in PAPER_UNIT_FACTOR]
+    if notes:
+        lines += ["", "Unit factors: the loaders scale both targets (residential_building / 100; "
+                  "indoor_localization in km, not m) and det(C)^1/2 scales with the product of the two target "
+                  "scales, while the paper reports its volumes in the original units. On indoor_localization "
+                  "seed 0, GE gives 7.36e-3 km^2 = 7.36e3 m^2 against the paper's 7.0e3.", *notes]
     return "\n".join(lines) + "\n"
 
 
@@ -215,9 +236,9 @@ def plot_volumes(runs, path: Path) -> None:
                    showfliers=False)
         for i, m in enumerate(methods, start=1):
             paper = PAPER_TABLE1.get(d, {}).get(m)
-            if paper:
-                ax.plot([i - 0.35, i + 0.35], [paper[1]] * 2, color="tab:red", lw=1.5,
-                        label="paper" if i == 1 else None)
+            if paper:  # drawn in our units
+                ax.plot([i - 0.35, i + 0.35], [paper[1] / PAPER_UNIT_FACTOR.get(d, 1.0)] * 2, color="tab:red",
+                        lw=1.5, label="paper (in our units)" if i == 1 else None)
         ax.set_yscale("log")
         ax.set_title(f"{d} ({sub.seed.nunique()} splits)", fontsize=10)
         ax.set_ylabel("det(C)^1/2 (paper convention)")

@@ -51,3 +51,18 @@ def test_dask_backend_on_a_local_cluster(tmp_path):
 def test_bad_dataset_name_is_a_clear_error(tmp_path, capsys):
     assert main(["--datasets", "nope", "--seeds", "0", "--out", str(tmp_path), "--cache", str(tmp_path)]) == 2
     assert "dataset must be one of" in capsys.readouterr().err
+
+
+def test_markdown_puts_scaled_datasets_in_the_papers_units():
+    """residential_building's loader divides both targets by 100: det(C)^1/2 is 1e4 times smaller."""
+    from training.bench import PAPER_TABLE1, markdown_table
+
+    t1 = pd.DataFrame([("enb", "lmve", 50, 0.9, 0.04, 17.9, 2.0, 17.9, 1.0),
+                       ("residential_building", "lmve", 50, 0.9, 0.06, 22.0, 5.0, 1.1e5, 1.0)],
+                      columns=TABLE1_COLUMNS)
+    text = markdown_table(t1, "t")
+    enb, res = (line.split(" | ") for line in text.splitlines() if line.startswith("| enb") or
+                line.startswith("| residential"))
+    assert enb[6] == "17.9" and enb[8] == "1.00"  # factor 1: ratio is ours / paper
+    assert res[6] == "2.2e+05" and res[8] == f"{22.0 * 1e4 / PAPER_TABLE1['residential_building']['lmve'][1]:.2f}"
+    assert "residential_building: unit factor 1e+04" in text and "indoor_localization: unit" not in text
