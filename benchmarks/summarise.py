@@ -12,7 +12,9 @@ the same split seeds. The session-1 code's runs are kept for the record only
   ``paper`` variant on the same split seeds;
 * ``speed.md``: per-split LMVE training time and volume, our schedule vs the paper's
   (``paper-schedule`` variant: 100,000 full-batch steps per phase, lr {1e-3, 1e-5}), same code
-  (the current one: both from ``runs.csv`` and ``runs_paper-schedule.csv``).
+  (the current one: both from ``runs.csv`` and ``runs_paper-schedule.csv``);
+* ``indoor.md``: indoor_localization on this CPU, per variant (``paper``, ``minibatch-256``),
+  volumes in m^2 beside the paper's, with per-split times and a projected 50-split wall time.
 """
 
 from __future__ import annotations
@@ -88,14 +90,18 @@ def beyond() -> str | None:
              "paired per seed. All ran with the same code; `reference` says what each variant is compared with.", "",
              "| dataset | variant | reference | splits | coverage % | volume | paper-protocol LMVE volume | ratio |",
              "|---|---|---|---|---|---|---|---|"]
-    for v in ("stop-loss", "no-floor", "cross-fit", "lambda-1", "nll", "volume", "scaled-centre"):
+    for v in ("stop-loss", "no-floor", "cross-fit", "lambda-1", "nll", "volume", "scaled-centre", "minibatch-256"):
         df = load(v)
         base, reference = baseline(v)
         if df is None or base is None:
             continue
         for d in dict.fromkeys(df.dataset):
+            ref = base[(base.dataset == d) & (base.method == "lmve")].set_index("seed")
             sub = df[(df.dataset == d) & (df.method == "lmve")].set_index("seed")
-            ref = base[(base.dataset == d) & (base.method == "lmve")].set_index("seed").loc[sub.index]
+            sub = sub.loc[sub.index.intersection(ref.index)]  # paired: the seeds both ran
+            if not len(sub):
+                continue
+            ref = ref.loc[sub.index]
             ratio = (sub.volume_paper / ref.volume_paper).mean()
             lines.append(f"| {d} | {v} | {reference} | {len(sub)} | {fmt(sub.coverage, 100)} | {fmt(sub.volume_paper)} | "
                          f"{fmt(ref.volume_paper)} | {ratio:.3f} |")
@@ -141,8 +147,47 @@ def speed() -> str | None:
     return "\n".join(lines) + "\n"
 
 
+def indoor() -> str | None:
+    """indoor_localization on this CPU: every split that ran, per variant, in m^2 beside the paper."""
+    from training.bench import PAPER_TABLE1, PAPER_UNIT_FACTOR
+
+    d = "indoor_localization"
+    runs = {v: df[df.dataset == d] for v in ("paper", "minibatch-256") if (df := load(v)) is not None}
+    runs = {v: df for v, df in runs.items() if len(df)}
+    if not runs:
+        return None
+    f = PAPER_UNIT_FACTOR[d]
+    lines = ["## indoor_localization on this 2-core CPU (no GPU lent)", "",
+             "Volume det(C)^1/2 converted to m^2 (the loader gives km; x 1e6, see `table1.md`), mean (std) over "
+             "the splits that ran; coverage %. `LMVE fit s`: one thread per split, two splits at a time. "
+             "`50 splits` projects this machine's wall time for 50 splits at two at a time from the mean "
+             "split wall time.", "",
+             "| variant | seeds | method | coverage % | volume m^2 | paper m^2 | ratio | LMVE fit s / split | "
+             "split wall s | 50 splits (projected) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for v, df in runs.items():
+        seeds = sorted(df.seed.unique())
+        wall = df.groupby("seed").wall_seconds.first().mean()
+        lmve_s = df[df.method == "lmve"].fit_seconds.mean()
+        for m in ("ge", "nle", "lmve", "copula"):
+            sub = df[df.method == m]
+            if not len(sub):
+                continue
+            paper = PAPER_TABLE1[d][m][1]
+            lines.append(f"| {v} | {','.join(map(str, seeds))} | {m.upper()} | {fmt(sub.coverage, 100)} | "
+                         f"{fmt(sub.volume_paper, f)} | {paper:.3g} | {f * sub.volume_paper.mean() / paper:.2f} | "
+                         f"{lmve_s:.0f} | {wall:.0f} | {50 * wall / 2 / 3600:.1f} h |")
+    if len(runs) == 2:
+        a, b = (runs[v][runs[v].method == "lmve"].set_index("seed") for v in ("paper", "minibatch-256"))
+        both = a.index.intersection(b.index)
+        for s in both:
+            lines.append(f"\nSeed {s}, paired: LMVE {f * a.volume_paper[s]:.4g} m^2 in {a.fit_seconds[s]:.0f} s "
+                         f"(batch 1,024) against {f * b.volume_paper[s]:.4g} m^2 in {b.fit_seconds[s]:.0f} s "
+                         f"(batch 256): {a.fit_seconds[s] / b.fit_seconds[s]:.1f}x less time.")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
-    for name, fn in (("table4.md", table4), ("beyond.md", beyond), ("speed.md", speed)):
+    for name, fn in (("table4.md", table4), ("beyond.md", beyond), ("speed.md", speed), ("indoor.md", indoor)):
         text = fn()
         if text:
             (RESULTS / name).write_text(text)

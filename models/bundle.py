@@ -95,7 +95,7 @@ def _serialise_method(name: str, reg: SplitConformalRegressor) -> tuple[dict, di
         torch.save(shape.net_.state_dict(), buf)
         cfg = shape.config_
         entry.update(file="lmve.pt", n_layers=shape.n_layers, eps=shape.eps, target_scale=shape.target_scale_,
-                     output=shape.net_.output, loss=shape.loss,
+                     output=shape.net_.output, loss=shape.loss, batch_size=shape.batch_size,
                      config=None if cfg is None else {"lr_init": cfg.lr_init, "lr_train": cfg.lr_train,
                                                       "dropout": cfg.dropout},
                      history=getattr(shape, "history_", None))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.exceptions import LMVEError
+from models.exceptions import InputError, LMVEError
 
 #: the paper's Table I (eta = 0.9, 50 splits): coverage %, volume (det(C)^1/2)
 PAPER_TABLE1 = {
@@ -275,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     p.add_argument("--data-dir", default=None)
     p.add_argument("--lmve-max-steps", type=int, default=None)
+    p.add_argument("--cached-only", action="store_true",
+                   help="tabulate the splits already in the cache and run none (says which are missing)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     try:
@@ -285,6 +287,14 @@ def main(argv: list[str] | None = None) -> int:
                  for d in datasets for s in _seeds(args.seeds)]
         for d in set(datasets):  # fail early on a bad name or a missing data directory
             _dataset(d, args.data_dir)
+        if args.cached_only:
+            missing = [t for t in tasks if not (args.cache / t.key()).is_file()]
+            tasks = [t for t in tasks if t not in missing]
+            if missing:
+                print(f"lmve-bench: --cached-only: {len(missing)} of {len(tasks) + len(missing)} splits are not "
+                      f"in {args.cache} and are left out, e.g. {missing[0].key()}", file=sys.stderr)
+            if not tasks:
+                raise InputError(f"--cached-only: none of the requested splits is in {args.cache}")
         t0 = time.perf_counter()
         records = run_tasks(tasks, args.cache, args.jobs, args.scheduler, progress=not args.quiet)
         wall = time.perf_counter() - t0

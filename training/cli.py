@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "../shared/datasets)")
     p.add_argument("--n-samples", type=int, default=2000, help="synthetic: number of rows (default 2000)")
     p.add_argument("--lmve-max-steps", type=int, default=None, help="LMVE: cap on steps per phase")
+    p.add_argument("--lmve-batch-size", type=int, default=None, metavar="N",
+                   help="LMVE: mini-batch rows (default: full batch up to 4,096 training rows, else 1,024; "
+                        "256 is faster on a CPU for large data, see benchmarks/results/indoor.md)")
     p.add_argument("--lmve-grid", choices=("fast", "paper"), default="fast",
                    help="LMVE learning-rate grid: fast {1e-2,1e-3} (default) or the paper's {1e-3,1e-5}")
     p.add_argument("--lmve-loss", choices=("paper", "nll", "volume"), default="paper",
@@ -89,6 +92,8 @@ def _run(args) -> int:
         lmve_params.update({k: v for k, v in PAPER_GRID.items() if k != "max_steps"})
     if args.lmve_max_steps is not None:
         lmve_params["max_steps"] = args.lmve_max_steps
+    if args.lmve_batch_size is not None:
+        lmve_params["batch_size"] = args.lmve_batch_size
     if args.lmve_loss != "paper":
         lmve_params["loss"] = args.lmve_loss
     centre_params = {"scale_targets": True} if args.centre == "scaled" else {}

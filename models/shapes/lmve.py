@@ -269,7 +269,9 @@ class LMVEShape(EllipsoidShapeEstimator):
         Held-out loss is evaluated every ``eval_every`` steps; a phase stops when no configuration
         improved for ``patience`` evaluations (``None``: run all ``max_steps``, as the paper's budget).
     batch_size : int or None, default=None
-        Mini-batch size; ``None``: full batch up to 4,096 rows, else 1,024.
+        Mini-batch size; ``None``: full batch up to 4,096 rows, else 1,024. On a CPU, 256 cost
+        indoor_localization (16,000 training rows, 519 features) 2.7x less time per split at the
+        same volume (``benchmarks/results/indoor.md``).
     validation_fraction : float, default=0.2
         Share of the training rows held out for early stopping and configuration choice.
     min_validation_rows : int, default=100
@@ -416,6 +418,11 @@ class LMVEShape(EllipsoidShapeEstimator):
             )
         if self.eps <= 0:
             raise InputError(f"eps must be positive; got {self.eps}")
+        if self.batch_size is not None and (isinstance(self.batch_size, bool) or not isinstance(
+                self.batch_size, (int, np.integer)) or self.batch_size < 1):
+            raise InputError(f"batch_size must be None (automatic) or a positive integer; got {self.batch_size!r}")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, (int, np.integer)) or self.max_steps < 1:
+            raise InputError(f"max_steps must be a positive integer; got {self.max_steps!r}")
         if self.loss not in LOSSES:
             raise InputError(f"loss must be one of {', '.join(LOSSES)}; got {self.loss!r}")
         if not 0.0 <= float(self.floor_weight) < 1.0:

@@ -1,5 +1,7 @@
 """Shape methods: statistical properties (Lemma 1, Theorem 1, volumes) and error paths."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -256,6 +258,24 @@ def test_lmve_stop_on_volume_runs_and_bad_values_are_named():
     assert np.all(np.isfinite(est.predict_shape(X[:5])))
     with pytest.raises(InputError, match="stop_on must be 'loss' or 'volume'; got 'bogus'"):
         LMVEShape(stop_on="bogus").fit(X, Y)
+
+
+@pytest.mark.parametrize(("param", "value", "message"), [
+    ("batch_size", 0, "batch_size must be None (automatic) or a positive integer; got 0"),
+    ("batch_size", 12.5, "batch_size must be None (automatic) or a positive integer; got 12.5"),
+    ("max_steps", -3, "max_steps must be a positive integer; got -3"),
+])
+def test_lmve_bad_schedule_values_are_named_before_any_training(param, value, message):
+    X, Y = heteroscedastic(300, seed=4)
+    with pytest.raises(InputError, match=re.escape(message)):
+        LMVEShape(**{param: value}).fit(X, Y)
+
+
+def test_lmve_mini_batches_run_and_stay_deterministic():
+    X, Y = heteroscedastic(300, seed=4)
+    a, b = (LMVEShape(max_steps=50, eval_every=25, patience=2, batch_size=64).fit(X, Y) for _ in range(2))
+    assert a.history_["train"]["steps"] >= 25
+    np.testing.assert_array_equal(a.predict_shape(X[:20]), b.predict_shape(X[:20]))
 
 
 def test_lmve_floor_keeps_a_share_of_the_ge_shape():

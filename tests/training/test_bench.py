@@ -38,6 +38,20 @@ def test_local_backend_and_resume(tmp_path):
 
 
 @needs_data
+def test_cached_only_tabulates_what_is_cached_and_runs_nothing(tmp_path, capsys):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    args = ["--datasets", "enb", "--lmve-max-steps", "40", "--quiet", "--jobs", "1", "--cache", str(cache)]
+    assert main([*args, "--seeds", "0-1", "--cached-only", "--out", str(out)]) == 2
+    assert "none of the requested splits is in" in capsys.readouterr().err and not out.exists()
+    assert main([*args, "--seeds", "0", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main([*args, "--seeds", "0-2", "--cached-only", "--out", str(out)]) == 0
+    assert "2 of 3 splits are not in" in capsys.readouterr().err
+    assert not (cache / "paper" / "enb" / "seed_001.json").exists()  # nothing was run
+    assert pd.read_csv(out / "runs.csv").seed.unique().tolist() == [0]
+
+
+@needs_data
 def test_dask_backend_on_a_local_cluster(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     out, cache = tmp_path / "out", tmp_path / "cache"

@@ -50,11 +50,20 @@ def test_csv_run_trains_a_bundle(tmp_path):
 def test_variant_options_reach_the_bundle(tmp_path):
     out = tmp_path / "run"
     assert main(["--n-samples", "400", "--out", str(out), "--quiet", "--methods", "ge,nle,lmve", "--lmve-loss", "nll",
-                 "--centre", "paper", "--lmve-max-steps", "30", "--cross-fit", "3"]) == 0
+                 "--centre", "paper", "--lmve-max-steps", "30", "--cross-fit", "3", "--lmve-batch-size", "64"]) == 0
     model = load_bundle(out / "bundle")
     assert model.manifest["training"]["cross_fit"] == 3
     assert sum(model.manifest["training"]["rows"].values()) == 400
     assert model.manifest["methods"]["lmve"]["loss"] == "nll"
     assert model.manifest["methods"]["lmve"]["output"] == "cholesky"
+    assert model.manifest["methods"]["lmve"]["batch_size"] == 64
     assert model.manifest["centre"]["params"]["scale_targets"] is False
     assert model.methods["lmve"].shape_.net_.output == "cholesky"
+
+
+def test_bad_lmve_batch_size_is_named_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--n-samples", "300", "--out", str(out), "--quiet", "--methods", "ge,nle,lmve",
+                 "--lmve-batch-size", "0"]) == 2
+    assert "batch_size must be None (automatic) or a positive integer; got 0" in capsys.readouterr().err
+    assert not out.exists()
