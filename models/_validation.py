@@ -80,6 +80,11 @@ def check_coverage(eta, name: str = "coverage") -> float:
     return eta
 
 
+def is_positive_int(value) -> bool:
+    """``value`` is an integer (Python or NumPy, not a bool) of at least 1."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and bool(value >= 1)
+
+
 def check_is_fitted(estimator, attribute: str, action: str = "used") -> None:
     """Raise :class:`NotFittedError` if ``estimator`` lacks the learned ``attribute``."""
     if getattr(estimator, attribute, None) is None:

@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from models.conformal import conformal_quantile, conformal_rank
+from models._validation import is_positive_int
 from models.exceptions import InputError
 from models.shapes.base import EllipsoidShapeEstimator, second_moment
 from models.shapes.nle import NearestNeighbourEllipsoid
@@ -419,10 +420,9 @@ class LMVEShape(EllipsoidShapeEstimator):
             )
         if self.eps <= 0:
             raise InputError(f"eps must be positive; got {self.eps}")
-        if self.batch_size is not None and (isinstance(self.batch_size, bool) or not isinstance(
-                self.batch_size, (int, np.integer)) or self.batch_size < 1):
+        if self.batch_size is not None and not is_positive_int(self.batch_size):
             raise InputError(f"batch_size must be None (automatic) or a positive integer; got {self.batch_size!r}")
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, (int, np.integer)) or self.max_steps < 1:
+        if not is_positive_int(self.max_steps):
             raise InputError(f"max_steps must be a positive integer; got {self.max_steps!r}")
         if self.loss not in LOSSES:
             raise InputError(f"loss must be one of {', '.join(LOSSES)}; got {self.loss!r}")

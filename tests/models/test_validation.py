@@ -41,3 +41,10 @@ def test_spd_check_finds_one_bad_shape_in_a_batch():
     area, semi, angle = geometry.ellipse_2d(C)
     np.testing.assert_allclose(area, np.pi)
     np.testing.assert_allclose(semi, 1.0)
+
+
+def test_is_positive_int_takes_numpy_integers_and_refuses_bools_floats_and_zero():
+    from models._validation import is_positive_int
+
+    assert [is_positive_int(v) for v in (1, np.int64(3), np.uint8(2))] == [True, True, True]
+    assert not any(is_positive_int(v) for v in (0, -3, 12.5, 2.0, True, "4", None))
