@@ -1,12 +1,15 @@
 """lmve.models: the maths shared by training and service.
 
-Ellipsoid geometry, the four shape methods (GE, NLE, LMVE, Copula), the SVR centre,
-split-conformal calibration and the calibrated bundle format.
+Ellipsoid geometry, the four shape methods (GE, NLE, LMVE, Copula), the SVR centre, the
+registry that lists them, split-conformal calibration, the region model (the checked boundary)
+and the calibrated bundle format. Nothing here imports torch at import time: LMVE's training
+imports it inside ``LMVEShape.fit``.
 """
 
 from models.centre import SVRCentre
 from models.conformal import SplitConformalCalibrator, conformal_quantile
 from models.exceptions import BundleError, InputError, LMVEError, NotFittedError
+from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.regions import BoxRegions, EllipsoidRegions
 from models.shapes import (
@@ -17,7 +20,7 @@ from models.shapes import (
 )
 
 __all__ = [
-    "SVRCentre", "SplitConformalCalibrator", "conformal_quantile", "BundleError", "InputError",
+    "RegionModel", "SVRCentre", "SplitConformalCalibrator", "conformal_quantile", "BundleError", "InputError",
     "LMVEError", "NotFittedError", "SplitConformalRegressor", "BoxRegions", "EllipsoidRegions",
     "EmpiricalCopulaBox", "GaussianEllipsoid", "LMVEShape", "NearestNeighbourEllipsoid",
 ]

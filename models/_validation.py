@@ -1,8 +1,13 @@
-"""Input checks shared by every estimator: shapes, finiteness, fitted state."""
+"""Input checks for the public boundaries of ``models/`` (``fit`` methods and :class:`RegionModel`).
+
+Each check raises :class:`~models.exceptions.InputError` with the field at fault, what was
+expected and what came; internals called after a check take the checked arrays as they are.
+"""
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 
 import numpy as np
 
@@ -10,73 +15,100 @@ from models.exceptions import InputError, NotFittedError
 
 
 def all_finite(A: np.ndarray) -> bool:
-    """Whether every entry of the array ``A`` is finite: ``np.isfinite(A).all()`` as one ufunc
-    reduction, without ``ndarray.all``'s Python-level wrapper (half the cost on the serving path's
-    small arrays, where this runs several times per request)."""
+    """Whether every entry of the array ``A`` is finite (one ufunc reduction)."""
     return bool(np.logical_and.reduce(np.isfinite(A), axis=None))
 
 
-def check_matrix(
-    A,
-    name: str,
-    *,
-    n_columns: int | None = None,
-    owner: str | None = None,
-    min_rows: int = 1,
-    allow_nonfinite: bool = False,
-) -> np.ndarray:
-    """Return ``A`` as a C-contiguous float64 array of shape (rows, columns).
+def _columns_hint(describe: str | Callable[[], str] | None) -> str:
+    if describe is None:
+        return ""
+    return f" ({describe() if callable(describe) else describe})"
 
-    Raises :class:`InputError` with a message that names ``name``, what was expected and
-    what came: wrong dimensionality, too few rows, wrong column count, NaN or inf.
+
+def _first_bad_row(A, n_columns: int | None) -> tuple[int, int] | None:
+    """(row, length) of the first row of a list-like ``A`` that is not a sequence of ``n_columns``."""
+    lengths = [len(r) if hasattr(r, "__len__") and not isinstance(r, (str, bytes)) else -1 for r in A]
+    want = n_columns if n_columns is not None else (lengths[0] if lengths else 0)
+    for i, n in enumerate(lengths):
+        if n != want:
+            return i, n
+    return None
+
+
+def check_matrix(A, field: str, *, n_columns: int | None = None, owner: str | None = None, min_rows: int = 1,
+                 describe: str | Callable[[], str] | None = None) -> np.ndarray:
+    """Return ``A`` (an array or a list of rows) as a C-contiguous float64 array (rows, columns).
+
+    ``owner`` names who expects ``n_columns`` ("the bundle", "GaussianEllipsoid"); ``describe``
+    (a string, or a callable built only for a message) says what the columns are. Raises
+    :class:`InputError` naming ``field`` (``features[3]``, ``features[0][15]``) for a ragged or
+    non-numeric row, the wrong column count, too few rows, or NaN/inf.
     """
-    if (type(A) is np.ndarray and A.dtype == np.float64 and A.ndim == 2 and A.shape[0] >= min_rows
-            and (n_columns is None or A.shape[1] == n_columns) and A.flags.c_contiguous
-            and (allow_nonfinite or all_finite(A))):
-        return A  # the common case on the serving path, already checked upstream: a few microseconds
+    who = f"{owner} expects" if owner else "expected"
     try:
         arr = np.asarray(A, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a numeric 2-D array; could not convert it: {exc}") from None
+        bad = _first_bad_row(A, n_columns) if isinstance(A, (list, tuple)) else None
+        if bad is None:
+            raise InputError(f"{field} must be a numeric 2-D array; could not convert it: {exc}", field=field,
+                             expected="a numeric 2-D array", received=type(A).__name__) from None
+        i, n = bad
+        raise InputError(f"{field}[{i}] has {n} values, but {who} {n_columns}{_columns_hint(describe)}",
+                         field=f"{field}[{i}]", expected=f"{n_columns} values", received=f"{n} values") from None
+    if arr.ndim == 1 and arr.shape[0] == 0:  # an empty list of rows
+        arr = arr.reshape(0, n_columns or 0)
     if arr.ndim == 1 and n_columns is not None and arr.shape[0] == n_columns and n_columns > 1:
-        raise InputError(
-            f"{name} must be 2-D with shape (n_rows, {n_columns}); got a 1-D array of length "
-            f"{arr.shape[0]}. Use {name}.reshape(1, -1) for a single row."
-        )
+        raise InputError(f"{field} must be 2-D with shape (n_rows, {n_columns}); got a 1-D array of length "
+                         f"{arr.shape[0]}. Use {field}.reshape(1, -1) for a single row.", field=field,
+                         expected=f"shape (n_rows, {n_columns})", received=f"shape {arr.shape}")
     if arr.ndim != 2:
-        raise InputError(f"{name} must be a 2-D array (n_rows, n_columns); got {arr.ndim}-D with shape {arr.shape}")
+        raise InputError(f"{field} must be a 2-D array (n_rows, n_columns); got {arr.ndim}-D with shape {arr.shape}",
+                         field=field, expected="a 2-D array", received=f"shape {arr.shape}")
     if arr.shape[0] < min_rows:
-        raise InputError(f"{name} has {arr.shape[0]} rows; at least {min_rows} are required")
+        raise InputError(f"{field} has {arr.shape[0]} rows; at least {min_rows} are required", field=field,
+                         expected=f"at least {min_rows} row{'s' if min_rows > 1 else ''}",
+                         received=f"{arr.shape[0]} rows")
     if n_columns is not None and arr.shape[1] != n_columns:
-        who = f"{owner} expects" if owner else "expected"
-        raise InputError(f"{name} has {arr.shape[1]} columns, but {who} {n_columns}")
-    if not allow_nonfinite and not np.isfinite(arr).all():
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise InputError(
-            f"{name} contains NaN or inf (first at row {int(bad[0])}, column {int(bad[1])}); "
-            "only finite values are accepted"
-        )
+        if isinstance(A, np.ndarray):
+            raise InputError(f"{field} has {arr.shape[1]} columns, but {who} {n_columns}{_columns_hint(describe)}",
+                             field=field, expected=f"{n_columns} columns", received=f"{arr.shape[1]} columns")
+        raise InputError(f"{field}[0] has {arr.shape[1]} values, but {who} {n_columns}{_columns_hint(describe)}",
+                         field=f"{field}[0]", expected=f"{n_columns} values", received=f"{arr.shape[1]} values")
+    if not all_finite(arr):
+        i, j = (int(v) for v in np.argwhere(~np.isfinite(arr))[0])
+        raise InputError(f"{field} contains NaN or inf (first at row {i}, column {j}); only finite values "
+                         "are accepted", field=f"{field}[{i}][{j}]",
+                         expected="a finite number", received=str(arr[i, j]))
     return np.ascontiguousarray(arr)
+
+
+def check_same_rows(A: np.ndarray, B: np.ndarray, a_name: str, b_name: str) -> None:
+    """Refuse ``B`` unless it has as many rows as ``A`` (the error names ``b_name``)."""
+    if A.shape[0] != B.shape[0]:
+        raise InputError(f"{a_name} has {A.shape[0]} rows but {b_name} has {B.shape[0]}; they must match",
+                         field=b_name, expected=f"{A.shape[0]} rows", received=f"{B.shape[0]} rows")
 
 
 def check_Xy(X, Y, *, x_name: str = "X", y_name: str = "R", min_rows: int = 1):
     """Check a feature matrix and a 2-D target/residual matrix with the same number of rows."""
     X = check_matrix(X, x_name, min_rows=min_rows)
     Y = check_matrix(Y, y_name, min_rows=min_rows)
-    if X.shape[0] != Y.shape[0]:
-        raise InputError(f"{x_name} has {X.shape[0]} rows but {y_name} has {Y.shape[0]}; they must match")
+    check_same_rows(X, Y, x_name, y_name)
     if Y.shape[1] < 1:
-        raise InputError(f"{y_name} must have at least one column; got shape {Y.shape}")
+        raise InputError(f"{y_name} must have at least one column; got shape {Y.shape}", field=y_name,
+                         expected="at least 1 column", received="0 columns")
     return X, Y
 
 
-def check_coverage(eta, name: str = "coverage") -> float:
+def check_coverage(eta, field: str = "coverage") -> float:
     """Check a coverage level ``eta`` lies in the open interval (0, 1)."""
     if isinstance(eta, bool) or not isinstance(eta, numbers.Real):
-        raise InputError(f"{name} must be a number in (0, 1); got {eta!r}")
+        raise InputError(f"{field} must be a number in (0, 1); got {eta!r}", field=field,
+                         expected="a number in (0, 1)", received=repr(eta))
     eta = float(eta)
     if not (0.0 < eta < 1.0) or not np.isfinite(eta):
-        raise InputError(f"{name} must lie in the open interval (0, 1); got {eta}")
+        raise InputError(f"{field} must lie in the open interval (0, 1); got {eta}", field=field,
+                         expected="a number in (0, 1)", received=str(eta))
     return eta
 
 
@@ -88,9 +120,7 @@ def is_positive_int(value) -> bool:
 def check_is_fitted(estimator, attribute: str, action: str = "used") -> None:
     """Raise :class:`NotFittedError` if ``estimator`` lacks the learned ``attribute``."""
     if getattr(estimator, attribute, None) is None:
-        raise NotFittedError(
-            f"This {type(estimator).__name__} is not fitted yet; call fit before it is {action}"
-        )
+        raise NotFittedError(f"This {type(estimator).__name__} is not fitted yet; call fit before it is {action}")
 
 
 def check_features(estimator, X, name: str = "X") -> np.ndarray:

@@ -1,9 +1,10 @@
 """Centre models ``mu(x)``: the paper's multi-output RBF SVR, behind a small interface.
 
-Any object with ``fit(X, Y) -> self`` and ``predict(X) -> (N, n)`` can serve as a centre;
-:class:`SVRCentre` is the paper's (one ``sklearn.svm.SVR()`` per target, scikit-learn defaults).
-After fitting, prediction runs in numpy from the support vectors, dual coefficients and
-intercepts, the same arrays a bundle stores: no pickle on the serving path.
+A centre has ``fit(X, Y) -> self`` (checked input), ``predict(X) -> (N, n)`` (rows checked by the
+caller) and, to be stored in a bundle, ``to_arrays() -> (params, arrays)`` and
+``from_arrays(params, arrays)``; :mod:`models.registry` lists the centres. :class:`SVRCentre` is the
+paper's (one ``sklearn.svm.SVR()`` per target, scikit-learn defaults); after fitting it predicts
+in numpy from the support vectors, dual coefficients and intercepts, the arrays a bundle stores.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.svm import SVR
 
-from models._validation import check_features, check_Xy
+from models._validation import check_Xy
 
 
 def _kernel_sum(X, x2, A, c, coef, gamma) -> np.ndarray:
@@ -101,13 +102,12 @@ class SVRCentre(BaseEstimator):
         return groups, offset
 
     def predict(self, X) -> np.ndarray:
-        """(N, n) centres ``(sum_i a_i exp(-gamma |x - sv_i|^2) + b) * y_scale + y_mean`` per target.
+        """(N, n) centres of checked rows ``X``: ``(sum_i a_i exp(-gamma |x - sv_i|^2) + b) * y_scale + y_mean`` per target.
 
         Squared distances come from one matrix product (``|x|^2 + |sv|^2 - 2 x sv^T``, BLAS), with
         ``gamma``, the target scale and the intercept folded into precomputed arrays: a handful of
         vector operations per call, which is what a single-row request pays.
         """
-        X = check_features(self, X)
         groups, offset = self._kernel_plan()
         x2 = np.einsum("ij,ij->i", X, X)[:, None]
         if len(groups) == 1:  # one kernel for all targets (gamma="scale")
@@ -119,15 +119,16 @@ class SVRCentre(BaseEstimator):
         out += offset
         return out
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """``(params, arrays)`` for a bundle: the hyperparameters and the fitted SVR arrays."""
         arrays = {"intercept": self.intercept_, "gamma": self.gamma_, "y_mean": self.y_mean_, "y_scale": self.y_scale_}
         for j in range(self.n_targets_):
             arrays[f"sv_{j}"] = self.support_vectors_[j]
             arrays[f"coef_{j}"] = self.dual_coef_[j]
-        return arrays
+        return self.get_params(), arrays
 
     @classmethod
-    def from_arrays(cls, arrays, params: dict) -> "SVRCentre":
+    def from_arrays(cls, params: dict, arrays) -> "SVRCentre":
         est = cls(**params)
         n = len(arrays["intercept"])
         est.support_vectors_ = [np.asarray(arrays[f"sv_{j}"], float) for j in range(n)]
@@ -149,5 +150,14 @@ class ConstantCentre(BaseEstimator):
         return self
 
     def predict(self, X) -> np.ndarray:
-        X = check_features(self, X)
-        return np.broadcast_to(self.mean_, (X.shape[0], self.n_targets_)).copy()
+        return np.broadcast_to(self.mean_, (np.shape(X)[0], self.n_targets_)).copy()
+
+    def to_arrays(self):
+        return {}, {"mean": self.mean_, "n_features": np.array(self.n_features_in_)}
+
+    @classmethod
+    def from_arrays(cls, params, arrays):
+        est = cls()
+        est.mean_ = np.asarray(arrays["mean"], float)
+        est.n_features_in_, est.n_targets_ = int(arrays["n_features"]), est.mean_.shape[0]
+        return est

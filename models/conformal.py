@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from models._validation import check_coverage
-from models.exceptions import InputError, NotFittedError
+from models.exceptions import InputError, NotFittedError, UnattainableCoverageError
 
 #: Slack for ``(m + 1) * eta`` landing a hair above an integer through binary rounding
 #: (``10 * 0.7 == 7.000000000000001``); far below any meaningful change of ``eta``.
@@ -36,14 +36,16 @@ class UncalibratableWarning(UserWarning):
 
 
 def conformal_rank(n_calibration: int, eta: float) -> int:
-    """The rank ``k = ceil((m + 1) * eta)`` of the conformal quantile (1-based).
+    """The rank ``k = ceil((m + 1) * eta)`` of the conformal quantile (1-based), for a checked ``eta``.
 
     ``k > m`` means that no finite threshold guarantees the level (``alpha_q = +inf``).
     """
-    eta = check_coverage(eta)
-    if n_calibration < 1:
-        raise InputError(f"at least one calibration score is required; got {n_calibration}")
     return max(1, math.ceil((n_calibration + 1) * eta - _CEIL_SLACK))
+
+
+def max_coverage(n_calibration: int) -> float:
+    """The highest level ``m / (m + 1)`` that ``m`` calibration scores attain with a finite threshold."""
+    return n_calibration / (n_calibration + 1.0)
 
 
 def conformal_quantile(scores, eta: float) -> float:
@@ -59,21 +61,26 @@ def conformal_quantile(scores, eta: float) -> float:
     eta : float in (0, 1)
         Target coverage.
     """
+    eta = check_coverage(eta)
     s = np.asarray(scores, dtype=np.float64).ravel()
     if s.size == 0:
         raise InputError("scores is empty; at least one calibration score is required")
     if np.isnan(s).any():
         raise InputError("scores contains NaN; conformity scores must be numbers")
+    return _kth_smallest(s, eta, presorted=False)
+
+
+def _kth_smallest(s: np.ndarray, eta: float, presorted: bool) -> float:
     k = conformal_rank(s.size, eta)
     if k > s.size:
         warnings.warn(
             f"coverage {eta} needs ceil((m+1)*eta) = {k} calibration scores but only m = {s.size} "
             "are available: the region is the whole space (alpha_q = +inf)",
             UncalibratableWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         return math.inf
-    return float(np.partition(s, k - 1)[k - 1])
+    return float(s[k - 1] if presorted else np.partition(s, k - 1)[k - 1])
 
 
 class SplitConformalCalibrator:
@@ -106,10 +113,28 @@ class SplitConformalCalibrator:
         if self.scores_ is None:
             raise NotFittedError("This SplitConformalCalibrator has no scores; call fit (conformalize) first")
 
-    def quantile(self, eta: float) -> float:
-        """``alpha_q`` at level ``eta`` (see :func:`conformal_quantile`)."""
+    @property
+    def max_coverage(self) -> float:
+        """The highest level with a finite threshold: ``m / (m + 1)``."""
         self._check()
-        return conformal_quantile(self.scores_, eta)
+        return max_coverage(self.n_calibration_)
+
+    def check_level(self, eta, field: str = "coverage") -> float:
+        """``eta`` checked: a number in (0, 1) and at most :attr:`max_coverage` (else the region would be
+        the whole space: :class:`UnattainableCoverageError` names the highest attainable level)."""
+        eta = check_coverage(eta, field)
+        top = self.max_coverage
+        if eta > top:
+            raise UnattainableCoverageError(
+                f"{field} {eta} needs more than the {self.n_calibration_} calibration scores: the region would be "
+                f"the whole space. The highest attainable level is {top:.6g} (m / (m + 1))",
+                max_coverage=top, field=field, expected=f"at most {top:.6g}", received=str(eta))
+        return eta
+
+    def quantile(self, eta: float) -> float:
+        """``alpha_q`` at a checked level ``eta``: the ``ceil((m + 1) eta)``-th smallest stored score."""
+        self._check()
+        return _kth_smallest(self.scores_, eta, presorted=True)
 
     def p_value(self, scores) -> np.ndarray:
         """Conformal p-values ``(1 + #{alpha_i >= s}) / (m + 1)`` for test scores ``s`` (N,)."""
@@ -121,5 +146,4 @@ class SplitConformalCalibrator:
     def coverage_bounds(self, eta: float) -> tuple[float, float]:
         """The guaranteed interval ``[eta, eta + 1/(m + 1)]`` of marginal coverage (no ties)."""
         self._check()
-        eta = check_coverage(eta)
         return eta, min(1.0, eta + 1.0 / (self.n_calibration_ + 1.0))

@@ -1,16 +1,19 @@
 """The project's exception tree.
 
-Every error the library raises on purpose derives from :class:`LMVEError`, so a
-caller (the CLI, the HTTP service) can tell "the user gave us something wrong"
-from "the program is broken" with one ``except`` clause::
+Every error the library raises on purpose derives from :class:`LMVEError`, so a caller (the
+CLI, the HTTP service) can tell "the user gave us something wrong" from "the program is
+broken" with one ``except`` clause::
 
     LMVEError
-    ├── InputError (also ValueError)      bad shapes, NaN/inf, out-of-range values
-    ├── NotFittedError (also sklearn's)   predict/conformalize called before fit
-    └── BundleError                       a bundle on disk cannot be trusted or read
+    ├── InputError (also ValueError)        bad shapes, NaN/inf, out-of-range values
+    │   ├── UnknownMethodError              a method the model does not have
+    │   └── UnattainableCoverageError       a level the calibration scores cannot guarantee
+    ├── NotFittedError (also sklearn's)     predict/conformalize called before fit
+    └── BundleError                         a bundle on disk cannot be trusted or read
 
-Messages name the field, what was expected and what came, e.g.
-``"X has 7 features, but GaussianEllipsoid was fitted with 8"``.
+An :class:`InputError` carries its context: ``field`` (``"features[3]"``), ``expected``
+(``"16 values"``) and ``received`` (``"15 values"``), so that a caller can report them without
+checking the input again (the service turns them into problem+json).
 """
 
 from __future__ import annotations
@@ -23,7 +26,33 @@ class LMVEError(Exception):
 
 
 class InputError(LMVEError, ValueError):
-    """Input data or a parameter is not what was expected."""
+    """Input data or a parameter is not what was expected.
+
+    Attributes
+    ----------
+    field, expected, received : str or None
+        Which input was wrong, what was expected of it and what came.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, expected: str | None = None,
+                 received: str | None = None):
+        super().__init__(message)
+        self.field, self.expected, self.received = field, expected, received
+
+
+class UnknownMethodError(InputError):
+    """A method name the model does not serve."""
+
+
+class UnattainableCoverageError(InputError):
+    """A coverage level above ``m / (m + 1)``: no finite threshold guarantees it.
+
+    ``max_coverage`` is the highest level the ``m`` calibration scores (or groups) attain.
+    """
+
+    def __init__(self, message: str, *, max_coverage: float, **context):
+        super().__init__(message, **context)
+        self.max_coverage = max_coverage
 
 
 class NotFittedError(LMVEError, _SklearnNotFittedError):

@@ -1,7 +1,11 @@
-"""A calibrated region model: raw features in, calibrated regions out.
+"""A calibrated region model: raw features in, calibrated regions out. The checked boundary of ``models/``.
 
-It holds what a bundle holds (scaler, shared centre, one calibrated regressor per method)
-and is what the service serves. Features arrive raw; the stored scaler standardises them.
+:class:`RegionModel` holds what a bundle holds (scaler, shared centre, one calibrated regressor
+per method) and is what the service serves. Each public method checks its input once (rows,
+points, coverage, method; errors are :class:`~models.exceptions.InputError` naming the field,
+what was expected and what came), then calls unchecked internals. It also owns the fallback rule:
+when the asked-for (or primary) method's shapes are not finite for a batch, the next method in
+:func:`models.registry.fallback_order` answers, for regions and containment alike.
 """
 
 from __future__ import annotations
@@ -10,12 +14,34 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models._validation import check_coverage, check_matrix
-from models.exceptions import InputError
+from models import geometry, registry
+from models._validation import all_finite, check_matrix, check_same_rows
+from models.exceptions import InputError, UnknownMethodError
 from models.predictor import SplitConformalRegressor
 
-#: the order in which methods are preferred when the primary one is missing
-FALLBACK_ORDER = ("lmve", "nle", "ge")
+
+@dataclass(frozen=True)
+class Answer:
+    """Which method answered, and why it is not the one asked for (``None``: it is)."""
+
+    method: str
+    fallback_reason: str | None
+
+    @property
+    def fallback(self) -> bool:
+        return self.fallback_reason is not None
+
+
+@dataclass(frozen=True)
+class RegionAnswer(Answer):
+    regions: object  # EllipsoidRegions or BoxRegions
+
+
+@dataclass(frozen=True)
+class Assessment(Answer):
+    inside: np.ndarray    # (N,) bool
+    distance: np.ndarray  # (N,) score / alpha_q: <= 1 inside (0 for an unbounded region)
+    p_value: np.ndarray   # (N,) conformal p-values of the points
 
 
 @dataclass
@@ -28,7 +54,7 @@ class RegionModel:
     scaler_mean, scaler_scale : ndarray (d,)
         ``x_std = (x_raw - mean) / scale`` (``scale = 1`` for constant training columns).
     methods : dict of str -> SplitConformalRegressor
-        Calibrated regressors sharing one prefit centre.
+        Calibrated regressors sharing one prefit centre, keyed by registry name.
     coverage : float
         The default level ``eta``.
     manifest : dict
@@ -52,61 +78,113 @@ class RegionModel:
         return len(self.target_names)
 
     @property
+    def served_methods(self) -> tuple[str, ...]:
+        """The ellipsoid methods this model has, preferred first."""
+        return tuple(m for m in registry.fallback_order() if m in self.methods)
+
+    @property
     def primary_method(self) -> str:
         """The best available ellipsoid method: LMVE, else NLE, else GE."""
-        for name in FALLBACK_ORDER:
-            if name in self.methods:
-                return name
-        raise InputError(f"the model has no ellipsoid method; it has {sorted(self.methods)}")
+        served = self.served_methods
+        if not served:
+            raise InputError(f"the model has no ellipsoid method; it has {sorted(self.methods)}")
+        return served[0]
 
     @property
     def centre(self):
         return next(iter(self.methods.values())).centre_
 
-    def resolve_method(self, method: str | None) -> str:
-        if method is None:
-            return self.primary_method
-        if method not in self.methods:
-            raise InputError(f"method must be one of {sorted(self.methods)}; got {method!r}")
-        return method
+    def max_coverage(self, method: str | None = None) -> float:
+        """The highest level ``method`` (default: primary) attains with a bounded region."""
+        return self.methods[self._candidates(method, None)[0][0]].calibrator_.max_coverage
 
-    def standardise(self, X_raw, name: str = "features") -> np.ndarray:
-        """Check raw features (N, d) and apply the training scaler."""
-        X = check_matrix(X_raw, name, n_columns=self.n_features, owner="the bundle")
+    # ------------------------------------------------------------------ checks (once per call)
+    def _features(self, features) -> np.ndarray:
+        X = check_matrix(features, "features", n_columns=self.n_features, owner="the bundle",
+                         describe=lambda: "one per feature: " + ", ".join(self.feature_names[:4])
+                         + (", ..." if self.n_features > 4 else ""))
         return (X - self.scaler_mean) / self.scaler_scale
 
-    def predict_region(self, X_raw, method: str | None = None, coverage: float | None = None):
-        """Calibrated regions of ``method`` (default: primary) for raw features (N, d)."""
-        X = self.standardise(X_raw)
-        eta = None if coverage is None else check_coverage(coverage)
-        reg = self.methods[self.resolve_method(method)]
-        return reg.predict_region(X, coverage=eta)
+    def _points(self, points, X: np.ndarray) -> np.ndarray:
+        P = check_matrix(points, "points", n_columns=self.n_targets, owner="the bundle",
+                         describe=lambda: "one per target: " + ", ".join(self.target_names))
+        check_same_rows(X, P, "features", "points")
+        return P
 
-    def predict_center(self, X_raw) -> np.ndarray:
-        return self.centre.predict(self.standardise(X_raw))
+    def _candidates(self, method: str | None, kind: str | None) -> list[tuple[str, str | None]]:
+        """``(name, fallback_reason)`` to try in order: the asked-for (or primary) method, then the
+        ellipsoid methods ranked after it."""
+        served = self.served_methods
+        if method is None:
+            if not served:
+                raise InputError(f"the model has no ellipsoid method; it has {sorted(self.methods)}")
+            first = registry.fallback_order()[0]
+            reason = None if served[0] == first else f"the bundle has no {registry.METHODS[first].label} method"
+            order = [(served[0], reason)]
+        else:
+            allowed = served if kind == "ellipsoid" else tuple(self.methods)
+            if method not in allowed:
+                raise UnknownMethodError(f"method {method!r} is not served; available: {', '.join(allowed)}",
+                                         field="method", expected=" | ".join(allowed), received=str(method))
+            order = [(method, None)]
+        name = order[0][0]
+        if name in served:
+            order += [(later, None) for later in served[served.index(name) + 1:]]
+        return order
 
-    def p_value(self, X_raw, points, method: str | None = None) -> np.ndarray:
-        """(N,) conformal p-values of ``points`` given raw features (see :meth:`assess`)."""
-        return self.assess(X_raw, points, method)[2]
+    def _level(self, name: str, coverage) -> float | None:
+        return None if coverage is None else self.methods[name].calibrator_.check_level(coverage)
 
-    def threshold(self, method: str | None = None, coverage: float | None = None) -> float:
-        """``alpha_q`` of ``method`` at ``coverage`` (default: the bundle's level)."""
-        reg = self.methods[self.resolve_method(method)]
-        return reg.alpha_q_ if coverage is None else reg.calibrator_.quantile(check_coverage(coverage))
+    # ------------------------------------------------------------------ the fallback rule
+    def _first_finite(self, candidates, X):
+        """``(name, reason, shapes)`` of the first candidate whose shapes are finite on ``X``
+        (``shapes`` is ``None`` for a box method, which has no fallback)."""
+        reason = candidates[0][1]
+        for i, (name, _) in enumerate(candidates):
+            shape = self.methods[name].shape_
+            if registry.METHODS[name].kind != "ellipsoid":
+                return name, reason, None
+            C = shape.predict_shape(X)
+            if all_finite(C) or i == len(candidates) - 1:
+                return name, reason, C
+            reason = f"{registry.METHODS[name].label} produced non-finite shapes for this batch"
+        raise AssertionError("unreachable: the candidate list is never empty")  # pragma: no cover
 
-    def assess(self, X_raw, points, method: str | None = None, coverage: float | None = None):
-        """Score candidate points once: ``(inside, distance, p_value)``, each (N,).
-
-        ``distance = score / alpha_q`` (``<= 1`` inside the calibrated region, 0 for an unbounded one)
-        and ``p_value`` from the same score, so the two always agree.
-        """
-        X = self.standardise(X_raw)
-        P = check_matrix(points, "points", n_columns=self.n_targets, owner="the bundle")
-        if P.shape[0] != X.shape[0]:
-            raise InputError(f"points has {P.shape[0]} rows but features has {X.shape[0]}; they must match")
-        name = self.resolve_method(method)
+    # ------------------------------------------------------------------ public, checked
+    def predict_region(self, features, method: str | None = None, coverage: float | None = None, *,
+                       kind: str | None = None) -> RegionAnswer:
+        """Calibrated regions for raw ``features`` (N, d) from ``method`` (default: the primary one),
+        at ``coverage`` (default: the bundle's), falling back as the module says. ``kind="ellipsoid"``
+        accepts ellipsoid methods only (the ellipse API)."""
+        candidates = self._candidates(method, kind)
+        coverage = self._level(candidates[0][0], coverage)
+        X = self._features(features)
+        name, reason, C = self._first_finite(candidates, X)
         reg = self.methods[name]
-        scores = reg.conformity_scores(X, P)
-        alpha = self.threshold(name, coverage)
+        regions = reg._regions(X, coverage, self.centre.predict(X), shapes=C)
+        return RegionAnswer(method=name, fallback_reason=reason, regions=regions)
+
+    def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
+               kind: str | None = None) -> Assessment:
+        """Score candidate ``points`` (N, n) once: inside the calibrated region, its scaled distance
+        (``score / alpha_q``) and conformal p-value, from the same method :meth:`predict_region` would use."""
+        candidates = self._candidates(method, kind)
+        coverage = self._level(candidates[0][0], coverage)
+        X = self._features(features)
+        P = self._points(points, X)
+        name, reason, C = self._first_finite(candidates, X)
+        reg = self.methods[name]
+        residuals = P - self.centre.predict(X)
+        scores = reg.shape_.conformity_scores(X, residuals) if C is None else geometry.mahalanobis(residuals, C)
+        alpha = reg.threshold(coverage)
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
-        return distance <= 1.0, distance, reg.calibrator_.p_value(scores)
+        return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
+                          p_value=reg.calibrator_.p_value(scores))
+
+    def predict_center(self, features) -> np.ndarray:
+        """(N, n) centres for raw ``features``."""
+        return self.centre.predict(self._features(features))
+
+    def standardise(self, features) -> np.ndarray:
+        """Checked raw features (N, d) on the training scale."""
+        return self._features(features)

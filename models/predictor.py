@@ -6,8 +6,9 @@
 >>> regions.contains(Y_test).mean()   # ~0.9, and >= 0.9 in expectation   # doctest: +SKIP
 
 The centre and the shape are fitted on the training rows only; the calibration rows only set
-the threshold. ``predict_region(X, coverage=0.95)`` answers another level from the stored
-calibration scores without refitting.
+the threshold. The regressor owns the coverage level: it calibrates at it, and a shape that
+tunes itself to a level (LMVE) is fitted for it. ``predict_region(X, coverage=0.95)`` answers
+another level from the stored calibration scores without refitting.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from models._validation import check_coverage, check_is_fitted, check_matrix
+from models._validation import check_coverage, check_is_fitted, check_matrix, check_same_rows
 from models.centre import SVRCentre
 from models.conformal import SplitConformalCalibrator
-from models.exceptions import InputError
 
 
 class SplitConformalRegressor(BaseEstimator):
     """A centre, a shape method and a split-conformal calibrator.
+
+    ``fit``, ``conformalize`` and the public prediction methods check their input; the
+    ``_regions``/``_scores`` internals take checked arrays (what :class:`~models.model.RegionModel`
+    calls after its own single check).
 
     Parameters
     ----------
@@ -31,7 +35,7 @@ class SplitConformalRegressor(BaseEstimator):
     centre : estimator with fit/predict, default=None
         ``None`` means ``SVRCentre()`` (the paper's).
     coverage : float in (0, 1), default=0.9
-        Default level ``eta`` for ``predict_region``.
+        The level: calibrated at, and tuned for by shapes with ``tunes_to_coverage``.
     prefit_centre : bool, default=False
         The centre is already fitted (share one centre between several methods).
 
@@ -57,66 +61,84 @@ class SplitConformalRegressor(BaseEstimator):
         reg.alpha_q_ = calibrator.quantile(coverage)
         return reg
 
-    @property
-    def method(self) -> str:
-        return getattr(self.shape, "method_name", type(self.shape).__name__)
-
-    def _centers(self, X, centers, n_targets: int | None = None):
-        if centers is None:
-            return self.centre_.predict(X)
-        n_targets = self.shape_.n_targets_ if n_targets is None else n_targets
-        C = check_matrix(centers, "centers", n_columns=n_targets)
-        if C.shape[0] != np.shape(X)[0]:
-            raise InputError(f"centers has {C.shape[0]} rows but X has {np.shape(X)[0]}")
-        return C
+    # ------------------------------------------------------------------ training (checked)
+    def _check_rows(self, X, Y, centers, fitted: bool):
+        n_features = self.shape_.n_features_in_ if fitted else None
+        n_targets = self.shape_.n_targets_ if fitted else None
+        X = check_matrix(X, "X", n_columns=n_features, owner="the fitted shape" if fitted else None,
+                         min_rows=1 if fitted else 2)
+        Y = check_matrix(Y, "Y", n_columns=n_targets, owner="the fitted shape" if fitted else None,
+                         min_rows=1 if fitted else 2)
+        check_same_rows(X, Y, "X", "Y")
+        if centers is not None:
+            centers = check_matrix(centers, "centers", n_columns=Y.shape[1])
+            check_same_rows(X, centers, "X", "centers")
+        return X, Y, centers
 
     def fit(self, X, Y, centers=None) -> "SplitConformalRegressor":
-        """Fit the centre (unless prefit) and the shape on training rows ``X`` (m, d), ``Y`` (m, n)."""
-        check_coverage(self.coverage)
-        X = check_matrix(X, "X", min_rows=2)
-        Y = check_matrix(Y, "Y", min_rows=2)
-        if X.shape[0] != Y.shape[0]:
-            raise InputError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}; they must match")
+        """Fit the centre (unless prefit) and the shape on training rows ``X`` (m, d), ``Y`` (m, n).
+
+        ``centers`` (m, n), when given, replaces the centre's predictions for the shape's residuals
+        (out-of-fold centres, or a client's own estimates)."""
+        eta = check_coverage(self.coverage)
+        X, Y, centers = self._check_rows(X, Y, centers, fitted=False)
         if self.prefit_centre:
             check_is_fitted(self.centre, "n_features_in_", "used as a prefit centre")
             self.centre_ = self.centre
         else:
             self.centre_ = clone(self.centre if self.centre is not None else SVRCentre()).fit(X, Y)
-        R = Y - self._centers(X, centers, n_targets=Y.shape[1])
-        self.shape_ = clone(self.shape).fit(X, R)
+        R = Y - (self.centre_.predict(X) if centers is None else centers)
+        shape = clone(self.shape)
+        self.shape_ = shape.fit(X, R, coverage=eta) if shape.tunes_to_coverage else shape.fit(X, R)
         self.calibrator_ = None
         return self
 
     def conformalize(self, X, Y, centers=None) -> "SplitConformalRegressor":
         """Score the calibration rows (never seen in ``fit``) and store the scores."""
         check_is_fitted(self, "shape_", "conformalized")
-        X = check_matrix(X, "X", n_columns=self.shape_.n_features_in_, owner="the fitted shape")
-        Y = check_matrix(Y, "Y", n_columns=self.shape_.n_targets_, owner="the fitted shape")
-        if X.shape[0] != Y.shape[0]:
-            raise InputError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}; they must match")
-        R = Y - self._centers(X, centers)
+        X, Y, centers = self._check_rows(X, Y, centers, fitted=True)
+        R = Y - (self.centre_.predict(X) if centers is None else centers)
         self.shape_.prepare_calibration(X, R)
         self.calibrator_ = SplitConformalCalibrator().fit(self.shape_.conformity_scores(X, R))
         self.alpha_q_ = self.calibrator_.quantile(check_coverage(self.coverage))
         return self
 
-    def _check_calibrated(self):
+    # ------------------------------------------------------------------ internals (checked rows)
+    def threshold(self, coverage: float | None) -> float:
+        """``alpha_q`` at a checked ``coverage`` (``None``: the fitted level)."""
+        return self.alpha_q_ if coverage is None else self.calibrator_.quantile(coverage)
+
+    def _regions(self, X: np.ndarray, coverage: float | None, centers: np.ndarray, shapes=None):
+        eta = self.coverage if coverage is None else coverage
+        return self.shape_.region(X, centers, self.threshold(coverage), eta, shapes=shapes)
+
+    def _scores(self, X: np.ndarray, Y: np.ndarray, centers: np.ndarray) -> np.ndarray:
+        return self.shape_.conformity_scores(X, Y - centers)
+
+    # ------------------------------------------------------------------ prediction (checked)
+    def _check_predict(self, X, coverage, centers):
         check_is_fitted(self, "calibrator_", "asked for regions (call fit, then conformalize)")
+        X = check_matrix(X, "X", n_columns=self.shape_.n_features_in_, owner="the fitted shape")
+        if coverage is not None:
+            coverage = self.calibrator_.check_level(coverage)
+        if centers is None:
+            centers = self.centre_.predict(X)
+        else:
+            centers = check_matrix(centers, "centers", n_columns=self.shape_.n_targets_)
+            check_same_rows(X, centers, "X", "centers")
+        return X, coverage, centers
 
     def predict_region(self, X, coverage: float | None = None, centers=None):
         """Calibrated regions for rows ``X`` (N, d) at ``coverage`` (default: the fitted level)."""
-        self._check_calibrated()
-        X = check_matrix(X, "X", n_columns=self.shape_.n_features_in_, owner="the fitted shape")
-        eta = self.coverage if coverage is None else check_coverage(coverage)
-        alpha = self.alpha_q_ if coverage is None else self.calibrator_.quantile(eta)
-        return self.shape_.region(X, self._centers(X, centers), alpha, eta)
+        X, coverage, centers = self._check_predict(X, coverage, centers)
+        return self._regions(X, coverage, centers)
 
     def conformity_scores(self, X, Y, centers=None) -> np.ndarray:
         """(N,) the conformity scores of rows ``(X, Y)``."""
-        self._check_calibrated()
-        X = check_matrix(X, "X", n_columns=self.shape_.n_features_in_, owner="the fitted shape")
+        X, _, centers = self._check_predict(X, None, centers)
         Y = check_matrix(Y, "Y", n_columns=self.shape_.n_targets_, owner="the fitted shape")
-        return self.shape_.conformity_scores(X, Y - self._centers(X, centers))
+        check_same_rows(X, Y, "X", "Y")
+        return self._scores(X, Y, centers)
 
     def p_value(self, X, Y, centers=None) -> np.ndarray:
         """(N,) conformal p-values of the points ``Y`` given ``X``."""

@@ -19,7 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from models.exceptions import BundleError
 from service.errors import install_error_handlers
 from service.metrics import Metrics
-from service.middleware import GuardMiddleware
+from service.middleware import LimitBodySize, LimitConcurrency, RequestMetrics, RequireAPIKey, Timeout
 from service.settings import ServiceSettings
 from service.store import ModelStore
 
@@ -77,12 +77,9 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        import torch
-
-        torch.set_num_threads(settings.torch_threads)
         if store.current is None:
             store.load_initial()
-        # everything alive now (torch, numpy, the bundle) lives as long as the process: move it
+        # everything alive now (numpy, scikit-learn, the bundle) lives as long as the process: move it
         # out of the cyclic collector's sight, so that a full collection during a request walks
         # only that request's garbage (it otherwise walks a million objects: a p99 spike)
         gc.collect()
@@ -97,7 +94,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
 
     from service.routers import admin, health, model, regions
 
-    # the API key is checked by GuardMiddleware for every route outside service.auth.PUBLIC_PATHS
+    # the API key is checked by RequireAPIKey for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
     app.include_router(regions.router)
     app.include_router(model.router)
@@ -108,5 +105,11 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])
-    app.add_middleware(GuardMiddleware, settings=settings, metrics=metrics)
+    # add_middleware wraps: the last added runs first
+    app.add_middleware(Timeout, seconds=settings.request_timeout_s, metrics=metrics)
+    app.add_middleware(LimitConcurrency, limit=settings.max_concurrency, metrics=metrics)
+    app.add_middleware(LimitBodySize, max_bytes=settings.max_body_bytes, metrics=metrics)
+    if settings.api_key is not None:
+        app.add_middleware(RequireAPIKey, api_key=settings.api_key.get_secret_value(), metrics=metrics)
+    app.add_middleware(RequestMetrics, metrics=metrics)
     return app

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # one compute thread per worker unless told otherwise: N workers x M BLAS/OpenMP threads on
     # N cores oversubscribe them, and OpenMP's spin-waiting then costs far more than it gives
-    threads = str(env.torch_threads)
+    threads = str(env.compute_threads)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, threads)
 

@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from models.exceptions import InputError
+from models.exceptions import InputError, UnattainableCoverageError, UnknownMethodError
 
 PROBLEM = "application/problem+json"
 log = logging.getLogger("lmve.service")
@@ -63,7 +63,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InputError)
     async def _input_error(request: Request, exc: InputError):
-        return problem(422, "Invalid input", str(exc))
+        status, title = input_error_status(exc)
+        errors = [] if exc.field is None else [{"field": exc.field, "expected": exc.expected,
+                                                "received": exc.received}]
+        return problem(status, title, str(exc), errors)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
@@ -84,6 +87,15 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception):  # pragma: no cover - a bug, not bad input
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem(500, "Internal Server Error", "an unexpected error occurred; it has been logged")
+
+
+def input_error_status(exc: InputError) -> tuple[int, str]:
+    """The HTTP status and title of a model's :class:`InputError`: the one place they are chosen."""
+    if isinstance(exc, UnknownMethodError):
+        return 404, "Unknown method"
+    if isinstance(exc, UnattainableCoverageError):
+        return 422, "Coverage not attainable"
+    return 422, "Invalid input"
 
 
 def _title(status: int) -> str:

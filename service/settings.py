@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -26,7 +26,10 @@ class ServiceSettings(BaseSettings):
     max_boundary_points: int = Field(default=512, ge=3)
     max_concurrency: int = Field(default=32, ge=1, description="requests in flight; more get 503")
     request_timeout_s: float = Field(default=10.0, gt=0)
-    torch_threads: int = Field(default=1, ge=1, description="torch intra-op threads per worker")
+    compute_threads: int = Field(default=1, ge=1, description="BLAS/OpenMP threads per worker (LMVE_COMPUTE_THREADS; "
+                                                              "LMVE_TORCH_THREADS is its former name)",
+                                 validation_alias=AliasChoices("compute_threads", "LMVE_COMPUTE_THREADS",
+                                                               "LMVE_TORCH_THREADS"))
     enable_noop: bool = Field(default=False, description="expose POST /noop (the framework's ceiling, for load "
                                                          "tests)")
 

@@ -53,7 +53,7 @@ def trained_synthetic():
     from training.pipeline import TrainConfig, train
 
     ds = load_dataset("synthetic", n_samples=800, seed=0)
-    result = train(ds, TrainConfig(seed=0, lmve_params=FAST_TRAIN_LMVE))
+    result = train(ds, TrainConfig(seed=0, method_params={"lmve": FAST_TRAIN_LMVE}))
     return result, ds
 
 

@@ -109,7 +109,7 @@ def run_split(task: SplitTask) -> dict:
     spec = VARIANTS[task.variant]
     lmve = {**spec.get("lmve", {}), **task.lmve_overrides}
     config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=task.methods, device="auto",
-                         lmve_params=lmve, centre_params=spec.get("centre", {}),
+                         method_params={"lmve": lmve}, centre_params=spec.get("centre", {}),
                          cross_fit=spec.get("cross_fit", 0))
     ds = _dataset(task.dataset, task.data_dir)
     mult = spec.get("y_multiplier", {}).get(task.dataset)

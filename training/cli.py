@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from models import registry
 from models.exceptions import LMVEError
 from training.datasets import DATASETS, load_csv, load_dataset
 from training.pipeline import METHODS, TrainConfig, train
@@ -46,17 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-samples", type=int, default=2000, help="synthetic: number of rows (default 2000)")
     p.add_argument("--lmve-max-steps", type=int, default=None, help="LMVE: cap on steps per phase")
     p.add_argument("--lmve-batch-size", type=int, default=None, metavar="N",
-                   help="LMVE: mini-batch rows (default: full batch up to 4,096 training rows, else 1,024; "
-                        "256 is faster on a CPU for large data, see benchmarks/results/indoor.md)")
+                   help="LMVE: mini-batch rows (default: full batch up to 4,096 training rows, else 1,024)")
     p.add_argument("--lmve-grid", choices=("fast", "paper"), default="fast",
                    help="LMVE learning-rate grid: fast {1e-2,1e-3} (default) or the paper's {1e-3,1e-5}")
     p.add_argument("--lmve-loss", choices=("paper", "nll", "volume"), default="paper",
                    help="LMVE train-phase loss: the paper's (default), Gaussian NLL with a Cholesky output, or "
-                        "the calibrated volume itself (see benchmarks/results/beyond.md)")
-    p.add_argument("--centre", choices=("paper", "scaled"), default="scaled",
-                   help="SVR centre: fitted on standardised targets (default; epsilon in units of each target's "
-                        "std: over 50 splits every method's volume is smaller on enb, ble_rssi and "
-                        "residential_building) or the paper's (epsilon in raw target units)")
+                        "the calibrated volume itself")
+    p.add_argument("--centre", choices=tuple(registry.CENTRES), default="scaled",
+                   help="the centre: " + "; ".join(f"{c.name}: {c.description}" for c in registry.CENTRES.values())
+                        + " (default scaled)")
     p.add_argument("--cross-fit", type=int, default=0, metavar="K",
                    help="shapes learn from K-fold out-of-fold centre residuals (K >= 2; default 0: the paper's "
                         "in-sample residuals); the served centre is still fitted on all training rows")
@@ -96,14 +95,13 @@ def _run(args) -> int:
         lmve_params["batch_size"] = args.lmve_batch_size
     if args.lmve_loss != "paper":
         lmve_params["loss"] = args.lmve_loss
-    centre_params = {"scale_targets": True} if args.centre == "scaled" else {}
     config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
-                         lmve_params=lmve_params, centre_params=centre_params, progress=not args.quiet,
+                         method_params={"lmve": lmve_params}, centre=args.centre, progress=not args.quiet,
                          cross_fit=args.cross_fit)
     t0 = time.perf_counter()
     result = train(dataset, config)
     out = args.out or Path("artifacts") / dataset.name
-    training = {"seed": args.seed, "coverage": args.coverage, "cross_fit": args.cross_fit,
+    training = {"seed": args.seed, "coverage": args.coverage, "cross_fit": args.cross_fit, "centre": args.centre,
                 "rows": {"train": len(result.split.train), "calibration": len(result.split.calibration),
                          "test": len(result.split.test)}}
     manifest = save_bundle(result.model, out / "bundle", dataset=dataset.info, metrics=result.metrics,

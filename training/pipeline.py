@@ -24,15 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.preprocessing import StandardScaler
 
+from models import registry
 from models._validation import check_coverage
-from models.centre import SVRCentre
 from models.exceptions import InputError
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
-from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 from training.datasets import MIN_ROWS, Dataset
 
-METHODS = ("ge", "nle", "lmve", "copula")
+METHODS = tuple(registry.METHODS)
 
 
 @dataclass(frozen=True)
@@ -56,13 +55,15 @@ def paper_split(m: int, seed: int, test_fraction: float = 0.1, calibration_fract
 
 @dataclass
 class TrainConfig:
-    """What to fit. ``lmve_params``/``centre_params`` go to ``LMVEShape``/``SVRCentre``."""
+    """What to fit: the level, the split seed, the methods (registry names) and their parameters
+    (``method_params[name]``), and the centre (a registry name, with ``centre_params`` overrides)."""
 
     coverage: float = 0.9
     seed: int = 0
     methods: tuple[str, ...] = METHODS
     device: str = "auto"
-    lmve_params: dict = field(default_factory=dict)
+    method_params: dict = field(default_factory=dict)
+    centre: str = "paper"
     centre_params: dict = field(default_factory=dict)
     progress: bool = False
     #: 0: shapes learn from the centre's own training residuals (the paper); k >= 2: from k-fold
@@ -70,17 +71,11 @@ class TrainConfig:
     cross_fit: int = 0
 
     def make_shape(self, name: str):
-        if name == "ge":
-            return GaussianEllipsoid()
-        if name == "nle":
-            return NearestNeighbourEllipsoid()
-        if name == "lmve":
-            params = {"coverage": self.coverage, "random_state": self.seed, "device": self.device,
-                      "progress": self.progress, **self.lmve_params}
-            return LMVEShape(**params)
-        if name == "copula":
-            return EmpiricalCopulaBox(random_state=self.seed)
-        raise InputError(f"method must be one of {', '.join(METHODS)}; got {name!r}")
+        return registry.method(name).make(seed=self.seed, device=self.device, progress=self.progress,
+                                          **self.method_params.get(name, {}))
+
+    def make_centre(self):
+        return registry.centre(self.centre).make(**self.centre_params)
 
 
 @dataclass
@@ -95,7 +90,7 @@ def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: flo
     """Per method: test coverage, mean volume (paper convention and true), rows."""
     out = {}
     for name in model.methods:
-        region = model.predict_region(X_raw, method=name, coverage=coverage)
+        region = model.predict_region(X_raw, method=name, coverage=coverage).regions
         inside = region.contains(Y)
         out[name] = {"coverage": float(inside.mean()),
                      "volume_paper": float(region.volume("paper").mean()),
@@ -121,7 +116,7 @@ def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig) -> np
     k = _check_cross_fit(config.cross_fit, X.shape[0])
     out = np.empty_like(Y, dtype=np.float64)
     for rest, fold in KFold(k, shuffle=True, random_state=config.seed).split(X):
-        out[fold] = SVRCentre(**config.centre_params).fit(X[rest], Y[rest]).predict(X[fold])
+        out[fold] = config.make_centre().fit(X[rest], Y[rest]).predict(X[fold])
     return out
 
 
@@ -130,9 +125,12 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
     from tqdm.auto import tqdm
 
     eta = check_coverage(config.coverage)
-    unknown = [m for m in config.methods if m not in METHODS]
-    if unknown or not config.methods:
-        raise InputError(f"methods must be a non-empty subset of {', '.join(METHODS)}; got {list(config.methods)}")
+    if not config.methods:
+        raise InputError(f"methods must be a non-empty subset of {', '.join(METHODS)}; got none", field="methods",
+                         expected=f"a subset of {', '.join(METHODS)}", received="none")
+    for name in config.methods:
+        registry.method(name)
+    registry.centre(config.centre)
     X, Y = dataset.X, dataset.Y
     split = split or paper_split(X.shape[0], config.seed)
     if config.cross_fit != 0:  # before any fitting: a bad value costs nothing
@@ -149,7 +147,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         bar.set_postfix_str(step)
         t0 = time.perf_counter()
         if step == "centre":
-            centre = SVRCentre(**config.centre_params).fit(Xs[split.train], Y[split.train])
+            centre = config.make_centre().fit(Xs[split.train], Y[split.train])
             centers = centre.predict(Xs)
             if config.cross_fit:
                 centers[split.train] = out_of_fold_centers(Xs[split.train], Y[split.train], config)

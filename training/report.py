@@ -7,7 +7,23 @@ from pathlib import Path
 
 import numpy as np
 
-METHOD_LABELS = {"ge": "GE", "nle": "NLE", "lmve": "LMVE", "copula": "Copula"}
+from models import registry
+
+
+def label(name: str) -> str:
+    spec = registry.METHODS.get(name)
+    return spec.label if spec else name
+
+
+def phase_line(history: dict | None) -> str:
+    """``phases: init 350 steps 2.1 s, train 900 steps 6.3 s, selection 0.1 s`` from an LMVE ``history_``."""
+    if not history:
+        return "phases: not recorded"
+    parts = []
+    for phase, h in history.items():
+        steps = f"{h['steps']} steps " if "steps" in h else ""
+        parts.append(f"{phase} {steps}{h['seconds']:.1f} s")
+    return "phases: " + ", ".join(parts)
 
 
 def metrics_table(metrics: dict, coverage: float) -> str:
@@ -15,7 +31,7 @@ def metrics_table(metrics: dict, coverage: float) -> str:
     head = f"{'method':<8} {'coverage':>9} {'area (true)':>14} {'sqrt det C':>14} {'fit s':>7}"
     lines = [head, "-" * len(head)]
     for name, m in metrics.items():
-        lines.append(f"{METHOD_LABELS.get(name, name):<8} {100 * m['coverage']:>8.1f}% {m['volume']:>14.4g} "
+        lines.append(f"{label(name):<8} {100 * m['coverage']:>8.1f}% {m['volume']:>14.4g} "
                      f"{m['volume_paper']:>14.4g} {m.get('fit_seconds', float('nan')):>7.1f}")
     lines.append(f"target coverage {100 * coverage:.1f}%; 'sqrt det C' is the paper's volume convention "
                  "(no unit-ball constant); Copula regions are boxes")
@@ -29,13 +45,13 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [m for m in ("ge", "nle", "lmve") if m in model.methods]
+    names = list(reversed(model.served_methods))
     fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.8), sharex=True, sharey=True,
                              squeeze=False)
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(Y), size=min(max_regions, len(Y)), replace=False)
     for ax, name in zip(axes[0], names):
-        region = model.predict_region(X_raw, method=name)
+        region = model.predict_region(X_raw, method=name).regions
         inside = region.contains(Y)
         ax.scatter(Y[inside, 0], Y[inside, 1], s=6, c="tab:green", label="inside", alpha=0.6)
         ax.scatter(Y[~inside, 0], Y[~inside, 1], s=10, c="tab:red", marker="x", label="outside")
@@ -45,7 +61,7 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
                 ax.plot(p[:, 0], p[:, 1], lw=0.8, color="tab:blue", alpha=0.7)
                 ax.plot([region.centers[pick[i], 0], Y[pick[i], 0]], [region.centers[pick[i], 1], Y[pick[i], 1]],
                         lw=0.5, color="grey")
-        ax.set_title(f"{METHOD_LABELS[name]}: coverage {100 * inside.mean():.1f}%, "
+        ax.set_title(f"{label(name)}: coverage {100 * inside.mean():.1f}%, "
                      f"mean area {region.volume().mean():.3g}", fontsize=10)
         ax.set_xlabel(model.target_names[0])
     axes[0][0].set_ylabel(model.target_names[1])
@@ -62,11 +78,11 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
     (out_dir / "metrics.json").write_text(json.dumps(
         {"dataset": dataset_info, "coverage": coverage, "metrics": metrics, "timings_seconds": timings,
          "bundle_id": manifest.get("bundle_id")}, indent=2))
-    lmve = manifest.get("methods", {}).get("lmve", {})
+    lmve = manifest.get("methods", {}).get("lmve", {}).get("params", {})
     lines = [f"# lmve training report: {dataset_info['name']}", "",
              f"- rows {dataset_info['rows']}, d = {dataset_info['d']}, n = {dataset_info['n']}, "
              f"data sha256 `{dataset_info['sha256'][:16]}...`",
              f"- target coverage {coverage}; bundle `{manifest.get('bundle_id')}`",
-             f"- LMVE configuration: {lmve.get('config')}, phases: {lmve.get('history')}", "",
+             f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",
              "```", metrics_table(metrics, coverage), "```", "", "![test regions](test_regions.png)", ""]
     (out_dir / "report.md").write_text("\n".join(lines))

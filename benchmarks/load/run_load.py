@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     result = {"command": "python benchmarks/load/run_load.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "machine": {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()},
-              "server": "lmve-serve, 1 uvicorn worker, LMVE_TORCH_THREADS=1, synthetic bundle (d=%d)" % manifest["d"],
+              "server": "lmve-serve, 1 uvicorn worker, LMVE_COMPUTE_THREADS=1, synthetic bundle (d=%d)" % manifest["d"],
               "client": f"wrk -t1 -c{args.connections} (same machine)", "summary": summary, "scenarios": scenarios}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -3,12 +3,19 @@
 A shape method learns how the residuals ``r = y - mu(x)`` spread around the centre:
 
 * ``fit(X, R)`` with standardised features ``X`` (m, d) and residuals ``R`` (m, n); returns self.
+  ``fit`` is a public boundary: it checks its input. Methods with ``tunes_to_coverage`` (LMVE)
+  take the level to tune for as ``fit(X, R, coverage=eta)`` from their owner, the
+  :class:`~models.predictor.SplitConformalRegressor`.
 * ``conformity_scores(X, R)`` (N,): the score that split-conformal calibration ranks.
 * ``region(X, centers, alpha_q, coverage)``: the calibrated regions for new rows.
+* ``to_arrays()`` -> ``(params, arrays)`` and ``from_arrays(params, arrays)``: how the fitted
+  method is stored in a bundle (JSON-able parameters beside plain float arrays).
 
-Ellipsoid methods also give ``predict_shape(X)`` (N, n, n), SPD, and score rows by the
-Mahalanobis distance ``M = r^T C(x)^{-1} r``. Hyperparameters live in ``__init__`` only;
-learned state in attributes ending with ``_``.
+Prediction-side methods take rows already checked by the caller (:class:`~models.model.RegionModel`
+or the regressor's ``conformalize``), so a request's rows are checked once. Ellipsoid methods
+also give ``predict_shape(X)`` (N, n, n), SPD, and score rows by the Mahalanobis distance
+``M = r^T C(x)^{-1} r``. Hyperparameters live in ``__init__`` only; learned state in
+attributes ending with ``_``.
 """
 
 from __future__ import annotations
@@ -17,16 +24,15 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from models import geometry
-from models._validation import check_features, check_is_fitted, check_matrix, check_Xy
-from models.exceptions import InputError
+from models._validation import check_is_fitted, check_Xy
 from models.regions import EllipsoidRegions
 
 
 class ShapeEstimator(BaseEstimator):
-    """Base class: input checks shared by all shape methods."""
+    """Base class: the fit-time input check and the bundle protocol shared by all shape methods."""
 
-    #: short name used in bundles, reports and the API
-    method_name: str = "shape"
+    #: whether ``fit`` takes the coverage level to tune for (``fit(X, R, coverage=eta)``)
+    tunes_to_coverage: bool = False
 
     def _validate_fit(self, X, R, min_rows: int = 2):
         X, R = check_Xy(X, R, min_rows=min_rows)
@@ -34,17 +40,17 @@ class ShapeEstimator(BaseEstimator):
         self.n_targets_ = R.shape[1]
         return X, R
 
-    def _validate_predict(self, X, R=None):
-        X = check_features(self, X)
-        if R is None:
-            return X
-        R = check_matrix(R, "R", n_columns=self.n_targets_, owner=type(self).__name__)
-        if R.shape[0] != X.shape[0]:
-            raise InputError(f"X has {X.shape[0]} rows but R has {R.shape[0]}; they must match")
-        return X, R
-
     def prepare_calibration(self, X, R) -> None:
         """Hook run on the calibration rows before scoring them (no-op for ellipsoids)."""
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:  # pragma: no cover - abstract
+        """``(params, arrays)``: JSON-able parameters and the fitted arrays, for a bundle."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_arrays(cls, params: dict, arrays: dict[str, np.ndarray]):  # pragma: no cover - abstract
+        """Rebuild a fitted estimator from what :meth:`to_arrays` returned."""
+        raise NotImplementedError
 
 
 class EllipsoidShapeEstimator(ShapeEstimator):
@@ -54,18 +60,15 @@ class EllipsoidShapeEstimator(ShapeEstimator):
         raise NotImplementedError
 
     def conformity_scores(self, X, R) -> np.ndarray:
-        """Mahalanobis distances ``r_i^T C(x_i)^{-1} r_i`` (N,)."""
-        X, R = self._validate_predict(X, R)
+        """Mahalanobis distances ``r_i^T C(x_i)^{-1} r_i`` (N,) of checked rows."""
+        check_is_fitted(self, "n_features_in_", "scored")
         return geometry.mahalanobis(R, self.predict_shape(X))
 
-    def region(self, X, centers, alpha_q: float, coverage: float) -> EllipsoidRegions:
-        C = self.predict_shape(X)
-        return EllipsoidRegions(
-            centers=np.asarray(centers, dtype=np.float64),
-            shapes=geometry.scale(C, alpha_q),
-            coverage=float(coverage),
-            alpha_q=float(alpha_q),
-        )
+    def region(self, X, centers, alpha_q: float, coverage: float, shapes=None) -> EllipsoidRegions:
+        """Calibrated ellipsoids ``alpha_q C(x)`` around ``centers``; ``shapes`` reuses ``C(x)`` if known."""
+        C = self.predict_shape(X) if shapes is None else shapes
+        return EllipsoidRegions(centers=np.asarray(centers, dtype=np.float64), shapes=geometry.scale(C, alpha_q),
+                                coverage=float(coverage), alpha_q=float(alpha_q))
 
 
 def second_moment(R: np.ndarray) -> np.ndarray:

@@ -49,8 +49,6 @@ class EmpiricalCopulaBox(ShapeEstimator):
         Calibration scores ``s_j``, each column sorted (set by ``prepare_calibration``).
     """
 
-    method_name = "copula"
-
     def __init__(self, hidden_layer_sizes=(32,), alpha: float = 10.0, max_iter: int = 500, random_state: int = 0):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.alpha = alpha
@@ -80,13 +78,11 @@ class EmpiricalCopulaBox(ShapeEstimator):
 
     def predict_scale(self, X) -> np.ndarray:
         """(N, n) per-target scales ``sigma_j(x) > 0``."""
-        X = self._validate_predict(X)
         out = mlp_forward(X, self.coefs_, self.intercepts_)
         return np.maximum(out.reshape(X.shape[0], -1), self.sigma_floor_)
 
     def normalised_scores(self, X, R) -> np.ndarray:
         """(N, n) ``|r_j| / sigma_j(x)``."""
-        X, R = self._validate_predict(X, R)
         return np.abs(R) / self.predict_scale(X)
 
     def prepare_calibration(self, X, R) -> None:
@@ -112,7 +108,23 @@ class EmpiricalCopulaBox(ShapeEstimator):
             return np.full(self.n_targets_, np.inf)
         return self.calibration_marginals_[idx]
 
-    def region(self, X, centers, alpha_q: float, coverage: float) -> BoxRegions:
+    def to_arrays(self):
+        arrays = {"sigma_floor": self.sigma_floor_, "calibration_marginals": self.calibration_marginals_}
+        arrays.update({f"coef_{i}": W for i, W in enumerate(self.coefs_)})
+        arrays.update({f"intercept_{i}": b for i, b in enumerate(self.intercepts_)})
+        return {"n_layers": len(self.coefs_), "n_features": self.n_features_in_}, arrays
+
+    @classmethod
+    def from_arrays(cls, params, arrays):
+        est, k = cls(), int(params["n_layers"])
+        est.coefs_ = [np.asarray(arrays[f"coef_{i}"], float) for i in range(k)]
+        est.intercepts_ = [np.asarray(arrays[f"intercept_{i}"], float) for i in range(k)]
+        est.sigma_floor_ = np.asarray(arrays["sigma_floor"], float)
+        est.calibration_marginals_ = np.asarray(arrays["calibration_marginals"], float)
+        est.n_features_in_, est.n_targets_ = int(params["n_features"]), est.sigma_floor_.shape[0]
+        return est
+
+    def region(self, X, centers, alpha_q: float, coverage: float, shapes=None) -> BoxRegions:
         a = self.thresholds(alpha_q)
         return BoxRegions(centers=np.asarray(centers, dtype=np.float64),
                           half_widths=a * self.predict_scale(X), coverage=float(coverage), alpha_q=float(alpha_q))

@@ -20,8 +20,6 @@ class GaussianEllipsoid(EllipsoidShapeEstimator):
     covariance_ : ndarray (n, n)
     """
 
-    method_name = "ge"
-
     def fit(self, X, R) -> "GaussianEllipsoid":
         X, R = self._validate_fit(X, R)
         C = second_moment(R)
@@ -30,5 +28,14 @@ class GaussianEllipsoid(EllipsoidShapeEstimator):
 
     def predict_shape(self, X) -> np.ndarray:
         """(N, n, n): the same shape for every row."""
-        X = self._validate_predict(X)
-        return np.broadcast_to(self.covariance_, (X.shape[0],) + self.covariance_.shape).copy()
+        return np.broadcast_to(self.covariance_, (np.shape(X)[0],) + self.covariance_.shape).copy()
+
+    def to_arrays(self):
+        return {"n_features": self.n_features_in_}, {"covariance": self.covariance_}
+
+    @classmethod
+    def from_arrays(cls, params, arrays):
+        est = cls()
+        est.covariance_ = np.asarray(arrays["covariance"], float)
+        est.n_features_in_, est.n_targets_ = int(params["n_features"]), est.covariance_.shape[0]
+        return est

@@ -30,8 +30,6 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
     n_neighbors_ : int
     """
 
-    method_name = "nle"
-
     def __init__(self, n_neighbors: int | None = None, local_weight: float = 0.95):
         self.n_neighbors = n_neighbors
         self.local_weight = local_weight
@@ -54,21 +52,22 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         self._index = NearestNeighbors(n_neighbors=k).fit(X)
         return self
 
+    def to_arrays(self):
+        return ({"n_neighbors": self.n_neighbors_, "local_weight": float(self.local_weight)},
+                {"X_ref": self.X_ref_, "R_ref": self.R_ref_, "global_shape": self.global_shape_})
+
     @classmethod
-    def from_arrays(cls, X_ref, R_ref, global_shape, n_neighbors: int, local_weight: float):
-        """Rebuild a fitted estimator from its stored arrays (used when loading a bundle)."""
-        est = cls(n_neighbors=n_neighbors, local_weight=local_weight)
-        est.n_features_in_ = X_ref.shape[1]
-        est.n_targets_ = R_ref.shape[1]
-        est.n_neighbors_ = int(n_neighbors)
-        est.X_ref_, est.R_ref_ = np.asarray(X_ref, float), np.asarray(R_ref, float)
-        est.global_shape_ = np.asarray(global_shape, float)
+    def from_arrays(cls, params, arrays):
+        est = cls(n_neighbors=int(params["n_neighbors"]), local_weight=float(params["local_weight"]))
+        est.X_ref_, est.R_ref_ = np.asarray(arrays["X_ref"], float), np.asarray(arrays["R_ref"], float)
+        est.n_features_in_, est.n_targets_ = est.X_ref_.shape[1], est.R_ref_.shape[1]
+        est.n_neighbors_ = int(params["n_neighbors"])
+        est.global_shape_ = np.asarray(arrays["global_shape"], float)
         est._index = NearestNeighbors(n_neighbors=est.n_neighbors_).fit(est.X_ref_)
         return est
 
     def predict_shape(self, X) -> np.ndarray:
         """(N, n, n) local shapes."""
-        X = self._validate_predict(X)
         idx = self._index.kneighbors(X, return_distance=False)  # (N, k)
         Rn = self.R_ref_[idx]  # (N, k, n)
         local = np.einsum("nki,nkj->nij", Rn, Rn) / self.n_neighbors_

@@ -31,11 +31,7 @@ PROBLEMS = {413: {"description": "too many rows or body too large"},
 def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
     loaded, settings, metrics = ctx.loaded, ctx.settings, ctx.metrics
     model = loaded.model
-    name, fallback, reason = inference.choose_method(model, method)
-    X = inference.matrix(body.features, "features", model.n_features, settings.max_rows,
-                         lambda: "one per feature: " + ", ".join(model.feature_names[:4])
-                         + (", ..." if model.n_features > 4 else ""))
-    coverage = inference.check_coverage(body.coverage, model.methods[name].calibrator_.n_calibration_)
+    inference.check_row_limit(body.features, "features", settings.max_rows)
     k = body.boundary_points
     if k is not None and not (3 <= k <= settings.max_boundary_points):
         raise APIError(422, "Invalid input", f"boundary_points must lie in [3, {settings.max_boundary_points}]; "
@@ -44,39 +40,36 @@ def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
     if k is not None and model.n_targets not in (2, 3):
         raise APIError(422, "Invalid input", "boundary points are available for 2-D or 3-D targets only",
                        field="boundary_points", expected="null", received=str(k))
-    metrics.child(metrics.batch_rows, "predict-region").observe(X.shape[0])
-    regions, used, runtime_fallback, runtime_reason = inference.predict_regions(model, X, name, coverage, k, metrics)
-    fallback, reason = (True, runtime_reason) if runtime_fallback else (fallback, reason)
-    if fallback:
-        metrics.fallbacks.labels(used).inc()
-    return FastJSONResponse({"regions": regions, "method": used, "fallback": fallback, "fallback_reason": reason,
-                         "coverage": body.coverage if body.coverage is not None else model.coverage,
-                         "bundle_id": loaded.version})
+    t0 = time.perf_counter()
+    answer = model.predict_region(body.features, method, body.coverage, kind="ellipsoid")
+    regions = inference.region_rows(answer, k)
+    _observe(metrics, "predict-region", answer, len(regions), t0)
+    return FastJSONResponse({"regions": regions, "method": answer.method, "fallback": answer.fallback,
+                             "fallback_reason": answer.fallback_reason,
+                             "coverage": body.coverage if body.coverage is not None else model.coverage,
+                             "bundle_id": loaded.version})
 
 
 def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
     loaded, settings, metrics = ctx.loaded, ctx.settings, ctx.metrics
     model = loaded.model
-    name, fallback, reason = inference.choose_method(model, method)
-    X = inference.matrix(body.features, "features", model.n_features, settings.max_rows, "one per feature")
-    P = inference.matrix(body.points, "points", model.n_targets, settings.max_rows,
-                         lambda: "one per target: " + ", ".join(model.target_names))
-    if P.shape[0] != X.shape[0]:
-        raise APIError(422, "Invalid input", f"points has {P.shape[0]} rows but features has {X.shape[0]}; "
-                       "send one point per feature row", field="points", expected=f"{X.shape[0]} rows",
-                       received=f"{P.shape[0]} rows")
-    coverage = inference.check_coverage(body.coverage, model.methods[name].calibrator_.n_calibration_)
-    metrics.child(metrics.batch_rows, "contains").observe(X.shape[0])
+    inference.check_row_limit(body.features, "features", settings.max_rows)
     t0 = time.perf_counter()
-    inside, distance, p_value = model.assess(X, P, method=name, coverage=coverage)
-    metrics.child(metrics.inference, name).observe(time.perf_counter() - t0)
-    if fallback:
-        metrics.fallbacks.labels(name).inc()
-    results = [{"inside": i, "distance": d, "p_value": p}
-               for i, d, p in zip(inside.tolist(), distance.tolist(), p_value.tolist())]  # plain floats: cheap
-    return FastJSONResponse({"results": results, "method": name, "fallback": fallback, "fallback_reason": reason,
-                         "coverage": body.coverage if body.coverage is not None else model.coverage,
-                         "bundle_id": loaded.version})
+    answer = model.assess(body.features, body.points, method, body.coverage, kind="ellipsoid")
+    results = [{"inside": i, "distance": d, "p_value": p} for i, d, p in
+               zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist())]  # plain floats: cheap
+    _observe(metrics, "contains", answer, len(results), t0)
+    return FastJSONResponse({"results": results, "method": answer.method, "fallback": answer.fallback,
+                             "fallback_reason": answer.fallback_reason,
+                             "coverage": body.coverage if body.coverage is not None else model.coverage,
+                             "bundle_id": loaded.version})
+
+
+def _observe(metrics, route: str, answer, rows: int, t0: float) -> None:
+    metrics.child(metrics.inference, answer.method).observe(time.perf_counter() - t0)
+    metrics.child(metrics.batch_rows, route).observe(rows)
+    if answer.fallback:
+        metrics.child(metrics.fallbacks, answer.method).inc()
 
 
 #: batches up to this many rows are computed on the event loop (well under a millisecond: a

@@ -15,17 +15,18 @@ def test_round_trip_gives_identical_predictions(trained_synthetic, bundle_dir):
     Y = ds.Y[result.split.test]
     assert set(loaded.methods) == {"ge", "nle", "lmve", "copula"}
     for name in loaded.methods:
-        a = result.model.predict_region(X, method=name)
-        b = loaded.predict_region(X, method=name)
+        a = result.model.predict_region(X, method=name).regions
+        b = loaded.predict_region(X, method=name).regions
         np.testing.assert_array_equal(a.centers, b.centers)
         if a.kind == "ellipsoid":
             np.testing.assert_array_equal(a.shapes, b.shapes)
         else:
             np.testing.assert_array_equal(a.half_widths, b.half_widths)
         assert a.alpha_q == b.alpha_q
-        np.testing.assert_array_equal(result.model.p_value(X, Y, name), loaded.p_value(X, Y, name))
+        np.testing.assert_array_equal(result.model.assess(X, Y, name).p_value, loaded.assess(X, Y, name).p_value)
         # another level from the stored scores, no refit
-        assert result.model.predict_region(X, name, 0.8).alpha_q == loaded.predict_region(X, name, 0.8).alpha_q
+        assert (result.model.predict_region(X, name, 0.8).regions.alpha_q
+                == loaded.predict_region(X, name, 0.8).regions.alpha_q)
 
 
 def test_manifest_records_what_the_issue_asks(bundle_dir, trained_synthetic):
@@ -34,7 +35,7 @@ def test_manifest_records_what_the_issue_asks(bundle_dir, trained_synthetic):
     assert {"numpy", "torch", "scikit-learn", "python", "lmve"} <= set(m["versions"])
     assert m["dataset"]["name"] == "synthetic" and len(m["dataset"]["sha256"]) == 64
     assert m["d"] == 16 and m["n"] == 2 and m["coverage"] == 0.9
-    assert set(m["files"]) == {"scaler.npz", "centre.npz", "calibration.npz", "ge.npz", "nle.npz", "lmve.pt",
+    assert set(m["files"]) == {"scaler.npz", "centre.npz", "calibration.npz", "ge.npz", "nle.npz", "lmve.npz",
                                "copula.npz"}
     for name, entry in m["methods"].items():
         assert entry["alpha_q"] == pytest.approx(trained_synthetic[0].model.methods[name].alpha_q_)
@@ -49,12 +50,12 @@ def copy_of(bundle_dir, tmp_path):
 
 
 def test_tampered_file_is_refused_and_named(copy_of):
-    data = bytearray((copy_of / "lmve.pt").read_bytes())
+    data = bytearray((copy_of / "lmve.npz").read_bytes())
     data[-10] ^= 0xFF
-    (copy_of / "lmve.pt").write_bytes(bytes(data))
-    with pytest.raises(BundleError, match=r"lmve\.pt does not match the manifest") as info:
+    (copy_of / "lmve.npz").write_bytes(bytes(data))
+    with pytest.raises(BundleError, match=r"lmve\.npz does not match the manifest") as info:
         load_bundle(copy_of)
-    assert info.value.path.endswith("lmve.pt")
+    assert info.value.path.endswith("lmve.npz")
 
 
 def test_missing_file_is_refused(copy_of):
@@ -67,7 +68,7 @@ def test_unknown_schema_version_is_refused(copy_of):
     m = json.loads((copy_of / "manifest.json").read_text())
     m["schema_version"] = 99
     (copy_of / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(BundleError, match="schema_version 99; this lmve reads schema_version 1"):
+    with pytest.raises(BundleError, match="schema_version 99; this lmve reads schema_version 2"):
         load_bundle(copy_of)
 
 

@@ -3,7 +3,7 @@ import pytest
 from sklearn.svm import SVR
 
 from models.centre import ConstantCentre, SVRCentre
-from models.exceptions import InputError, NotFittedError
+from models.exceptions import InputError
 
 
 @pytest.mark.parametrize("gamma", ["scale", 0.3])
@@ -15,7 +15,7 @@ def test_numpy_evaluation_matches_sklearn_svr(gamma):
     Xt = rng.normal(size=(50, 5))
     ref = np.column_stack([SVR(gamma=gamma).fit(X, Y[:, j]).predict(Xt) for j in range(3)])
     np.testing.assert_allclose(centre.predict(Xt), ref, rtol=1e-9, atol=1e-12)
-    again = SVRCentre.from_arrays(centre.to_arrays(), centre.get_params())
+    again = SVRCentre.from_arrays(*centre.to_arrays())
     np.testing.assert_allclose(again.predict(Xt), ref, rtol=1e-9, atol=1e-12)
 
 
@@ -27,12 +27,15 @@ def test_scaled_targets_map_back():
     assert np.corrcoef(pred[:, 0], Y[:, 0])[0, 1] > 0.95 and abs(pred[:, 0].mean() - 1000) < 5
 
 
-def test_centre_errors():
-    with pytest.raises(NotFittedError):
-        SVRCentre().predict(np.zeros((1, 2)))
-    c = ConstantCentre().fit(np.zeros((4, 2)), np.ones((4, 2)))
-    with pytest.raises(InputError, match="X has 3 columns, but ConstantCentre expects 2"):
-        c.predict(np.zeros((1, 3)))
+def test_centre_fit_errors_name_the_field():
+    with pytest.raises(InputError, match="X has 4 rows but Y has 3; they must match") as info:
+        SVRCentre().fit(np.zeros((4, 2)), np.ones((3, 2)))
+    assert (info.value.field, info.value.expected, info.value.received) == ("Y", "4 rows", "3 rows")
+    Y = np.ones((4, 2))
+    Y[2, 1] = np.nan
+    with pytest.raises(InputError, match=r"Y contains NaN or inf \(first at row 2, column 1\)") as info:
+        ConstantCentre().fit(np.zeros((4, 2)), Y)
+    assert info.value.field == "Y[2][1]"
 
 
 def test_per_target_gammas_and_target_scale_match_sklearn():
@@ -42,9 +45,9 @@ def test_per_target_gammas_and_target_scale_match_sklearn():
     X = rng.normal(size=(250, 4))
     Y = np.c_[100 + 20 * np.sin(X[:, 0]), 0.5 * X[:, 1] * X[:, 2]]
     centre = SVRCentre(scale_targets=True).fit(X, Y)
-    arrays = centre.to_arrays()
+    params, arrays = centre.to_arrays()
     arrays["gamma"] = np.array([0.2, 0.7])
-    mixed = SVRCentre.from_arrays(arrays, centre.get_params())
+    mixed = SVRCentre.from_arrays(params, arrays)
     Xt = rng.normal(size=(40, 4))
     Z = (Y - centre.y_mean_) / centre.y_scale_
     ref = np.column_stack([SVR(gamma=g).fit(X, Z[:, j]).predict(Xt) for j, g in enumerate(centre.gamma_)])

@@ -48,10 +48,10 @@ def gaussian_fit():
     tr, ca, te = slice(0, 2000), slice(2000, 2500), slice(2500, 3000)
     centre = LinearRegression().fit(X[tr], Y[tr])
     out = {}
-    for shape in (GaussianEllipsoid(), LMVEShape(random_state=0, **FAST_LMVE)):
+    for name, shape in (("ge", GaussianEllipsoid()), ("lmve", LMVEShape(random_state=0, **FAST_LMVE))):
         reg = SplitConformalRegressor(shape, centre=centre, prefit_centre=True, coverage=0.9)
         reg.fit(X[tr], Y[tr]).conformalize(X[ca], Y[ca])
-        out[shape.method_name] = reg.predict_region(X[te])
+        out[name] = reg.predict_region(X[te])
     return out, Y[te], Sigma
 
 
@@ -77,10 +77,10 @@ def hetero_fit():
     centre = SVRCentre().fit(X[tr], Y[tr])
     centers = centre.predict(X)
     fitted = {}
-    for shape in (GaussianEllipsoid(), NearestNeighbourEllipsoid(), LMVEShape(random_state=0, **FAST_LMVE),
-                  EmpiricalCopulaBox()):
+    for name, shape in (("ge", GaussianEllipsoid()), ("nle", NearestNeighbourEllipsoid()),
+                        ("lmve", LMVEShape(random_state=0, **FAST_LMVE)), ("copula", EmpiricalCopulaBox())):
         reg = SplitConformalRegressor(shape, centre=centre, prefit_centre=True, coverage=0.9)
-        fitted[shape.method_name] = reg.fit(X[tr], Y[tr], centers=centers[tr])
+        fitted[name] = reg.fit(X[tr], Y[tr], centers=centers[tr])
     return fitted, X, Y, centers, pool
 
 
@@ -152,36 +152,6 @@ def test_lmve_validation_rows(m, expected):
     assert LMVEShape(min_validation_rows=0)._n_validation(m) == round(0.2 * m)
 
 
-def test_batched_net_select_keeps_the_kept_configurations_on_their_trajectory():
-    from models.shapes.lmve import BatchedShapeNet, _adam
-
-    torch.manual_seed(0)
-    x, y = torch.randn(64, 5), torch.randn(64, 4)
-
-    def run(net, opt, steps):
-        for _ in range(steps):
-            out = net(x, torch.Generator().manual_seed(1)).reshape(net.n_configs, 64, 4)
-            loss = ((out - y) ** 2).mean((1, 2)).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return opt
-
-    def make():
-        net = BatchedShapeNet([5, 8, 4], [0.1, 0.5, 0.2], 2, torch.Generator().manual_seed(0))
-        return net, _adam(net.parameters(), net.set_learning_rates([1e-2, 1e-3, 1e-2]))
-
-    full, opt = make()
-    run(full, run(full, opt, 5), 5)
-    part, opt = make()
-    opt = run(part, opt, 5)
-    opt = part.select_(torch.tensor([0, 2]), opt)
-    run(part, opt, 5)
-    assert part.n_configs == 2
-    for i in range(2):
-        np.testing.assert_allclose(part.layer(i)[0].detach(), full.layer(i)[0][[0, 2]].detach(), rtol=1e-5, atol=1e-6)
-
-
 def test_lmve_retire_trains_and_reports_per_configuration_stops():
     X, Y = heteroscedastic(300, seed=4)
     est = LMVEShape(max_steps=200, eval_every=10, patience=2, retire=True).fit(X, Y)
@@ -219,11 +189,12 @@ def test_bad_inputs_name_what_was_expected():
     with pytest.raises(InputError, match="R contains NaN or inf"):
         Rn = R.copy(); Rn[0, 0] = np.inf  # noqa: E702
         GaussianEllipsoid().fit(X, Rn)
-    ge = GaussianEllipsoid().fit(X, R)
-    with pytest.raises(InputError, match="X has 2 columns, but GaussianEllipsoid expects 3"):
-        ge.predict_shape(X[:, :2])
+    reg = SplitConformalRegressor(GaussianEllipsoid(), centre=ConstantCentre()).fit(X[:60], R[:60])
+    reg.conformalize(X[60:], R[60:])
+    with pytest.raises(InputError, match="X has 2 columns, but the fitted shape expects 3"):
+        reg.predict_region(X[:, :2])
     with pytest.raises(InputError, match="2-D"):
-        ge.predict_shape(X[0, :])
+        reg.predict_region(X[0, :])
     with pytest.raises(InputError, match="at least 20 rows"):
         NearestNeighbourEllipsoid().fit(X[:19], R[:19])
     with pytest.raises(InputError, match="at least 50 rows"):
@@ -245,7 +216,7 @@ def test_lmve_clips_queries_onto_the_training_box():
     est = LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X, Y)
     far = X[:5] + 50.0  # far outside the training range on every feature
     np.testing.assert_allclose(est.predict_shape(far), est.predict_shape(np.clip(far, X.min(0), X.max(0))))
-    np.testing.assert_allclose(est.net_.input_high.numpy(), X.max(0), rtol=1e-6)
+    np.testing.assert_array_equal(est.input_high_, X.max(0))
     inside = est.predict_shape(X[:20])
     raw = LMVEShape(max_steps=50, eval_every=25, patience=2, clip_inputs=False).fit(X, Y)
     np.testing.assert_allclose(raw.predict_shape(X[:20]), inside)  # nothing changes inside the box
@@ -288,7 +259,7 @@ def test_lmve_floor_keeps_a_share_of_the_ge_shape():
     queries = np.vstack([X[:50], rng.normal(scale=5.0, size=(50, X.shape[1]))])
     C = est.predict_shape(queries)
     # the shapes are built from the fit rows only; their second moment is within a few % of all rows'
-    G = np.asarray(est.net_.floor_shape.double())
+    G = est.floor_shape_
     ref = second_moment(Y)
     np.testing.assert_allclose(G, ref, rtol=0.2, atol=0.2 * np.abs(ref).max())
     assert np.linalg.eigvalsh(C - w * G).min() >= -1e-9  # C >= w G: every score <= M_G / w

@@ -58,7 +58,7 @@ def large_bundle(tmp_path_factory):
     from training.pipeline import TrainConfig, train
 
     ds = load_dataset("synthetic", n_samples=4000, seed=0)
-    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle", "lmve"), lmve_params=FAST_TRAIN_LMVE))
+    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle", "lmve"), method_params={"lmve": FAST_TRAIN_LMVE}))
     root = tmp_path_factory.mktemp("served")
     save_bundle(result.model, root / "bundle", dataset=ds.info, metrics=result.metrics)
     no_lmve = type(result.model)(**{**result.model.__dict__,

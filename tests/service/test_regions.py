@@ -16,7 +16,7 @@ def test_predict_region_contract_and_maths(client, test_rows, bundle_dir):
     body = r.json()
     assert body["method"] == "lmve" and body["fallback"] is False and body["coverage"] == 0.9
     model = load_bundle(bundle_dir)
-    expected = model.predict_region(X[:5])
+    expected = model.predict_region(X[:5]).regions
     assert len(body["regions"]) == 5
     for i, reg in enumerate(body["regions"]):
         assert set(reg) >= {"center", "shape", "volume", "coverage", "method", "semi_axes", "orientation",
@@ -65,7 +65,7 @@ def test_coverage_override_uses_stored_scores(client, test_rows, bundle_dir):
     for eta in (0.5, 0.8, 0.95):
         body = client.post("/predict-region", json={"features": features(X[:3]), "coverage": eta}).json()
         assert body["coverage"] == eta and body["regions"][0]["coverage"] == eta
-        np.testing.assert_allclose(body["regions"][0]["shape"], model.predict_region(X[:3], coverage=eta).shapes[0])
+        np.testing.assert_allclose(body["regions"][0]["shape"], model.predict_region(X[:3], coverage=eta).regions.shapes[0])
         vols[eta] = body["regions"][0]["volume"]
     assert vols[0.5] < vols[0.8] < vols[0.95]
 

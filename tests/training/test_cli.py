@@ -54,11 +54,10 @@ def test_variant_options_reach_the_bundle(tmp_path):
     model = load_bundle(out / "bundle")
     assert model.manifest["training"]["cross_fit"] == 3
     assert sum(model.manifest["training"]["rows"].values()) == 400
-    assert model.manifest["methods"]["lmve"]["loss"] == "nll"
-    assert model.manifest["methods"]["lmve"]["output"] == "cholesky"
-    assert model.manifest["methods"]["lmve"]["batch_size"] == 64
+    lmve = model.manifest["methods"]["lmve"]["params"]
+    assert lmve["loss"] == "nll" and lmve["output"] == "cholesky" and lmve["batch_size"] == 64
     assert model.manifest["centre"]["params"]["scale_targets"] is False
-    assert model.methods["lmve"].shape_.net_.output == "cholesky"
+    assert model.methods["lmve"].shape_.output_ == "cholesky"
 
 
 def test_bad_lmve_batch_size_is_named_and_writes_nothing(tmp_path, capsys):

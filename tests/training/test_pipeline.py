@@ -31,7 +31,7 @@ def test_lmve_never_sees_calibration_rows(trained_synthetic):
 
 def test_unknown_method_is_refused():
     ds = load_dataset("synthetic", n_samples=200)
-    with pytest.raises(InputError, match="methods must be a non-empty subset"):
+    with pytest.raises(InputError, match="method must be one of ge, nle, lmve, copula; got 'magic'"):
         train(ds, TrainConfig(methods=("ge", "magic")))
 
 
@@ -41,7 +41,7 @@ def test_enb_short_budget_coverage_is_near_eta():
     cover = []
     for seed in range(3):
         r = train(ds, TrainConfig(seed=seed, methods=("ge", "nle", "lmve"),
-                                  lmve_params={"max_steps": 300, "eval_every": 25, "patience": 4}))
+                                  method_params={"lmve": {"max_steps": 300, "eval_every": 25, "patience": 4}}))
         cover.append([r.metrics[m]["coverage"] for m in ("ge", "nle", "lmve")])
     # 77 test rows per split: one split's sd is ~3.5 points; the mean over 3 splits and 3 methods
     assert abs(np.mean(cover) - 0.9) < 0.05, cover

@@ -1,0 +1,250 @@
+"""Lockstep training of a grid of small torch networks: ``K`` configurations as one batched model.
+
+Every layer of :class:`BatchedMLP` is one ``(K, in, out)`` tensor, so one forward/backward and
+one Adam step serve all ``K`` configurations; each keeps its own learning rate and dropout.
+:func:`run_phase` trains such a model on any per-configuration loss, scores every configuration
+on held-out rows every ``eval_every`` steps, keeps each configuration's best weights, and stops
+when none has improved for ``patience`` evaluations. Nothing here is specific to one model:
+a torch model of the project builds its networks as a :class:`BatchedMLP` and its losses as
+functions of the network's output.
+
+This module imports torch; the serving path never imports it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from models.exceptions import InputError
+
+#: a held-out score must improve by this relative amount to count as an improvement
+REL_TOL = 1e-4
+
+
+def resolve_device(device: str | None) -> torch.device:
+    """``"auto"``/``None`` -> CUDA when present, else CPU; otherwise ``torch.device(device)``."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise InputError(f"device must be 'auto', 'cpu' or 'cuda[:i]'; got {device!r} ({exc})", field="device",
+                         expected="'auto', 'cpu' or 'cuda[:i]'", received=repr(device)) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} was asked for but CUDA is not available on this machine",
+                         field="device", expected="a device present on this machine", received=repr(device))
+    return dev
+
+
+class BatchedMLP(nn.Module):
+    """``K`` independent ReLU MLPs evaluated in one pass: ``x (B, d) -> (K, B, widths[-1])``.
+
+    Dropout (rate ``dropouts[k]`` for network ``k``) follows every hidden ReLU in training mode.
+    Each configuration trains at its own learning rate through a reparametrisation: the weights
+    are ``W_k = c_k V_k`` and one Adam at ``lr_base`` updates ``V``; since Adam's step is invariant
+    to the gradient's scale, the step on ``W_k`` is that of Adam at ``lr_k = c_k lr_base``.
+    """
+
+    def __init__(self, widths: list[int], dropouts: list[float], generator: torch.Generator):
+        super().__init__()
+        self.widths = list(widths)
+        K = len(dropouts)
+        self.register_buffer("p_drop", torch.tensor(dropouts, dtype=torch.float32)[:, None, None])
+        self.register_buffer("lr_scale", torch.ones(K, 1, 1))
+        self.V = nn.ParameterList()
+        self.b = nn.ParameterList()
+        for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+            bound = 1.0 / math.sqrt(fan_in)  # nn.Linear's default initialisation
+            self.V.append(nn.Parameter((torch.rand(K, fan_in, fan_out, generator=generator) * 2 - 1) * bound))
+            self.b.append(nn.Parameter((torch.rand(K, 1, fan_out, generator=generator) * 2 - 1) * bound))
+
+    @property
+    def n_configs(self) -> int:
+        return self.p_drop.shape[0]
+
+    def set_learning_rates(self, lrs: list[float]) -> float:
+        """Rescale so configuration ``k`` trains at ``lrs[k]``; return the base rate for Adam."""
+        base = max(lrs)
+        new = torch.tensor(lrs, dtype=torch.float32, device=self.lr_scale.device)[:, None, None] / base
+        with torch.no_grad():
+            for p in [*self.V, *self.b]:
+                p.mul_(self.lr_scale / new)  # keep W = c V unchanged
+        self.lr_scale.copy_(new)
+        return base
+
+    def gather(self, index: list[int], dropouts: list[float]) -> "BatchedMLP":
+        """A new batched net whose configuration ``k`` starts from this net's ``index[k]``."""
+        new = BatchedMLP(self.widths, dropouts, torch.Generator().manual_seed(0)).to(self.lr_scale.device)
+        idx = torch.as_tensor(index, device=self.lr_scale.device)
+        with torch.no_grad():
+            for i in range(len(self.V)):
+                W, b = self.layer(i)
+                new.V[i].copy_(W[idx])
+                new.b[i].copy_(b[idx])
+        return new
+
+    def state(self) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+        """Copies of the raw parameters and of the per-configuration buffers (for :meth:`restore`)."""
+        return [p.detach().clone() for p in self.parameters()], self.p_drop.clone(), self.lr_scale.clone()
+
+    def restore(self, params: list[torch.Tensor], p_drop: torch.Tensor, lr_scale: torch.Tensor) -> None:
+        """Set parameters and buffers (any number of configurations) from :meth:`state`-like copies."""
+        with torch.no_grad():
+            for plist, values in ((self.V, params[: len(self.V)]), (self.b, params[len(self.V):])):
+                for i, v in enumerate(values):
+                    plist[i] = nn.Parameter(v.clone())
+        self.p_drop, self.lr_scale = p_drop.clone(), lr_scale.clone()
+
+    def select_(self, keep: torch.Tensor, optimizer: torch.optim.Optimizer | None = None):
+        """Keep only configurations ``keep`` (in place); return an optimizer over the kept ones whose
+        Adam moments are sliced to match, so they continue exactly as in the full batch."""
+        old = list(self.parameters())
+        self.restore([p.detach()[keep] for p in old], self.p_drop[keep], self.lr_scale[keep])
+        if optimizer is None:
+            return None
+        new_opt = type(optimizer)(self.parameters(), **optimizer.defaults)
+        for p_old, p_new in zip(old, self.parameters()):
+            st = optimizer.state.get(p_old)
+            if st:
+                new_opt.state[p_new] = {k: (v[keep].clone() if torch.is_tensor(v) and v.dim() > 0 else v)
+                                        for k, v in st.items()}
+        return new_opt
+
+    def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The effective ``(W, b)`` of layer ``i``: ``(K, in, out)`` and ``(K, 1, out)``."""
+        return self.V[i] * self.lr_scale, self.b[i] * self.lr_scale
+
+    def numpy_layers(self, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Network ``k``'s layers as float64 ``(W (in, out), b (out,))`` arrays (for numpy inference)."""
+        out = []
+        for i in range(len(self.V)):
+            W, b = self.layer(i)
+            out.append((W[k].detach().double().cpu().numpy().copy(), b[k, 0].detach().double().cpu().numpy().copy()))
+        return out
+
+    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        W, b = self.layer(0)
+        h = torch.einsum("bd,kdh->kbh", x, W) + b
+        for i in range(1, len(self.V)):
+            h = torch.relu(h)
+            if self.training:
+                # one uniform draw per (row, unit), shared by the configurations: each still gets
+                # exact Bernoulli(keep_k) dropout, with K times fewer random numbers
+                keep = 1.0 - self.p_drop
+                u = torch.rand(h.shape[1:], generator=generator, device=h.device)
+                h = h * (u < keep).to(h.dtype).mul_(1.0 / keep)
+            W, b = self.layer(i)
+            h = torch.baddbmm(b, h, W)
+        return h
+
+
+def adam(params, lr: float) -> torch.optim.Optimizer:
+    """Adam, fused where this torch build supports it on the parameters' device."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(params, lr=lr)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How long and on what a phase trains: step cap, evaluation period, patience, mini-batch rows."""
+
+    max_steps: int
+    eval_every: int
+    patience: int | None
+    batch_size: int
+    retire: bool = False
+    progress: bool = False
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    steps: int              # optimiser steps run
+    best_step: np.ndarray   # (K,) the step of each configuration's kept weights
+    seconds: float
+
+
+#: a loss maps the network's output (K, B, out) and the batch targets to per-configuration values (K,)
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.Tensor, torch.Tensor],
+              held: tuple[torch.Tensor, torch.Tensor], schedule: Schedule, generator: torch.Generator,
+              dropout_generator: torch.Generator | None = None, held_score: Loss | None = None,
+              desc: str = "train") -> PhaseResult:
+    """Adam over all configurations at once; early stopping and best weights per configuration.
+
+    Every ``eval_every`` steps each configuration is scored on the held-out rows (``held_score``,
+    default ``loss``); it keeps the weights of its best score. The phase ends once no configuration
+    has improved for ``patience`` evaluations (``None``: never early), or after ``max_steps``. With
+    ``schedule.retire``, a configuration that has stalled that long leaves the batch at once (its
+    best weights kept); the mini-batches and dropout draws do not depend on how many remain.
+    On return ``net`` holds every configuration's best weights.
+    """
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    x_all, y_all = train
+    x_held, y_held = held
+    score = held_score or loss
+    K = net.n_configs
+    opt = adam(net.parameters(), net.set_learning_rates(lrs))
+    best_params, full_p_drop, full_lr_scale = net.state()
+    best = torch.full((K,), math.inf)
+    best_step = np.zeros(K, dtype=int)
+    stale = np.zeros(K, dtype=int)
+    active = np.arange(K)  # original index of each configuration still in the batch
+    m = x_all.shape[0]
+    bar = tqdm(total=schedule.max_steps, desc=desc, disable=not schedule.progress, leave=False)
+    step = 0
+    for step in range(1, schedule.max_steps + 1):
+        net.train()
+        if schedule.batch_size >= m:
+            xb, yb = x_all, y_all
+        else:
+            idx = torch.randint(0, m, (schedule.batch_size,), generator=generator).to(x_all.device)
+            xb, yb = x_all[idx], y_all[idx]
+        value = loss(net(xb, dropout_generator), yb)
+        opt.zero_grad(set_to_none=True)
+        value.sum().backward()  # configurations are independent: the sum's gradient splits
+        opt.step()
+        bar.update(1)
+        if step % schedule.eval_every and step != schedule.max_steps:
+            continue
+        net.eval()
+        with torch.no_grad():
+            h = score(net(x_held), y_held).detach().cpu()
+        h = torch.where(torch.isfinite(h), h, torch.full_like(h, math.inf))
+        best_a = best[active]
+        threshold = torch.where(torch.isfinite(best_a), best_a - REL_TOL * best_a.abs(), best_a)
+        improved = (h < threshold).numpy()
+        if improved.any():
+            rows = active[improved]
+            best[rows] = h[improved]
+            best_step[rows] = step
+            sel = torch.as_tensor(improved, device=full_p_drop.device)
+            with torch.no_grad():
+                for bp, p in zip(best_params, net.parameters()):
+                    bp[torch.as_tensor(rows, device=bp.device)] = p[sel]
+        stale[active] = np.where(improved, 0, stale[active] + 1)
+        bar.set_postfix(heldout=f"{float(best.min()):.4g}", active=len(active))
+        if schedule.patience is None:
+            continue
+        keep = stale[active] < schedule.patience
+        if not keep.any():
+            break
+        if schedule.retire and not keep.all():
+            opt = net.select_(torch.as_tensor(np.flatnonzero(keep), device=full_p_drop.device), opt)
+            active = active[keep]
+    bar.close()
+    net.restore(best_params, full_p_drop, full_lr_scale)
+    return PhaseResult(steps=step, best_step=best_step, seconds=time.perf_counter() - t0)

@@ -1,0 +1,109 @@
+"""The one registry of shape methods and centres: what the bundle, the pipeline, the service,
+the report and the benchmarks read.
+
+Adding a shape method is its module (an estimator following :mod:`models.shapes.base`, with
+``to_arrays``/``from_arrays``) plus one :class:`MethodSpec` in :data:`METHODS`; adding a centre is
+its class plus one :class:`CentreSpec` in :data:`CENTRES`. Names resolve through
+:func:`method` and :func:`centre`, which name the choices when a name is unknown.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Literal
+
+from models.centre import ConstantCentre, SVRCentre
+from models.exceptions import InputError, UnknownMethodError
+from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
+
+#: training options an estimator receives when its constructor has a parameter of that name
+_RUNTIME = {"seed": "random_state", "device": "device", "progress": "progress"}
+
+
+def _accepted(cls) -> set[str]:
+    return set(inspect.signature(cls.__init__).parameters) - {"self"}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A shape method: its name in bundles, the API and reports, its label, region kind and
+    fallback rank (0 is preferred; ``None``: never served by the ellipse routes), and its estimator."""
+
+    name: str
+    label: str
+    estimator: type
+    kind: Literal["ellipsoid", "box"]
+    fallback_rank: int | None
+
+    @property
+    def file(self) -> str:
+        """Its arrays' file in a bundle."""
+        return f"{self.name}.npz"
+
+    def make(self, *, seed: int = 0, device: str = "auto", progress: bool = False, **params):
+        """A new unfitted estimator with ``params``, plus the training options it accepts."""
+        accepted = _accepted(self.estimator)
+        unknown = sorted(set(params) - accepted)
+        if unknown:
+            raise InputError(f"{self.label} has no parameter {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}",
+                             field=f"{self.name} parameters", expected=", ".join(sorted(accepted)),
+                             received=", ".join(unknown))
+        runtime = {_RUNTIME[k]: v for k, v in {"seed": seed, "device": device, "progress": progress}.items()
+                   if _RUNTIME[k] in accepted}
+        return self.estimator(**{**runtime, **params})
+
+
+@dataclass(frozen=True)
+class CentreSpec:
+    """A centre choice of ``lmve-train --centre``: a centre class and its parameters."""
+
+    name: str
+    description: str
+    estimator: type
+    params: dict = field(default_factory=dict)
+
+    def make(self, **overrides):
+        return self.estimator(**{**self.params, **overrides})
+
+
+METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
+    MethodSpec("ge", "GE", GaussianEllipsoid, "ellipsoid", fallback_rank=2),
+    MethodSpec("nle", "NLE", NearestNeighbourEllipsoid, "ellipsoid", fallback_rank=1),
+    MethodSpec("lmve", "LMVE", LMVEShape, "ellipsoid", fallback_rank=0),
+    MethodSpec("copula", "Copula", EmpiricalCopulaBox, "box", fallback_rank=None),
+)}
+
+CENTRES: dict[str, CentreSpec] = {spec.name: spec for spec in (
+    CentreSpec("scaled", "RBF SVR per target on standardised targets (epsilon in units of each target's std)",
+               SVRCentre, {"scale_targets": True}),
+    CentreSpec("paper", "the paper's RBF SVR per target (scikit-learn defaults, epsilon in target units)",
+               SVRCentre, {}),
+)}
+
+#: centre classes by the name a bundle records
+CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, ConstantCentre)}
+
+
+def method(name: str) -> MethodSpec:
+    """The :class:`MethodSpec` called ``name``; :class:`UnknownMethodError` naming the choices."""
+    spec = METHODS.get(name)
+    if spec is None:
+        raise UnknownMethodError(f"method must be one of {', '.join(METHODS)}; got {name!r}", field="method",
+                                 expected=" | ".join(METHODS), received=str(name))
+    return spec
+
+
+def centre(name: str) -> CentreSpec:
+    """The :class:`CentreSpec` called ``name``; :class:`InputError` naming the choices."""
+    spec = CENTRES.get(name)
+    if spec is None:
+        raise InputError(f"centre must be one of {', '.join(CENTRES)}; got {name!r}", field="centre",
+                         expected=" | ".join(CENTRES), received=str(name))
+    return spec
+
+
+def fallback_order() -> tuple[str, ...]:
+    """The ellipse-serving methods, preferred first (LMVE, then NLE, then GE)."""
+    ranked = [s for s in METHODS.values() if s.fallback_rank is not None]
+    return tuple(s.name for s in sorted(ranked, key=lambda s: s.fallback_rank))

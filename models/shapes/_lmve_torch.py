@@ -1,0 +1,168 @@
+"""LMVE's training in torch: the data of one fit, its three phases, and the losses they minimise.
+
+Used only by :meth:`models.shapes.lmve.LMVEShape.fit` (imported there, inside ``fit``), so that
+serving, which evaluates LMVE in numpy, never imports torch. The networks are
+:class:`~models._lockstep.BatchedMLP` grids trained by :func:`~models._lockstep.run_phase`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from models._lockstep import BatchedMLP, PhaseResult, Schedule, resolve_device, run_phase
+from models.conformal import conformal_quantile, conformal_rank
+from models.exceptions import InputError
+from models.shapes.base import second_moment
+from models.shapes.nle import NearestNeighbourEllipsoid
+
+
+def mahalanobis_and_sqrt_det(C: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``r^T C^{-1} r`` and ``det(C)^{1/2}`` for SPD ``C`` (..., n, n) and ``r`` (..., n).
+
+    Closed form for n = 2 (much faster than batched LAPACK calls on a CPU); Cholesky otherwise.
+    """
+    if C.shape[-1] == 2:
+        a, b, c = C[..., 0, 0], C[..., 0, 1], C[..., 1, 1]
+        det = a * c - b * b
+        r1, r2 = r[..., 0], r[..., 1]
+        return (c * r1 * r1 - 2.0 * b * r1 * r2 + a * r2 * r2) / det, torch.sqrt(det)
+    L = torch.linalg.cholesky(C)
+    z = torch.linalg.solve_triangular(L, r.unsqueeze(-1), upper=False).squeeze(-1)
+    return (z * z).sum(-1), torch.diagonal(L, dim1=-2, dim2=-1).prod(-1)
+
+
+def factor_product(out: torch.Tensor, output: str) -> torch.Tensor:
+    """Map the net's ``(..., n, n)`` output to a PSD matrix: ``R^T R`` (``"gram"``, the paper) or
+    ``L L^T`` with ``L`` the lower triangle and a softplus on its diagonal (``"cholesky"``)."""
+    if output == "gram":
+        return out.transpose(-1, -2) @ out
+    L = torch.tril(out, diagonal=-1) + torch.diag_embed(torch.nn.functional.softplus(torch.diagonal(out, 0, -2, -1)))
+    return L @ L.transpose(-1, -2)
+
+
+@dataclass
+class Candidate:
+    """One trained network offered to the selection phase."""
+
+    net: BatchedMLP
+    index: int
+    config: object  # LMVEConfig
+    row: dict       # what grid_results_ reports about it
+
+
+class LMVEFit:
+    """The data and settings of one LMVE fit, and its phases.
+
+    Prepares, from standardised ``X`` (m, d) and residuals ``R`` (m, n): the held-out slice of the
+    training rows (never calibration rows), the global residual scale ``s`` (``C = s^2 (F + eps/s^2 I)``
+    so that Adam's step sizes mean the same on every dataset), the NLE baseline ``C_B`` fitted and
+    calibrated on the fit rows, and the volume weight ``lambda``.
+    """
+
+    def __init__(self, est, X: np.ndarray, R: np.ndarray, coverage: float):
+        self.est, self.coverage = est, coverage
+        m, self.d = X.shape
+        self.n = n = R.shape[1]
+        self.device = dev = resolve_device(est.device)
+        seed = int(est.random_state)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.dropout_gen = self.gen if dev.type == "cpu" else torch.Generator(device=dev).manual_seed(seed)
+        perm = np.random.default_rng(seed).permutation(m)
+        n_val = est._n_validation(m)
+        val, fit = perm[:n_val], perm[n_val:]
+
+        s = float(np.sqrt(np.mean(R[fit] ** 2)))
+        self.scale = s = s if s > 0 else 1.0
+        Rs = R / s
+        base = NearestNeighbourEllipsoid().fit(X[fit], Rs[fit])
+        scores_B = base.conformity_scores(X[fit], Rs[fit])
+        alpha_B = conformal_quantile(scores_B, coverage)
+        CB_fit = base.predict_shape(X[fit]) * alpha_B
+        CB_val = base.predict_shape(X[val]) * alpha_B
+        if est.lambda_ == "auto":
+            self.lam = float(np.mean(scores_B / alpha_B) / np.mean(np.sqrt(np.linalg.det(CB_fit))))
+        else:
+            self.lam = float(est.lambda_) * s**n  # a fixed lambda is given in target units
+
+        t = lambda a: torch.as_tensor(a, dtype=torch.float32, device=dev)  # noqa: E731
+        self.X_fit, self.X_val, self.R_fit, self.R_val = t(X[fit]), t(X[val]), t(Rs[fit]), t(Rs[val])
+        self.CB_fit, self.CB_val = t(CB_fit), t(CB_val)
+        self.eye = torch.eye(n, device=dev) * (est.eps / s**2)
+        self.ge_shape = t(second_moment(Rs[fit]))  # GE's shape (internal units), the floor
+        self.floor_weight = float(est.floor_weight)
+        self.output = est._output()
+        self.widths = [self.d, *est._hidden(self.d), n * n]
+        self.k_val = conformal_rank(len(val), coverage)
+        self.input_box = (X.min(axis=0), X.max(axis=0))
+        batch = est.batch_size or (m if len(fit) <= 4096 else 1024)
+        self.schedule = Schedule(max_steps=int(est.max_steps), eval_every=int(est.eval_every), patience=est.patience,
+                                 batch_size=int(batch), retire=bool(est.retire), progress=bool(est.progress))
+
+    # ------------------------------------------------------------------ the model and its losses
+    def shapes(self, out: torch.Tensor) -> torch.Tensor:
+        """Net output (K, B, n*n) -> shapes (K, B, n, n): ``(1 - w)(F + eps I) + w G``."""
+        out = out.reshape(*out.shape[:-1], self.n, self.n)
+        C = factor_product(out, self.output) + self.eye
+        w = self.floor_weight
+        return C if w == 0.0 else (1.0 - w) * C + w * self.ge_shape
+
+    def _scores(self, out, r):
+        C = self.shapes(out)
+        return mahalanobis_and_sqrt_det(C, r.expand(C.shape[0], *r.shape))
+
+    def init_loss(self, out, target_shapes):  # (K,) mean squared Frobenius error to C_B
+        return ((self.shapes(out) - target_shapes) ** 2).sum((-1, -2)).mean(-1)
+
+    def train_loss(self, out, r):  # (K,)
+        M, sd = self._scores(out, r)
+        if self.est.loss == "nll":
+            return (M + 2.0 * torch.log(sd)).mean(-1)
+        if self.est.loss == "volume":
+            return 0.5 * self.n * torch.log(torch.quantile(M, self.coverage, dim=-1)) + torch.log(sd.mean(-1))
+        return M.mean(-1) + self.lam * sd.mean(-1)
+
+    def heldout_volume(self, out, r):  # (K,) eta-conformal quantile^(n/2) x mean sqrt det
+        M, sd = self._scores(out, r)
+        if self.k_val > M.shape[-1]:
+            return torch.full((M.shape[0],), math.inf, device=M.device)
+        return torch.kthvalue(M, self.k_val, dim=-1).values ** (0.5 * self.n) * sd.mean(-1)
+
+    def new_grid(self, dropouts: list[float]) -> BatchedMLP:
+        return BatchedMLP(self.widths, dropouts, self.gen).to(self.device)
+
+    # ------------------------------------------------------------------ the phases
+    def init_phase(self, net: BatchedMLP, lrs: list[float]) -> PhaseResult:
+        """Phase 1: regress ``C_theta(x)`` onto the calibrated NLE baseline ``C_B(x)``."""
+        return run_phase(net, lrs, self.init_loss, (self.X_fit, self.CB_fit), (self.X_val, self.CB_val),
+                         self.schedule, self.gen, self.dropout_gen, desc="LMVE init")
+
+    def train_phase(self, net: BatchedMLP, lrs: list[float]) -> PhaseResult:
+        """Phase 2: minimise the train loss (the paper's ``mean M + lambda mean det(C)^1/2``), stopping
+        on the held-out calibrated volume (``stop_on="volume"``) or the held-out loss."""
+        held = self.heldout_volume if self.est.stop_on == "volume" else None
+        return run_phase(net, lrs, self.train_loss, (self.X_fit, self.R_fit), (self.X_val, self.R_val),
+                         self.schedule, self.gen, self.dropout_gen, held_score=held, desc="LMVE train")
+
+    def select(self, candidates: list[Candidate]) -> Candidate:
+        """Phase 3: the candidate of smallest calibrated volume on the held-out rows (its conformal
+        threshold at ``coverage``, then the mean ``det(alpha C)^{1/2}``, in target units)."""
+        n, s = self.n, self.scale
+        by_net: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for c in candidates:
+            if id(c.net) not in by_net:
+                c.net.eval()
+                with torch.no_grad():
+                    M, sd = self._scores(c.net(self.X_val), self.R_val)
+                by_net[id(c.net)] = (M.double().cpu().numpy(), sd.double().cpu().numpy())
+            M, sd = by_net[id(c.net)]
+            ok = np.isfinite(M[c.index]).all() and np.isfinite(sd[c.index]).all()
+            aq = conformal_quantile(M[c.index], self.coverage) if ok else math.inf
+            c.row["heldout_volume"] = aq ** (n / 2) * float(np.mean(sd[c.index])) * s**n if ok else math.inf
+        vols = np.array([c.row["heldout_volume"] for c in candidates])
+        if not np.isfinite(vols).any():
+            raise InputError("LMVE training diverged for every configuration (non-finite shapes)")
+        return candidates[int(np.nanargmin(vols))]
