@@ -4,8 +4,8 @@
 
 For each dataset: train split seed 0 (paper protocol), write the bundle, and report
 
-* ``bytes``: the method's own file in the bundle (GE ``ge.npz``, NLE ``nle.npz``, LMVE
-  ``lmve.pt``, Copula ``copula.npz``); the centre, scaler and calibration scores are shared;
+* ``bytes``: the method's own file in the bundle (``<method>.npz``, see ``models.registry``); the
+  centre, scaler and calibration scores are shared;
 * ``floats``: the paper's Table III count (GE n^2, NLE m_t (n + d), LMVE its weights);
 * ``shape_us_per_row`` at batch 1 and 1,024: the method's shape computation alone;
 * ``region_us_per_row`` at batch 1 and 1,024: raw features -> calibrated regions, centre included;
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
+from models import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = {"ge": "ge.npz", "nle": "nle.npz", "lmve": "lmve.pt", "copula": "copula.npz"}
+FILES = {name: spec.file for name, spec in registry.METHODS.items()}
 
 
 def per_row_us(fn, X, repeats: int) -> float:
@@ -49,7 +49,7 @@ def paper_floats(name: str, model, n_train: int) -> int:
         return n_train * (n + d)
     shape = model.methods[name].shape_
     if name == "lmve":
-        return int(sum(p.numel() for p in shape.net_.parameters()))
+        return int(sum(W.size + b.size for W, b in shape.layers_))
     return int(sum(W.size for W in shape.coefs_) + sum(b.size for b in shape.intercepts_))
 
 
@@ -62,6 +62,8 @@ def main(argv=None) -> int:
     p.add_argument("--datasets", default="enb,ble_rssi,residential_building")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = p.parse_args(argv)
+    import torch
+
     torch.set_num_threads(1)
     rows = []
     for name in args.datasets.split(","):
@@ -83,7 +85,7 @@ def main(argv=None) -> int:
                 shape = model.methods[m].shape_
                 fn = shape.predict_scale if m == "copula" else shape.predict_shape
                 timing[m] = (per_row_us(fn, Xb, reps),
-                             per_row_us(lambda X, m=m: model.predict_region(X, method=m), Xr, reps))
+                             per_row_us(lambda X, m=m: model.predict_region(X, method=m).regions, Xr, reps))
             for m in FILES:
                 rows.append({"dataset": name, "method": m, "batch": batch, "bytes": sizes[m], "shared_bytes": shared,
                              "floats": paper_floats(m, model, len(result.split.train)),

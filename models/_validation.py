@@ -19,6 +19,11 @@ def all_finite(A: np.ndarray) -> bool:
     return bool(np.logical_and.reduce(np.isfinite(A), axis=None))
 
 
+def rows(n: int) -> str:
+    """``"1 row"``, ``"3 rows"``."""
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def _columns_hint(describe: str | Callable[[], str] | None) -> str:
     if describe is None:
         return ""
@@ -66,8 +71,7 @@ def check_matrix(A, field: str, *, n_columns: int | None = None, owner: str | No
                          field=field, expected="a 2-D array", received=f"shape {arr.shape}")
     if arr.shape[0] < min_rows:
         raise InputError(f"{field} has {arr.shape[0]} rows; at least {min_rows} are required", field=field,
-                         expected=f"at least {min_rows} row{'s' if min_rows > 1 else ''}",
-                         received=f"{arr.shape[0]} rows")
+                         expected=f"at least {rows(min_rows)}", received=rows(arr.shape[0]))
     if n_columns is not None and arr.shape[1] != n_columns:
         if isinstance(A, np.ndarray):
             raise InputError(f"{field} has {arr.shape[1]} columns, but {who} {n_columns}{_columns_hint(describe)}",
@@ -86,7 +90,7 @@ def check_same_rows(A: np.ndarray, B: np.ndarray, a_name: str, b_name: str) -> N
     """Refuse ``B`` unless it has as many rows as ``A`` (the error names ``b_name``)."""
     if A.shape[0] != B.shape[0]:
         raise InputError(f"{a_name} has {A.shape[0]} rows but {b_name} has {B.shape[0]}; they must match",
-                         field=b_name, expected=f"{A.shape[0]} rows", received=f"{B.shape[0]} rows")
+                         field=b_name, expected=rows(A.shape[0]), received=rows(B.shape[0]))
 
 
 def check_Xy(X, Y, *, x_name: str = "X", y_name: str = "R", min_rows: int = 1):

@@ -145,19 +145,19 @@ class ConstantCentre(BaseEstimator):
 
     def fit(self, X, Y) -> "ConstantCentre":
         X, Y = check_Xy(X, Y, y_name="Y")
-        self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
-        self.mean_ = Y.mean(axis=0)
-        return self
+        return self.set_fitted(Y.mean(axis=0), X.shape[1])
 
     def predict(self, X) -> np.ndarray:
         return np.broadcast_to(self.mean_, (np.shape(X)[0], self.n_targets_)).copy()
 
     def to_arrays(self):
-        return {}, {"mean": self.mean_, "n_features": np.array(self.n_features_in_)}
+        return {"n_features": self.n_features_in_}, {"mean": self.mean_}
 
     @classmethod
     def from_arrays(cls, params, arrays):
-        est = cls()
-        est.mean_ = np.asarray(arrays["mean"], float)
-        est.n_features_in_, est.n_targets_ = int(arrays["n_features"]), est.mean_.shape[0]
-        return est
+        return cls().set_fitted(arrays["mean"], int(params["n_features"]))
+
+    def set_fitted(self, mean, n_features: int) -> "ConstantCentre":
+        self.mean_ = np.asarray(mean, float)
+        self.n_features_in_, self.n_targets_ = n_features, self.mean_.shape[0]
+        return self

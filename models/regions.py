@@ -20,7 +20,26 @@ def _check_points(points, centers: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class EllipsoidRegions:
+class _Regions:
+    """What every batch of calibrated regions has: centres, the level and the threshold used."""
+
+    centers: np.ndarray
+    coverage: float
+    alpha_q: float
+
+    def __len__(self) -> int:
+        return self.centers.shape[0]
+
+    def distance(self, points) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def contains(self, points) -> np.ndarray:
+        """(N,) bool: is ``points[i]`` inside region ``i``."""
+        return self.distance(points) <= 1.0
+
+
+@dataclass(frozen=True)
+class EllipsoidRegions(_Regions):
     """``E_i = {y : (y - centers[i])^T shapes[i]^{-1} (y - centers[i]) <= 1}``.
 
     Attributes
@@ -34,15 +53,9 @@ class EllipsoidRegions:
         The conformal threshold used.
     """
 
-    centers: np.ndarray
-    shapes: np.ndarray
-    coverage: float
-    alpha_q: float
+    shapes: np.ndarray = None
 
     kind = "ellipsoid"
-
-    def __len__(self) -> int:
-        return self.centers.shape[0]
 
     @property
     def bounded(self) -> bool:
@@ -57,28 +70,18 @@ class EllipsoidRegions:
         P = _check_points(points, self.centers)
         return geometry.mahalanobis(P - self.centers, self.shapes)
 
-    def contains(self, points) -> np.ndarray:
-        """(N,) bool: is ``points[i]`` inside region ``i``."""
-        return self.distance(points) <= 1.0
-
     def boundary(self, k: int = 64, closed: bool = True) -> np.ndarray:
         """(N, k[+1], n) boundary points (polygon for n = 2)."""
         return geometry.boundary_points(self.centers, self.shapes, k, closed=closed)
 
 
 @dataclass(frozen=True)
-class BoxRegions:
+class BoxRegions(_Regions):
     """Axis-aligned boxes ``{y : |y_j - centers[i, j]| <= half_widths[i, j] for all j}``."""
 
-    centers: np.ndarray
-    half_widths: np.ndarray
-    coverage: float
-    alpha_q: float
+    half_widths: np.ndarray = None
 
     kind = "box"
-
-    def __len__(self) -> int:
-        return self.centers.shape[0]
 
     @property
     def bounded(self) -> bool:
@@ -93,6 +96,3 @@ class BoxRegions:
         P = _check_points(points, self.centers)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.nan_to_num(np.max(np.abs(P - self.centers) / self.half_widths, axis=1), nan=0.0)
-
-    def contains(self, points) -> np.ndarray:
-        return self.distance(points) <= 1.0

@@ -85,22 +85,22 @@ CENTRES: dict[str, CentreSpec] = {spec.name: spec for spec in (
 CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, ConstantCentre)}
 
 
+def _resolve(table: dict, name: str, what: str, error: type = InputError):
+    spec = table.get(name)
+    if spec is None:
+        raise error(f"{what} must be one of {', '.join(table)}; got {name!r}", field=what,
+                    expected=" | ".join(table), received=str(name))
+    return spec
+
+
 def method(name: str) -> MethodSpec:
     """The :class:`MethodSpec` called ``name``; :class:`UnknownMethodError` naming the choices."""
-    spec = METHODS.get(name)
-    if spec is None:
-        raise UnknownMethodError(f"method must be one of {', '.join(METHODS)}; got {name!r}", field="method",
-                                 expected=" | ".join(METHODS), received=str(name))
-    return spec
+    return _resolve(METHODS, name, "method", UnknownMethodError)
 
 
 def centre(name: str) -> CentreSpec:
     """The :class:`CentreSpec` called ``name``; :class:`InputError` naming the choices."""
-    spec = CENTRES.get(name)
-    if spec is None:
-        raise InputError(f"centre must be one of {', '.join(CENTRES)}; got {name!r}", field="centre",
-                         expected=" | ".join(CENTRES), received=str(name))
-    return spec
+    return _resolve(CENTRES, name, "centre")
 
 
 def fallback_order() -> tuple[str, ...]:

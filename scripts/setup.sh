@@ -11,6 +11,6 @@ stamp=.venv/.lmve-installed
 want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,bench]"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[train,dev,bench]"
   echo "$want" > "$stamp"
 fi

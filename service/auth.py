@@ -1,6 +1,6 @@
 """The API key: where a client presents it and how it is compared (in constant time).
 
-The check itself runs in :class:`service.middleware.GuardMiddleware`, before routing and
+The check itself runs in :class:`service.middleware.RequireAPIKey`, before routing and
 before any body is read, for every route but the health and documentation ones: a new router
 cannot forget it. Admin routes add :func:`service.deps.require_admin_key` on top.
 """

@@ -24,8 +24,10 @@ class _Guard:
 
     skip: frozenset = frozenset()
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, app, *, metrics, **settings):
+        self.app, self.metrics = app, metrics
+        for name, value in settings.items():  # the guard's own setting (a limit, a key)
+            setattr(self, name, value)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["path"] in self.skip:
@@ -38,10 +40,6 @@ class _Guard:
 
 class RequestMetrics(_Guard):
     """Counts every request by route, method and status, and observes its latency."""
-
-    def __init__(self, app, *, metrics):
-        super().__init__(app)
-        self.metrics = metrics
 
     async def handle(self, scope, receive, send):
         start = time.perf_counter()
@@ -65,13 +63,9 @@ class RequestMetrics(_Guard):
 
 
 class RequireAPIKey(_Guard):
-    """401 without the API key (when one is configured), except on :data:`service.auth.PUBLIC_PATHS`."""
+    """401 without the API key ``api_key``, except on :data:`service.auth.PUBLIC_PATHS`."""
 
     skip = PUBLIC_PATHS
-
-    def __init__(self, app, *, api_key: str, metrics):
-        super().__init__(app)
-        self.api_key, self.metrics = api_key, metrics
 
     async def handle(self, scope, receive, send):
         if key_matches(scope_key(scope), self.api_key):
@@ -90,10 +84,6 @@ class LimitBodySize(_Guard):
     the route reads past the limit."""
 
     skip = UNLIMITED
-
-    def __init__(self, app, *, max_bytes: int, metrics):
-        super().__init__(app)
-        self.max_bytes, self.metrics = max_bytes, metrics
 
     async def _refuse(self, scope, receive, send, detail: str):
         self.metrics.rejected.labels("body_too_large").inc()
@@ -128,8 +118,7 @@ class LimitConcurrency(_Guard):
     skip = UNLIMITED
 
     def __init__(self, app, *, limit: int, metrics):
-        super().__init__(app)
-        self.slots, self.metrics = anyio.CapacityLimiter(limit), metrics
+        super().__init__(app, metrics=metrics, slots=anyio.CapacityLimiter(limit))
 
     async def handle(self, scope, receive, send):
         try:
@@ -149,10 +138,6 @@ class Timeout(_Guard):
     """504 when a request takes longer than ``seconds``."""
 
     skip = UNLIMITED
-
-    def __init__(self, app, *, seconds: float, metrics):
-        super().__init__(app)
-        self.seconds, self.metrics = seconds, metrics
 
     async def handle(self, scope, receive, send):
         try:

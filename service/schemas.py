@@ -72,6 +72,8 @@ class MethodInfo(BaseModel):
     kind: Literal["ellipsoid", "box"]
     alpha_q: float | None
     n_calibration: int
+    max_coverage: float = Field(description="the highest coverage this method answers with a bounded region: "
+                                            "m / (m + 1)")
 
 
 class ModelInfo(BaseModel):

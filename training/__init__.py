@@ -1,1 +1,19 @@
-"""lmve.training: data, the paper's split protocol, fitting, calibration and bundle writing."""
+"""lmve.training: data, the split protocol, fitting and calibration, the ``lmve-*`` training commands.
+
+Needs the ``train`` extra (torch, pandas, matplotlib, tqdm, joblib); the base install serves only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+TRAINING_MODULES = ("torch", "pandas", "matplotlib", "tqdm", "joblib")
+
+
+def require_training_install(prog: str) -> None:
+    """Exit with a message naming what is missing when the ``train`` extra is not installed."""
+    missing = [m for m in TRAINING_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.exit(f"{prog}: error: {', '.join(missing)} not installed: this is a serving-only install. "
+                 "Install the training extra: pip install 'lmve[train]'")

@@ -21,6 +21,7 @@ from models import registry
 from models.exceptions import LMVEError
 from training.datasets import DATASETS, load_csv, load_dataset
 from training.pipeline import METHODS, TrainConfig, train
+from training import require_training_install
 
 
 def _csv_list(text: str) -> list[str]:
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    require_training_install("lmve-train")
     args = build_parser().parse_args(argv)
     try:
         return _run(args)

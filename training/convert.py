@@ -22,6 +22,7 @@ from models.conformal import SplitConformalCalibrator
 from models.exceptions import BundleError, LMVEError
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
+from training import require_training_install
 
 
 def _lmve_arrays(data: bytes, entry: dict, d: int, path: Path) -> tuple[dict, dict]:
@@ -91,6 +92,7 @@ def convert_bundle(src, dst) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    require_training_install("lmve-convert-bundle")
     p = argparse.ArgumentParser(prog="lmve-convert-bundle", description=__doc__.split("\n\n")[0])
     p.add_argument("old", type=Path, help="schema-1 bundle directory")
     p.add_argument("new", type=Path, help="where to write the schema-2 bundle (replaced atomically)")

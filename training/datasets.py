@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from models.exceptions import InputError
 from training import synthetic
@@ -66,6 +65,8 @@ def _need(path: Path) -> Path:
 
 
 def _pipe_csv(folder: Path, target_scale: float) -> tuple[np.ndarray, np.ndarray, list[str], list[str], str]:
+    import pandas as pd
+
     data, cfg = _need(folder / "data.csv"), _need(folder / "config.json")
     config = json.loads(cfg.read_text())
     df = pd.read_csv(data, sep="|")
@@ -77,6 +78,8 @@ def _pipe_csv(folder: Path, target_scale: float) -> tuple[np.ndarray, np.ndarray
 
 def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int = 0) -> Dataset:
     """Load one of :data:`DATASETS` (``synthetic`` needs no data directory)."""
+    import pandas as pd
+
     if name == "synthetic":
         X, Y, fn, tn = synthetic.make_localization(n_samples=n_samples, seed=seed)
         digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
@@ -109,6 +112,8 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     Raises :class:`InputError` naming the column and row for a missing column, a non-numeric
     value, NaN/inf, or too few rows.
     """
+    import pandas as pd
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"CSV file {path} does not exist")

@@ -10,10 +10,12 @@ router = APIRouter(tags=["model"])
 
 @router.get("/model", response_model=ModelInfo, summary="Bundle metadata: version, dims, coverage, alpha_q, metrics")
 async def model_info(loaded: CurrentModel):
-    m = loaded.model.manifest
+    model = loaded.model
+    m = model.manifest
     return ModelInfo(version=loaded.version, dataset=m.get("dataset", {}), feature_names=m["feature_names"],
                      target_names=m["target_names"], d=m["d"], n=m["n"], coverage=m["coverage"],
-                     primary_method=loaded.model.primary_method,
-                     methods={k: {"kind": v.get("kind", "ellipsoid"), "alpha_q": v.get("alpha_q"),
-                                  "n_calibration": v.get("n_calibration", 0)} for k, v in m["methods"].items()},
+                     primary_method=model.primary_method,
+                     methods={k: {"kind": v["kind"], "alpha_q": v.get("alpha_q"), "n_calibration": v["n_calibration"],
+                                  "max_coverage": model.methods[k].calibrator_.max_coverage}
+                              for k, v in m["methods"].items()},
                      metrics=m.get("metrics", {}), created_at=m.get("created_at"), versions=m.get("versions", {}))

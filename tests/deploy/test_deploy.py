@@ -53,18 +53,47 @@ def test_compose_trainer_then_read_only_api(compose):
     assert "bundles" in compose["volumes"]
 
 
-def test_dockerfile_is_multistage_cpu_nonroot_healthchecked():
+def _stages(text: str) -> dict[str, str]:
+    """Dockerfile stage name -> its instructions."""
+    parts = re.split(r"^FROM\s+", text, flags=re.M)[1:]
+    out = {}
+    for part in parts:
+        head = part.splitlines()[0]
+        m = re.search(r"\s+AS\s+([\w-]+)", head)
+        out[m.group(1) if m else head] = part
+    return out
+
+
+def test_dockerfile_api_image_has_no_torch_trainer_has_cpu_torch():
     text = (ROOT / "Dockerfile").read_text()
-    stages = re.findall(r"^FROM\s+\S+(?:\s+AS\s+(\w+))?", text, flags=re.M)
-    assert len(stages) >= 2 and "build" in stages and "runtime" in stages
-    assert re.search(r"torch==2\.13\.0", text) and "whl/cpu" in text
-    user = re.findall(r"^USER\s+(\S+)", text, flags=re.M)
-    assert user and not user[-1].startswith(("root", "0"))
-    assert re.search(r"^HEALTHCHECK .*readyz", text, flags=re.M | re.S)
+    stages = _stages(text)
+    assert {"build-api", "build-trainer", "trainer", "api"} <= set(stages)
+    # the API image copies the environment of a stage that never installs torch, and checks that
+    assert "COPY --from=build-api /opt/venv" in stages["api"]
+    assert "torch" not in stages["build-api"].replace("find_spec('torch')", "")
+    assert "find_spec('torch') is not None" in stages["build-api"]
+    assert re.search(r"pip install -c constraints.txt \.(\s|&)", stages["build-api"])  # the base install
+    # the trainer: CPU torch pinned from the CPU index, then the train extra
+    assert re.search(r"torch==2\.13\.0", stages["build-trainer"]) and "whl/cpu" in stages["build-trainer"]
+    assert '".[train]"' in stages["build-trainer"] and "COPY --from=build-trainer /opt/venv" in stages["trainer"]
+    for name in ("api", "trainer"):
+        user = re.findall(r"^USER\s+(\S+)", stages[name], flags=re.M)
+        assert user and not user[-1].startswith(("root", "0")), name
+    assert re.search(r"^HEALTHCHECK .*readyz", stages["api"], flags=re.M | re.S)
     for src in re.findall(r"^COPY (?!--from)(\S+)", text, flags=re.M):
         assert (ROOT / src).exists(), f"Dockerfile copies {src}, which does not exist"
-    assert re.search(r'^CMD \["lmve-serve"\]', text, flags=re.M)
+    assert re.search(r'^CMD \["lmve-serve"\]', stages["api"], flags=re.M)
+    assert list(stages)[-1] == "api"  # `docker build .` builds the API image
     assert (ROOT / ".dockerignore").is_file()
+
+
+def test_compose_builds_each_service_from_its_image(compose):
+    services = compose["services"]
+    assert services["trainer"]["build"]["target"] == "trainer"
+    for name in ("api", "api-pool"):
+        assert services[name]["build"]["target"] == "api"
+    stages = _stages((ROOT / "Dockerfile").read_text())
+    assert {services[n]["build"]["target"] for n in ("trainer", "api")} <= set(stages)
 
 
 def _tree_digest(path: Path) -> str:

@@ -19,6 +19,12 @@ def test_model_metadata(client, bundle_dir):
     assert body["methods"]["lmve"]["alpha_q"] == pytest.approx(m["methods"]["lmve"]["alpha_q"])
     assert body["metrics"]["ge"]["coverage"] == m["metrics"]["ge"]["coverage"]
     assert body["feature_names"][0] == "beacon_01"
+    m_c = m["methods"]["lmve"]["n_calibration"]
+    assert body["methods"]["lmve"]["max_coverage"] == pytest.approx(m_c / (m_c + 1))
+    # the advertised level is answered; anything above it is refused
+    row = body["methods"]["lmve"]["max_coverage"]
+    assert client.post("/predict-region", json={"features": [ROW], "coverage": row}).status_code == 200
+    assert client.post("/predict-region", json={"features": [ROW], "coverage": row + 1e-6}).status_code == 422
 
 
 def test_metrics_count_requests_batches_and_model(client):

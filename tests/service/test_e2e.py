@@ -176,3 +176,28 @@ def test_example_client_runs_against_the_server(server):
                          capture_output=True, text=True, timeout=60, cwd=root)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("95% ellipse") == 5 and "door inside 90% region" in out.stdout
+
+
+def _mapped_libraries(pid: int) -> set[str]:
+    return {Path(line.split()[-1]).name for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+            if len(line.split()) >= 6}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs /proc (Linux)")
+def test_serving_process_maps_no_libtorch(server):
+    base, proc, _ = server
+    # exercise every route that computes: LMVE, NLE, GE, containment
+    for path in ("/predict-region", "/nle/predict-region", "/ge/predict-region"):
+        assert post(base, path, {"features": [[-70.0] * 16]}).status_code == 200
+    assert post(base, "/contains", {"features": [[-70.0] * 16], "points": [[1.0, 2.0]]}).status_code == 200
+    libs = _mapped_libraries(proc.pid)
+    assert any(name.startswith("_multiarray_umath") for name in libs)  # the maps are read, numpy is in them
+    assert not [name for name in libs if "torch" in name], sorted(n for n in libs if "torch" in n)
+    # the check can fail: a process that imports torch maps libtorch
+    probe = subprocess.Popen([sys.executable, "-c", "import torch, sys; sys.stdout.write('ok'); sys.stdout.flush(); "
+                              "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert probe.stdout.read(2) == b"ok"
+        assert any(name.startswith("libtorch") for name in _mapped_libraries(probe.pid))
+    finally:
+        probe.communicate(b"")

@@ -100,3 +100,42 @@ def test_primary_falls_back_when_the_bundle_has_no_lmve(tmp_path, trained_synthe
     body = client.post("/contains", json={"features": features(X[:2]), "points": features(Y[:2])}).json()
     assert body["method"] == "nle" and body["fallback"] is True
     assert client.post("/lmve/predict-region", json={"features": features(X[:2])}).status_code == 404
+
+
+@pytest.fixture()
+def nan_lmve_client(tmp_path, trained_synthetic, make_client):
+    """A verified bundle whose LMVE network outputs NaN shapes for every row."""
+    from copy import deepcopy
+
+    from models.bundle import save_bundle
+
+    result, ds = trained_synthetic
+    model = deepcopy(result.model)
+    lmve = model.methods["lmve"].shape_
+    W, b = lmve.layers_[-1]
+    lmve.layers_[-1] = (W, np.full_like(b, np.nan))
+    save_bundle(model, tmp_path / "nan_lmve", dataset=ds.info)
+    return make_client(bundle=tmp_path / "nan_lmve")
+
+
+def test_contains_falls_back_exactly_like_predict_region(nan_lmve_client, test_rows):
+    client = nan_lmve_client
+    X, Y = test_rows
+    rows, points = features(X[:7]), features(Y[:7])
+    for route in ("", "/lmve"):
+        region = client.post(f"{route}/predict-region", json={"features": rows}).json()
+        contains = client.post(f"{route}/contains", json={"features": rows, "points": points}).json()
+        for body in (region, contains):
+            assert body["method"] == "nle" and body["fallback"] is True
+            assert body["fallback_reason"] == "LMVE produced non-finite shapes for this batch"
+        # the fallback's answers are NLE's own, point for point
+        nle = client.post("/nle/contains", json={"features": rows, "points": points}).json()
+        assert contains["results"] == nle["results"]
+        shapes = [r["shape"] for r in client.post("/nle/predict-region", json={"features": rows}).json()["regions"]]
+        assert [r["shape"] for r in region["regions"]] == shapes
+    # and the inside flags agree with the served ellipses
+    for reg, res, y in zip(region["regions"], contains["results"], Y[:7]):
+        r = y - np.array(reg["center"])
+        assert res["inside"] == bool(r @ np.linalg.solve(np.array(reg["shape"]), r) <= 1.0)
+    metrics = client.get("/metrics").text
+    assert 'lmve_fallbacks_total{method="nle"} 4.0' in metrics

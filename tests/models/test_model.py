@@ -1,0 +1,81 @@
+"""RegionModel: the one checked boundary (errors carry field/expected/received) and the fallback rule."""
+
+from copy import deepcopy
+
+import numpy as np
+import pytest
+
+from models.exceptions import InputError, UnattainableCoverageError, UnknownMethodError
+
+
+@pytest.fixture(scope="module")
+def model(trained_synthetic):
+    return trained_synthetic[0].model
+
+
+def context(exc):
+    return exc.field, exc.expected, exc.received
+
+
+def test_errors_name_field_expected_received(model):
+    row = [-60.0] * 16
+    with pytest.raises(InputError, match=r"features\[1\] has 7 values, but the bundle expects 16") as info:
+        model.predict_region([row, row[:7]])
+    assert context(info.value) == ("features[1]", "16 values", "7 values")
+    with pytest.raises(InputError) as info:
+        model.predict_region([row[:15] + [float("nan")]])
+    assert context(info.value) == ("features[0][15]", "a finite number", "nan")
+    with pytest.raises(InputError) as info:
+        model.predict_region([])
+    assert context(info.value) == ("features", "at least 1 row", "0 rows")
+    with pytest.raises(InputError) as info:
+        model.assess([row, row], [[1.0, 2.0]])
+    assert context(info.value) == ("points", "2 rows", "1 row")
+    with pytest.raises(InputError) as info:
+        model.assess([row], [[1.0, 2.0, 3.0]])
+    assert context(info.value) == ("points[0]", "2 values", "3 values")
+    with pytest.raises(InputError) as info:
+        model.predict_region([row], coverage=1.5)
+    assert context(info.value) == ("coverage", "a number in (0, 1)", "1.5")
+
+
+def test_highest_attainable_level_is_exposed_and_enforced(model):
+    m = model.methods["lmve"].calibrator_.n_calibration_
+    top = model.max_coverage()
+    assert top == m / (m + 1)
+    model.predict_region([[-60.0] * 16], coverage=top)  # attainable: a bounded region
+    with pytest.raises(UnattainableCoverageError, match="highest attainable level") as info:
+        model.predict_region([[-60.0] * 16], coverage=(top + 1) / 2)
+    assert info.value.max_coverage == top and info.value.field == "coverage"
+
+
+def test_unknown_method_names_the_choices(model):
+    with pytest.raises(UnknownMethodError) as info:
+        model.predict_region([[-60.0] * 16], method="magic")
+    assert info.value.received == "magic" and "lmve" in info.value.expected
+    # copula is a method of the model, but not of the ellipse API
+    assert model.predict_region([[-60.0] * 16], method="copula").regions.kind == "box"
+    with pytest.raises(UnknownMethodError):
+        model.predict_region([[-60.0] * 16], method="copula", kind="ellipsoid")
+
+
+def test_fallback_walks_the_registry_order_for_both_answers(model, trained_synthetic):
+    ds = trained_synthetic[1]
+    broken = deepcopy(model)
+    for name in ("lmve", "nle"):
+        shape = broken.methods[name].shape_
+        if name == "lmve":
+            W, b = shape.layers_[-1]
+            shape.layers_[-1] = (W, np.full_like(b, np.inf))
+        else:
+            shape.R_ref_ = np.full_like(shape.R_ref_, np.nan)
+    X, Y = ds.X[:5], ds.Y[:5]
+    region, assessment = broken.predict_region(X), broken.assess(X, Y)
+    for answer in (region, assessment):
+        assert answer.method == "ge" and answer.fallback
+        assert answer.fallback_reason == "NLE produced non-finite shapes for this batch"
+    direct = model.assess(X, Y, method="ge")
+    np.testing.assert_array_equal(assessment.p_value, direct.p_value)
+    np.testing.assert_array_equal(region.regions.shapes, model.predict_region(X, method="ge").regions.shapes)
+    healthy = model.assess(X, Y)
+    assert healthy.method == "lmve" and not healthy.fallback
