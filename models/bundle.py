@@ -78,11 +78,12 @@ def _json_float(x: float):
 
 # ----------------------------------------------------------------------------- write
 def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metrics: dict | None = None,
-                training: dict | None = None) -> dict:
+                training: dict | None = None, calibration: dict | None = None) -> dict:
     """Write ``model`` to the directory ``path`` atomically; return the manifest.
 
     ``dataset`` (name, sha256, rows), ``metrics`` (test figures) and ``training`` (how the
-    bundle was trained) go into the manifest as provenance.
+    bundle was trained) go into the manifest as provenance; ``calibration`` (the grouping and the
+    guarantee in words) joins the calibration rule and counts under ``calibration``.
     """
     centre = model.centre
     if type(centre).__name__ not in registry.CENTRE_TYPES:
@@ -98,7 +99,13 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         methods[name] = {"file": spec.file, "kind": spec.kind, "params": params, "alpha_q": _json_float(reg.alpha_q_),
                          "n_calibration": reg.calibrator_.n_calibration_}
         files[spec.file] = npz_bytes(arrays)
-    files["calibration.npz"] = npz_bytes({name: reg.calibrator_.scores_ for name, reg in model.methods.items()})
+    scores = {}
+    for name, reg in model.methods.items():
+        scores[name] = reg.calibrator_.scores_
+        if reg.calibrator_.weights_ is not None:
+            scores[f"{name}__weights"] = reg.calibrator_.weights_
+    files["calibration.npz"] = npz_bytes(scores)
+    first = next(iter(model.methods.values())).calibrator_
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -111,6 +118,8 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         "coverage": model.coverage,
         "centre": {"type": type(centre).__name__, "params": centre_params, "file": "centre.npz"},
         "methods": methods,
+        "calibration": {**(calibration or {}), "rule": first.rule, "n_rows": first.n_rows_,
+                        "n_calibration": first.n_calibration_},
         "metrics": metrics or {},
         "training": training or {},
         "files": {name: sha256_bytes(data) for name, data in sorted(files.items())},
@@ -229,7 +238,10 @@ def load_bundle(path) -> RegionModel:
             if name not in scores:
                 raise BundleError(f"{path / 'calibration.npz'} has no scores for method {name!r}",
                                   path=str(path / "calibration.npz"))
-            cal = SplitConformalCalibrator().fit(scores[name])
+            info = manifest.get("calibration", {})
+            cal = SplitConformalCalibrator.from_arrays(info.get("rule", "rows"), scores[name],
+                                                       scores.get(f"{name}__weights"), entry["n_calibration"],
+                                                       info.get("n_rows", len(scores[name])))
             methods[name] = SplitConformalRegressor.from_fitted(centre, shape, cal, coverage)
     except BundleError:
         raise

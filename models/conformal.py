@@ -14,6 +14,22 @@ score, so any other level ``eta'`` and the conformal p-value of a point
     p(x, y) = (1 + #{i : alpha_i >= score(x, y)}) / (m + 1)
 
 come from the stored scores with no refit.
+
+Grouped calibration (Dunn, Wasserman & Ramdas, "Distribution-free prediction sets for two-layer
+hierarchical models", JASA 2023). When rows come in groups (readings at one surveyed position,
+visits of one patient) and new queries come from new groups, rows of one group are not
+exchangeable with another group's, but groups are. With ``m`` calibration groups:
+
+* ``"group-subsample"`` (exact): one score per group, drawn at random; the rule above on those
+  ``m`` scores covers a new row from a new group with ``P >= eta``.
+* ``"group-pooled"``: every score, each group weighted ``1/m`` and spread evenly over its rows
+  (the pooled CDF ``F(t) = (1/m) sum_g (1/n_g) #{i in g : alpha_i <= t}``); the threshold is the
+  smallest score with ``F >= eta (m + 1) / m``. It uses every row and is less noisy, but its
+  guarantee is asymptotic, not finite-sample.
+
+In all three rules ``m`` counts what is exchangeable (rows, or groups): a level above
+``m / (m + 1)`` has no finite threshold, and p-values are ``(1 + m W(alpha >= s)) / (m + 1)`` with
+``W`` the stored scores' weights (``1/m`` each for rows and for the subsample).
 """
 
 from __future__ import annotations
@@ -83,31 +99,102 @@ def _kth_smallest(s: np.ndarray, eta: float, presorted: bool) -> float:
     return float(s[k - 1] if presorted else np.partition(s, k - 1)[k - 1])
 
 
+#: calibration rules: what a calibration score stands for, and what the guarantee covers
+RULES = ("rows", "group-subsample", "group-pooled")
+
+
+def check_rule(rule: str) -> str:
+    if rule not in RULES:
+        raise InputError(f"calibration rule must be one of {', '.join(RULES)}; got {rule!r}", field="calibration",
+                         expected=" | ".join(RULES), received=repr(rule))
+    return rule
+
+
+def group_codes(groups, n_rows: int) -> np.ndarray:
+    """(n_rows,) integer codes of a group label per row (any hashable labels; rows of a 2-D array
+    are one label each), or an :class:`InputError` naming what came."""
+    g = np.asarray(groups)
+    if g.ndim == 2:
+        g = np.unique(g, axis=0, return_inverse=True)[1].ravel()
+    if g.ndim != 1 or g.shape[0] != n_rows:
+        raise InputError(f"groups must give one label per calibration row ({n_rows}); got shape {g.shape}",
+                         field="groups", expected=f"{n_rows} labels", received=f"shape {g.shape}")
+    return np.unique(g, return_inverse=True)[1].ravel()
+
+
 class SplitConformalCalibrator:
     """Holds the calibration scores of one method and answers thresholds and p-values.
 
+    Parameters
+    ----------
+    rule : {"rows", "group-subsample", "group-pooled"}, default="rows"
+        How scores become a threshold (see the module docstring); the group rules need ``groups``.
+    random_state : int, default=0
+        Seed of the draw of one row per group (``"group-subsample"``).
+
     Attributes
     ----------
-    scores_ : ndarray of shape (m,)
-        Calibration scores, sorted ascending.
+    scores_ : ndarray of shape (k,)
+        The stored scores, sorted ascending (one per group for ``"group-subsample"``).
+    weights_ : ndarray of shape (k,) or None
+        Their weights (sum 1) for ``"group-pooled"``; ``None``: ``1/m`` each.
     n_calibration_ : int
-        ``m``.
+        ``m``: calibration rows, or calibration groups under a group rule.
+    n_rows_ : int
+        Calibration rows scored.
     """
 
-    def __init__(self):
+    def __init__(self, rule: str = "rows", random_state: int = 0):
+        self.rule = rule
+        self.random_state = random_state
         self.scores_ = None
+        self.weights_ = None
         self.n_calibration_ = None
 
-    def fit(self, scores) -> "SplitConformalCalibrator":
-        """Store ``scores`` (m,) of the calibration rows."""
+    def fit(self, scores, groups=None) -> "SplitConformalCalibrator":
+        """Store the ``scores`` (k,) of the calibration rows; ``groups`` (k,) labels them under a group rule."""
+        check_rule(self.rule)
         s = np.asarray(scores, dtype=np.float64).ravel()
         if s.size == 0:
             raise InputError("scores is empty; at least one calibration score is required")
         if np.isnan(s).any() or (s < 0).any():
             raise InputError("scores must be non-negative numbers (no NaN)")
-        self.scores_ = np.sort(s)
-        self.n_calibration_ = int(s.size)
+        self.n_rows_ = int(s.size)
+        if self.rule == "rows":
+            return self._store(s, None, s.size)
+        if groups is None:
+            raise InputError(f"calibration rule {self.rule!r} needs the calibration rows' groups", field="groups",
+                             expected="one group label per calibration row", received="none")
+        codes = group_codes(groups, s.size)
+        m = int(codes.max()) + 1
+        if self.rule == "group-subsample":
+            order = np.random.default_rng(self.random_state).permutation(s.size)
+            first = np.unique(codes[order], return_index=True)[1]  # a uniformly random row of each group
+            return self._store(s[order[first]], None, m)
+        sizes = np.bincount(codes, minlength=m)
+        return self._store(s, 1.0 / (m * sizes[codes]), m)
+
+    def _store(self, scores, weights, m: int) -> "SplitConformalCalibrator":
+        order = np.argsort(scores, kind="stable")
+        self.scores_ = scores[order]
+        self.weights_ = None if weights is None else weights[order]
+        self._cum = None if weights is None else np.cumsum(self.weights_)
+        self.n_calibration_ = int(m)
         return self
+
+    @classmethod
+    def from_arrays(cls, rule: str, scores, weights, n_calibration: int, n_rows: int) -> "SplitConformalCalibrator":
+        """Rebuild from stored (sorted) scores and weights (bundle loading)."""
+        cal = cls(rule=check_rule(rule))
+        cal.n_rows_ = int(n_rows)
+        s = np.asarray(scores, dtype=np.float64)
+        w = None if weights is None else np.asarray(weights, dtype=np.float64)
+        return cal._store(s, w, n_calibration)
+
+    @property
+    def unit(self) -> str:
+        """What ``m`` counts: ``"scores"`` (rows) or ``"groups"``."""
+        return "scores" if self.rule == "rows" else "groups"
 
     def _check(self):
         if self.scores_ is None:
@@ -126,22 +213,42 @@ class SplitConformalCalibrator:
         top = self.max_coverage
         if eta > top:
             raise UnattainableCoverageError(
-                f"{field} {eta} needs more than the {self.n_calibration_} calibration scores: the region would be "
-                f"the whole space. The highest attainable level is {top:.6g} (m / (m + 1))",
+                f"{field} {eta} needs more than the {self.n_calibration_} calibration {self.unit}: the region would be "
+                f"the whole space. The highest attainable level is {top:.6g} (m / (m + 1), m = "
+                f"{self.n_calibration_} {self.unit})",
                 max_coverage=top, field=field, expected=f"at most {top:.6g}", received=str(eta))
         return eta
 
     def quantile(self, eta: float) -> float:
-        """``alpha_q`` at a checked level ``eta``: the ``ceil((m + 1) eta)``-th smallest stored score."""
+        """``alpha_q`` at a checked level ``eta``: the ``ceil((m + 1) eta)``-th smallest stored score
+        (weighted: the smallest score whose cumulative weight reaches ``eta (m + 1) / m``)."""
         self._check()
-        return _kth_smallest(self.scores_, eta, presorted=True)
+        if self.weights_ is None:
+            return _kth_smallest(self.scores_, eta, presorted=True)
+        m = self.n_calibration_
+        target = eta * (m + 1) / m
+        if target > 1.0 + _CEIL_SLACK:
+            return self._unbounded(eta)
+        idx = int(np.searchsorted(self._cum, target - _CEIL_SLACK / m, side="left"))
+        return float(self.scores_[min(idx, self.scores_.size - 1)])
+
+    def _unbounded(self, eta: float) -> float:
+        warnings.warn(f"coverage {eta} needs more than the {self.n_calibration_} calibration groups: the region is the "
+                      "whole space (alpha_q = +inf)", UncalibratableWarning, stacklevel=3)
+        return math.inf
 
     def p_value(self, scores) -> np.ndarray:
-        """Conformal p-values ``(1 + #{alpha_i >= s}) / (m + 1)`` for test scores ``s`` (N,)."""
+        """Conformal p-values ``(1 + m W(alpha >= s)) / (m + 1)`` for test scores ``s`` (N,)
+        (``(1 + #{alpha_i >= s}) / (m + 1)`` with equal weights)."""
         self._check()
         s = np.asarray(scores, dtype=np.float64).ravel()
-        n_ge = self.n_calibration_ - np.searchsorted(self.scores_, s, side="left")
-        return (1.0 + n_ge) / (self.n_calibration_ + 1.0)
+        below = np.searchsorted(self.scores_, s, side="left")
+        m = self.n_calibration_
+        if self.weights_ is None:
+            n_ge = self.scores_.size - below
+        else:
+            n_ge = m * (1.0 - np.where(below > 0, self._cum[np.maximum(below - 1, 0)], 0.0))
+        return (1.0 + n_ge) / (m + 1.0)
 
     def coverage_bounds(self, eta: float) -> tuple[float, float]:
         """The guaranteed interval ``[eta, eta + 1/(m + 1)]`` of marginal coverage (no ties)."""

@@ -38,6 +38,11 @@ class SplitConformalRegressor(BaseEstimator):
         The level: calibrated at, and tuned for by shapes with ``tunes_to_coverage``.
     prefit_centre : bool, default=False
         The centre is already fitted (share one centre between several methods).
+    calibration : {"rows", "group-subsample", "group-pooled"}, default="rows"
+        How calibration scores become thresholds (:mod:`models.conformal`); the group rules need
+        ``conformalize(..., groups=...)`` and cover a new row from a new group.
+    random_state : int, default=0
+        Seed of the group-subsample draw.
 
     Attributes
     ----------
@@ -47,16 +52,19 @@ class SplitConformalRegressor(BaseEstimator):
         Threshold at ``coverage``.
     """
 
-    def __init__(self, shape, centre=None, coverage: float = 0.9, prefit_centre: bool = False):
+    def __init__(self, shape, centre=None, coverage: float = 0.9, prefit_centre: bool = False,
+                 calibration: str = "rows", random_state: int = 0):
         self.shape = shape
         self.centre = centre
         self.coverage = coverage
         self.prefit_centre = prefit_centre
+        self.calibration = calibration
+        self.random_state = random_state
 
     @classmethod
     def from_fitted(cls, centre, shape, calibrator: SplitConformalCalibrator, coverage: float):
         """Assemble from already fitted parts (used when loading a bundle)."""
-        reg = cls(shape=shape, centre=centre, coverage=coverage, prefit_centre=True)
+        reg = cls(shape=shape, centre=centre, coverage=coverage, prefit_centre=True, calibration=calibrator.rule)
         reg.centre_, reg.shape_, reg.calibrator_ = centre, shape, calibrator
         reg.alpha_q_ = calibrator.quantile(coverage)
         return reg
@@ -75,11 +83,12 @@ class SplitConformalRegressor(BaseEstimator):
             check_same_rows(X, centers, "X", "centers")
         return X, Y, centers
 
-    def fit(self, X, Y, centers=None) -> "SplitConformalRegressor":
+    def fit(self, X, Y, centers=None, groups=None) -> "SplitConformalRegressor":
         """Fit the centre (unless prefit) and the shape on training rows ``X`` (m, d), ``Y`` (m, n).
 
         ``centers`` (m, n), when given, replaces the centre's predictions for the shape's residuals
-        (out-of-fold centres, or a client's own estimates)."""
+        (out-of-fold centres, or a client's own estimates). ``groups`` (m,) labels the rows' groups
+        for shapes that hold rows out (LMVE holds out whole groups)."""
         eta = check_coverage(self.coverage)
         X, Y, centers = self._check_rows(X, Y, centers, fitted=False)
         if self.prefit_centre:
@@ -89,17 +98,19 @@ class SplitConformalRegressor(BaseEstimator):
             self.centre_ = clone(self.centre if self.centre is not None else SVRCentre()).fit(X, Y)
         R = Y - (self.centre_.predict(X) if centers is None else centers)
         shape = clone(self.shape)
-        self.shape_ = shape.fit(X, R, coverage=eta) if shape.tunes_to_coverage else shape.fit(X, R)
+        self.shape_ = shape.fit(X, R, coverage=eta, groups=groups) if shape.tunes_to_coverage else shape.fit(X, R)
         self.calibrator_ = None
         return self
 
-    def conformalize(self, X, Y, centers=None) -> "SplitConformalRegressor":
-        """Score the calibration rows (never seen in ``fit``) and store the scores."""
+    def conformalize(self, X, Y, centers=None, groups=None) -> "SplitConformalRegressor":
+        """Score the calibration rows (never seen in ``fit``) and store the scores; ``groups`` (k,)
+        labels their groups (needed by the group calibration rules)."""
         check_is_fitted(self, "shape_", "conformalized")
         X, Y, centers = self._check_rows(X, Y, centers, fitted=True)
         R = Y - (self.centre_.predict(X) if centers is None else centers)
         self.shape_.prepare_calibration(X, R)
-        self.calibrator_ = SplitConformalCalibrator().fit(self.shape_.conformity_scores(X, R))
+        self.calibrator_ = SplitConformalCalibrator(self.calibration, self.random_state).fit(
+            self.shape_.conformity_scores(X, R), groups)
         self.alpha_q_ = self.calibrator_.quantile(check_coverage(self.coverage))
         return self
 

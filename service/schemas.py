@@ -87,6 +87,8 @@ class ModelInfo(BaseModel):
     primary_method: str
     methods: dict[str, MethodInfo]
     metrics: dict
+    calibration: dict = Field(default_factory=dict, description="the calibration rule, the grouping, the number "
+                                                                "of calibration groups and the guarantee in words")
     created_at: str | None = None
     versions: dict = {}
 

@@ -86,8 +86,11 @@ class SplitTask:
     methods: tuple[str, ...] = ("ge", "nle", "lmve", "copula")
     lmve_overrides: dict = field(default_factory=dict, hash=False, compare=False)
     data_dir: str | None = None
+    protocol: str | None = None  # a shift protocol (training.shift) instead of the paper's split
 
     def key(self) -> str:
+        if self.protocol is not None:
+            return f"shift-{self.variant}/{self.protocol}/{self.dataset}/seed_{self.seed:03d}.json"
         return f"{self.variant}/{self.dataset}/seed_{self.seed:03d}.json"
 
 
@@ -107,6 +110,12 @@ def run_split(task: SplitTask) -> dict:
     torch.set_num_threads(int(os.environ.get("LMVE_BENCH_THREADS", "1")))
     spec = VARIANTS[task.variant]
     lmve = {**spec.get("lmve", {}), **task.lmve_overrides}
+    if task.protocol is not None:
+        from training.shift import run_shift_split
+
+        record = run_shift_split(_dataset(task.dataset, task.data_dir), task.protocol, task.seed, task.methods,
+                                 task.coverage, method_params={"lmve": lmve})
+        return {"task": {**asdict(task), "methods": list(task.methods)}, **record}
     config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=task.methods, device="auto",
                          method_params={"lmve": lmve}, centre_params=spec.get("centre", {}),
                          cross_fit=spec.get("cross_fit", 0))
@@ -280,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     p.add_argument("--data-dir", default=None)
     p.add_argument("--lmve-max-steps", type=int, default=None)
+    p.add_argument("--protocol", default=None,
+                   help="shift protocols instead of the paper's split, comma-separated: random, leave-location-out, "
+                        "leave-phone-out, leave-user-out (indoor_localization); writes shift.csv and shift.md")
+    p.add_argument("--calibration", default="rows,groups",
+                   help="with --protocol: which calibrations to tabulate, rows and/or groups (both are computed)")
     p.add_argument("--cached-only", action="store_true",
                    help="tabulate the splits already in the cache and run none (says which are missing)")
     p.add_argument("--quiet", action="store_true")
@@ -288,8 +302,17 @@ def main(argv: list[str] | None = None) -> int:
         datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
         overrides = {"max_steps": args.lmve_max_steps} if args.lmve_max_steps else {}
-        tasks = [SplitTask(d, s, args.variant, args.coverage, methods, overrides, args.data_dir)
-                 for d in datasets for s in _seeds(args.seeds)]
+        protocols = [None] if args.protocol is None else [p.strip() for p in args.protocol.split(",") if p.strip()]
+        if args.protocol is not None:
+            from training.shift import CALIBRATIONS, PROTOCOLS
+
+            bad = [p for p in protocols if p not in PROTOCOLS]
+            bad += [c for c in args.calibration.split(",") if c not in CALIBRATIONS]
+            if bad:
+                raise InputError(f"unknown protocol or calibration {', '.join(bad)}; protocols: {', '.join(PROTOCOLS)}; "
+                                 f"calibrations: {', '.join(CALIBRATIONS)}")
+        tasks = [SplitTask(d, s, args.variant, args.coverage, methods, overrides, args.data_dir, protocol)
+                 for protocol in protocols for d in datasets for s in _seeds(args.seeds)]
         for d in set(datasets):  # fail early on a bad name or a missing data directory
             _dataset(d, args.data_dir)
         if args.cached_only:
@@ -306,9 +329,18 @@ def main(argv: list[str] | None = None) -> int:
     except LMVEError as exc:
         print(f"lmve-bench: error: {exc}", file=sys.stderr)
         return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.protocol is not None:
+        from training.shift import shift_tables
+
+        table, md = shift_tables(records, args.calibration.split(","),
+                                 f"lmve-bench {' '.join(argv if argv is not None else sys.argv[1:])}", wall)
+        table.to_csv(args.out / "shift.csv", index=False)
+        (args.out / "shift.md").write_text(md)
+        print(md)
+        return 0
     runs = runs_table(records)
     t1 = table1(runs)
-    args.out.mkdir(parents=True, exist_ok=True)
     suffix = "" if args.variant == "paper" else f"_{args.variant}"
     runs.to_csv(args.out / f"runs{suffix}.csv", index=False)
     t1.to_csv(args.out / f"table1{suffix}.csv", index=False)

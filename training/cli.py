@@ -19,7 +19,9 @@ from pathlib import Path
 
 from models import registry
 from models.exceptions import LMVEError
-from training.datasets import DATASETS, load_csv, load_dataset
+from models.exceptions import InputError
+from training.datasets import (DATASETS, group_by_position, load_csv, load_dataset, share_of_repeated_positions,
+                               with_groups)
 from training.pipeline import METHODS, TrainConfig, train
 from training import require_training_install
 
@@ -57,9 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--centre", choices=tuple(registry.CENTRES), default="scaled",
                    help="the centre: " + "; ".join(f"{c.name}: {c.description}" for c in registry.CENTRES.values())
                         + " (default scaled)")
-    p.add_argument("--cross-fit", type=int, default=0, metavar="K",
-                   help="shapes learn from K-fold out-of-fold centre residuals (K >= 2; default 0: the paper's "
-                        "in-sample residuals); the served centre is still fitted on all training rows")
+    p.add_argument("--groups", default=None, metavar="COL[,COL]",
+                   help="columns whose values label each row's group (a surveyed position, a patient, a device; "
+                        "any type, the targets too): test and calibration then hold whole groups and the "
+                        "guarantee is for rows from new groups. Default: by position when most rows share their "
+                        "position with another row; 'none' keeps the paper's row protocol")
+    p.add_argument("--cross-fit", type=int, default=None, metavar="K",
+                   help="shapes learn from K-fold out-of-fold centre residuals (K >= 2; 0: the centre's in-sample "
+                        "residuals, the paper). Default 0, or 5 group folds with groups; the served centre is "
+                        "still fitted on all training rows")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -79,14 +87,25 @@ def _run(args) -> int:
     from models.shapes.lmve import PAPER_GRID
     from training.report import metrics_table, plot_test_regions, write_report
 
+    group_cols = None if args.groups in (None, "none") else _csv_list(args.groups)
     if args.csv is not None:
         if not args.targets:
             raise LMVEError("--csv needs --targets, e.g. --targets x,y")
-        dataset = load_csv(args.csv, args.targets, args.features)
+        dataset = load_csv(args.csv, args.targets, args.features, groups=group_cols)
     else:
         if args.targets or args.features:
             raise LMVEError("--targets/--features go with --csv")
         dataset = load_dataset(args.dataset or "synthetic", args.data_dir, n_samples=args.n_samples, seed=args.seed)
+        if group_cols:
+            dataset = _group_builtin(dataset, group_cols)
+    if args.groups is None and dataset.groups is None:
+        share = share_of_repeated_positions(dataset.Y)
+        if share > 0.5:
+            dataset = group_by_position(dataset, auto=True)
+            print(f"lmve-train: {100 * share:.0f} % of the rows share their position with another row (a survey): "
+                  f"grouping by position ({dataset.grouping['n_groups']} positions). Test and calibration hold "
+                  "whole positions, so the guarantee is for readings at positions not in the survey. "
+                  "--groups none keeps the row protocol.")
     methods = tuple(dict.fromkeys(["ge", "nle", *args.methods]))  # GE and NLE always, as fallbacks
     lmve_params = {}
     if args.lmve_grid == "paper":
@@ -99,24 +118,55 @@ def _run(args) -> int:
         lmve_params["loss"] = args.lmve_loss
     config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
                          method_params={"lmve": lmve_params}, centre=args.centre, progress=not args.quiet,
-                         cross_fit=args.cross_fit)
+                         cross_fit=args.cross_fit, use_groups=args.groups != "none")
     t0 = time.perf_counter()
     result = train(dataset, config)
     out = args.out or Path("artifacts") / dataset.name
-    training = {"seed": args.seed, "coverage": args.coverage, "cross_fit": args.cross_fit, "centre": args.centre,
-                "rows": {"train": len(result.split.train), "calibration": len(result.split.calibration),
-                         "test": len(result.split.test)}}
+    grouped = config.grouped(dataset)
+    training = {"seed": args.seed, "coverage": args.coverage, "cross_fit": config.resolved_cross_fit(grouped),
+                "centre": args.centre, "rows": {"train": len(result.split.train),
+                                                "calibration": len(result.split.calibration),
+                                                "test": len(result.split.test)}}
+    calibration = guarantee(dataset, result, grouped)
     manifest = save_bundle(result.model, out / "bundle", dataset=dataset.info, metrics=result.metrics,
-                           training=training)
+                           training=training, calibration=calibration)
     test = result.split.test
     plot_test_regions(out / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed)
     write_report(out, dataset.info, result.metrics, config.coverage, manifest, result.timings)
     print(f"\n{dataset.name}: {dataset.X.shape[0]} rows, d={dataset.X.shape[1]}, n={dataset.Y.shape[1]}; "
           f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s")
     print(metrics_table(result.metrics, config.coverage))
+    print(f"guarantee: {calibration['guarantee']}")
     print(f"\nbundle  {out / 'bundle'}  (id {manifest['bundle_id']})\nreport  {out / 'report.md'}\n"
           f"plot    {out / 'test_regions.png'}")
     return 0
+
+
+def _group_builtin(dataset, columns: list[str]):
+    """Group a built-in dataset by its target names or its per-row metadata columns."""
+    known = {**{name: dataset.Y[:, j] for j, name in enumerate(dataset.target_names)}, **dataset.meta}
+    missing = [c for c in columns if c not in known]
+    if missing:
+        raise InputError(f"--groups names {', '.join(missing)}, which {dataset.name} does not have; it has "
+                         f"{', '.join(known)}", field="--groups", expected=" | ".join(known),
+                         received=", ".join(missing))
+    by = "position" if set(columns) == set(dataset.target_names) else ", ".join(columns)
+    return with_groups(dataset, {c: known[c] for c in columns}, by)
+
+
+def guarantee(dataset, result, grouped: bool) -> dict:
+    """The grouping and, in words, what the calibrated level guarantees (for the manifest and report)."""
+    cal = next(iter(result.model.methods.values())).calibrator_
+    eta = result.model.coverage
+    if not grouped:
+        return {"grouping": None, "guarantee": f"P >= {eta} for a new row exchangeable with the {cal.n_rows_} "
+                                               "calibration rows (drawn at random from the same data)"}
+    g = dataset.grouping
+    unit = "reading at a position not in the survey" if g["by"] == "position" else f"row from a {g['by']} group " \
+        "not in the training data"
+    return {"grouping": g, "n_groups": cal.n_calibration_,
+            "guarantee": f"P >= {eta} for a {unit} (calibrated on {cal.n_calibration_} held-out groups, "
+                         f"{cal.n_rows_} rows; rule {cal.rule})"}
 
 
 if __name__ == "__main__":  # pragma: no cover

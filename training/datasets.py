@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,17 +28,60 @@ MIN_ROWS = 60
 
 @dataclass
 class Dataset:
+    """Features ``X`` (m, d) and targets ``Y`` (m, n), their names and the source's hash.
+
+    ``groups`` (m,), when set, labels the rows' groups (a surveyed position, a patient, a device):
+    the grouped protocol then splits and calibrates over whole groups. ``grouping`` says how they
+    were formed; ``meta`` holds other per-row columns kept for shift protocols (never features).
+    """
+
     name: str
     X: np.ndarray
     Y: np.ndarray
     feature_names: list[str]
     target_names: list[str]
     sha256: str
+    groups: np.ndarray | None = None
+    grouping: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
 
     @property
     def info(self) -> dict:
-        return {"name": self.name, "sha256": self.sha256, "rows": int(self.X.shape[0]),
+        info = {"name": self.name, "sha256": self.sha256, "rows": int(self.X.shape[0]),
                 "d": int(self.X.shape[1]), "n": int(self.Y.shape[1])}
+        if self.groups is not None:
+            info["grouping"] = self.grouping
+        return info
+
+
+def share_of_repeated_positions(Y: np.ndarray) -> float:
+    """The share of rows whose exact target position is also another row's."""
+    _, inverse, counts = np.unique(Y, axis=0, return_inverse=True, return_counts=True)
+    return float(np.mean(counts[inverse.ravel()] > 1))
+
+
+def group_codes_of(columns: dict) -> np.ndarray:
+    """(m,) integer group codes from one or more label columns of any type (each distinct
+    combination of values is a group)."""
+    keys = [np.unique(np.asarray(v).astype(str), return_inverse=True)[1].ravel() for v in columns.values()]
+    return np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)[1].ravel()
+
+
+def with_groups(ds: Dataset, columns: dict, by: str, auto: bool = False) -> Dataset:
+    """``ds`` grouped by the label ``columns`` (name -> values); ``by`` names the grouping in words."""
+    codes = group_codes_of(columns)
+    n_groups = int(codes.max()) + 1 if codes.size else 0
+    if n_groups < 2:
+        raise InputError(f"grouping by {by} gives {n_groups} group: every row is in the same group, so no "
+                         "part of the data is new to the model; name other --groups columns, or --groups none",
+                         field="groups", expected="at least 2 groups", received=str(n_groups))
+    grouping = {"by": by, "columns": list(columns), "n_groups": n_groups, "automatic": auto}
+    return replace(ds, groups=codes, grouping=grouping)
+
+
+def group_by_position(ds: Dataset, auto: bool = False) -> Dataset:
+    """``ds`` grouped by exact target position (a surveyed reference point)."""
+    return with_groups(ds, {name: ds.Y[:, j] for j, name in enumerate(ds.target_names)}, "position", auto)
 
 
 def _hash_files(*paths: Path) -> str:
@@ -80,10 +123,10 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
     """Load one of :data:`DATASETS` (``synthetic`` needs no data directory)."""
     import pandas as pd
 
-    if name == "synthetic":
-        X, Y, fn, tn = synthetic.make_localization(n_samples=n_samples, seed=seed)
+    if name == "synthetic":  # a survey: 5 readings at each of n_samples / 5 reference points
+        X, Y, _, device, fn, tn = synthetic.make_survey(n_points=max(n_samples // 5, 3), readings=5, seed=seed)
         digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
-        return Dataset("synthetic", X, Y, fn, tn, digest)
+        return Dataset("synthetic", X, Y, fn, tn, digest, meta={"device": device})
     if name not in PAPER_DATASETS:
         raise InputError(f"dataset must be one of {', '.join(DATASETS)}; got {name!r}")
     root = _data_dir(data_dir) / name
@@ -98,16 +141,22 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
         fn, tn, digest = [f"b30{i:02d}" for i in range(1, X.shape[1] + 1)], ["letter_index", "number"], _hash_files(f)
     else:  # indoor_localization
         f = _need(root / "TrainingData.csv.gz")
-        df = pd.read_csv(f).drop(columns=["RELATIVEPOSITION", "USERID", "PHONEID", "TIMESTAMP"])
+        df = pd.read_csv(f)
+        meta = {c: df[c].to_numpy() for c in ("FLOOR", "BUILDINGID", "SPACEID", "PHONEID", "USERID", "TIMESTAMP")
+                if c in df.columns}
         fn = list(df.columns[:519])  # WAP001..WAP519, as the reference loader selects
         X = df[fn].to_numpy(np.float64)
         Y = df[["LATITUDE", "LONGITUDE"]].to_numpy(np.float64) / 1000.0  # kilometres, latitude first
         tn, digest = ["latitude_km", "longitude_km"], _hash_files(f)
+        return Dataset(name, X, Y, fn, tn, digest, meta=meta)
     return Dataset(name, X, Y, fn, tn, digest)
 
 
-def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None) -> Dataset:
-    """Load a user's CSV: ``targets`` (2 or more columns) and ``features`` (default: every other column).
+def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None,
+             groups: list[str] | None = None) -> Dataset:
+    """Load a user's CSV: ``targets`` (2 or more columns) and ``features`` (default: every other column
+    but the ``groups`` columns). ``groups`` (columns of any type, the targets themselves included)
+    labels each row's group; group columns are never features.
 
     Raises :class:`InputError` naming the column and row for a missing column, a non-numeric
     value, NaN/inf, or too few rows.
@@ -125,13 +174,26 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"{path} could not be parsed as CSV: {exc}") from None
     columns = [str(c) for c in df.columns]
-    features = [c for c in columns if c not in targets] if not features else [f.strip() for f in features]
+    group_cols = [g.strip() for g in groups or [] if g.strip()]
+    missing = [c for c in group_cols if c not in columns]
+    if missing:
+        raise InputError(f"{path}: group column(s) {missing} not found; the CSV has columns {columns}",
+                         field="--groups", expected=f"columns of {path.name}", received=", ".join(missing))
+    if not features:
+        features = [c for c in columns if c not in targets and c not in group_cols]
+    else:
+        features = [f.strip() for f in features]
     missing = [c for c in (*targets, *features) if c not in columns]
     if missing:
         raise InputError(f"{path}: column(s) {missing} not found; the CSV has columns {columns}")
     overlap = set(targets) & set(features)
     if overlap:
         raise InputError(f"column(s) {sorted(overlap)} are both targets and features")
+    overlap = set(group_cols) & set(features)
+    if overlap:
+        raise InputError(f"column(s) {sorted(overlap)} are both group columns and features; group columns are "
+                         "never features", field="--features", expected="no group column",
+                         received=", ".join(sorted(overlap)))
     if not features:
         raise InputError(f"{path}: no feature columns left besides the targets {targets}")
     arrays = {}
@@ -153,4 +215,13 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
                          "train (81 %), calibration (9 %) and test (10 %) parts")
     X = np.column_stack([arrays[c] for c in features])
     Y = np.column_stack([arrays[c] for c in targets])
-    return Dataset(path.stem, X, Y, features, targets, _hash_files(path))
+    ds = Dataset(path.stem, X, Y, features, targets, _hash_files(path))
+    if group_cols:
+        if df[group_cols].isna().any().any():
+            col = next(c for c in group_cols if df[c].isna().any())
+            row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
+            raise InputError(f"{path}: group column {col!r} is empty at line {row + 2} of the file; every row needs "
+                             "a group", field="--groups", expected="a label on every row", received="an empty cell")
+        by = "position" if set(group_cols) == set(targets) else ", ".join(group_cols)
+        ds = with_groups(ds, {c: df[c].to_numpy() for c in group_cols}, by)
+    return ds

@@ -53,6 +53,34 @@ def paper_split(m: int, seed: int, test_fraction: float = 0.1, calibration_fract
                  test=np.sort(perm[:n_test]))
 
 
+def group_split(groups, seed: int, test_fraction: float = 0.1, calibration_fraction: float = 0.1) -> Split:
+    """The paper's split over whole groups: shuffled groups go to test until ``ceil(test_fraction m)``
+    rows, then to calibration until ``ceil(calibration_fraction * rest)`` rows; the rest trains.
+    Every part holds at least one group; no group is in two parts."""
+    from models.conformal import group_codes
+
+    m = len(groups)
+    if m < MIN_ROWS:
+        raise InputError(f"the data has {m} rows; at least {MIN_ROWS} are needed for the split protocol")
+    codes = group_codes(groups, m)
+    n_groups = int(codes.max()) + 1
+    if n_groups < 3:
+        raise InputError(f"the rows form {n_groups} group{'s' if n_groups != 1 else ''}; a grouped split needs at "
+                         "least 3 (test, calibration and train each hold whole groups)", field="groups",
+                         expected="at least 3 groups", received=f"{n_groups}")
+    order = np.random.default_rng(seed).permutation(n_groups)
+    cum = np.cumsum(np.bincount(codes, minlength=n_groups)[order])
+    n_test = min(int(np.searchsorted(cum, math.ceil(test_fraction * m))) + 1, n_groups - 2)
+    rest = m - cum[n_test - 1]
+    target = cum[n_test - 1] + math.ceil(calibration_fraction * rest)
+    n_cal = min(max(int(np.searchsorted(cum, target)) + 1 - n_test, 1), n_groups - n_test - 1)
+    part = np.empty(n_groups, dtype=int)
+    part[order[:n_test]], part[order[n_test:n_test + n_cal]], part[order[n_test + n_cal:]] = 0, 1, 2
+    where = part[codes]
+    return Split(train=np.flatnonzero(where == 2), calibration=np.flatnonzero(where == 1),
+                 test=np.flatnonzero(where == 0))
+
+
 @dataclass
 class TrainConfig:
     """What to fit: the level, the split seed, the methods (registry names) and their parameters
@@ -67,8 +95,24 @@ class TrainConfig:
     centre_params: dict = field(default_factory=dict)
     progress: bool = False
     #: 0: shapes learn from the centre's own training residuals (the paper); k >= 2: from k-fold
-    #: out-of-fold residuals (the served centre is still the one fitted on all training rows)
-    cross_fit: int = 0
+    #: out-of-fold residuals (the served centre is still the one fitted on all training rows);
+    #: None: 0 for rows, 5 (group folds) when the dataset has groups
+    cross_fit: int | None = None
+    #: the calibration rule (models.conformal.RULES); None: "rows", or "group-subsample" with groups
+    calibration: str | None = None
+    #: with groups: whether the split and calibration use them (False: the paper's row protocol)
+    use_groups: bool = True
+
+    def grouped(self, dataset) -> bool:
+        return self.use_groups and getattr(dataset, "groups", None) is not None
+
+    def resolved_cross_fit(self, grouped: bool) -> int:
+        return (5 if grouped else 0) if self.cross_fit is None else self.cross_fit
+
+    def resolved_rule(self, grouped: bool) -> str:
+        from models.conformal import check_rule
+
+        return check_rule(self.calibration or ("group-subsample" if grouped else "rows"))
 
     def make_shape(self, name: str):
         return registry.method(name).make(seed=self.seed, device=self.device, progress=self.progress,
@@ -99,23 +143,42 @@ def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: flo
     return out
 
 
+def check_calibration_groups(groups, split: Split, eta: float) -> None:
+    """Refuse a grouped split whose calibration groups cannot attain ``eta`` (``m_g / (m_g + 1) < eta``)."""
+    from models.conformal import group_codes, max_coverage
+
+    cal = np.asarray(groups)[split.calibration]
+    m_g = int(group_codes(cal, len(cal)).max()) + 1
+    top = max_coverage(m_g)
+    if eta > top:
+        n_all = int(group_codes(groups, len(groups)).max()) + 1
+        need = math.ceil(eta / (1 - eta) - 1e-9)
+        raise InputError(f"the calibration part holds {m_g} groups (of {n_all}), which attain coverage at most "
+                         f"{top:.4g} (m / (m + 1) per group); coverage {eta} needs at least {need} calibration "
+                         f"groups, about {need * 11} groups in all", field="groups",
+                         expected=f"at least {need} calibration groups", received=f"{m_g}")
+
+
 def _check_cross_fit(k, m: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= m:
         raise InputError(f"cross_fit must be 0 (off) or a fold count in [2, {m}]; got {k!r}")
     return k
 
 
-def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig) -> np.ndarray:
+def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: int, groups=None) -> np.ndarray:
     """(m, n) centres of ``X`` (m, d), each row's from a centre fitted without its fold.
 
-    ``config.cross_fit`` folds (shuffled with ``config.seed``), each centre built with
-    ``config.centre_params``.
+    ``k`` folds shuffled with ``config.seed``; with ``groups``, whole groups per fold (a row's centre
+    then comes from a centre that saw no row of its group).
     """
-    from sklearn.model_selection import KFold
+    from sklearn.model_selection import GroupKFold, KFold
 
-    k = _check_cross_fit(config.cross_fit, X.shape[0])
     out = np.empty_like(Y, dtype=np.float64)
-    for rest, fold in KFold(k, shuffle=True, random_state=config.seed).split(X):
+    if groups is None:
+        folds = KFold(k, shuffle=True, random_state=config.seed).split(X)
+    else:
+        folds = GroupKFold(k, shuffle=True, random_state=config.seed).split(X, groups=groups)
+    for rest, fold in folds:
         out[fold] = config.make_centre().fit(X[rest], Y[rest]).predict(X[fold])
     return out
 
@@ -132,9 +195,21 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         registry.method(name)
     registry.centre(config.centre)
     X, Y = dataset.X, dataset.Y
-    split = split or paper_split(X.shape[0], config.seed)
-    if config.cross_fit != 0:  # before any fitting: a bad value costs nothing
-        _check_cross_fit(config.cross_fit, len(split.train))
+    grouped = config.grouped(dataset)
+    groups = dataset.groups if grouped else None
+    rule = config.resolved_rule(grouped)
+    if rule != "rows" and not grouped:
+        raise InputError(f"calibration rule {rule!r} needs groups; the dataset has none", field="calibration",
+                         expected="rows", received=rule)
+    if split is None:
+        split = group_split(groups, config.seed) if grouped else paper_split(X.shape[0], config.seed)
+    k = config.resolved_cross_fit(grouped)
+    train_groups = None if groups is None else np.asarray(groups)[split.train]
+    if k != 0:  # before any fitting: a bad value costs nothing
+        n_units = len(split.train) if train_groups is None else len(np.unique(train_groups, axis=0))
+        _check_cross_fit(k, n_units)
+    if grouped:
+        check_calibration_groups(groups, split, eta)
     scaler = StandardScaler().fit(X[split.train])
     Xs = scaler.transform(X)
     timings = {}
@@ -149,12 +224,14 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         if step == "centre":
             centre = config.make_centre().fit(Xs[split.train], Y[split.train])
             centers = centre.predict(Xs)
-            if config.cross_fit:
-                centers[split.train] = out_of_fold_centers(Xs[split.train], Y[split.train], config)
+            if k:
+                centers[split.train] = out_of_fold_centers(Xs[split.train], Y[split.train], config, k, train_groups)
         else:
-            reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta, prefit_centre=True)
-            reg.fit(Xs[split.train], Y[split.train], centers=centers[split.train])
-            reg.conformalize(Xs[split.calibration], Y[split.calibration], centers=centers[split.calibration])
+            reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta, prefit_centre=True,
+                                          calibration=rule, random_state=config.seed)
+            reg.fit(Xs[split.train], Y[split.train], centers=centers[split.train], groups=train_groups)
+            reg.conformalize(Xs[split.calibration], Y[split.calibration], centers=centers[split.calibration],
+                             groups=None if groups is None else np.asarray(groups)[split.calibration])
             methods[step] = reg
         timings[step] = time.perf_counter() - t0
     bar.close()

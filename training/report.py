@@ -15,6 +15,14 @@ def label(name: str) -> str:
     return spec.label if spec else name
 
 
+def _grouping(calibration: dict) -> str:
+    g = calibration.get("grouping")
+    if not g:
+        return "none (rows are split and calibrated at random, the paper's protocol)"
+    how = "automatic: most rows share their position with another row" if g.get("automatic") else "--groups"
+    return f"by {g['by']} ({g['n_groups']} groups; {how}); calibration rule {calibration.get('rule')}"
+
+
 def phase_line(history: dict | None) -> str:
     """``phases: init 350 steps 2.1 s, train 900 steps 6.3 s, selection 0.1 s`` from an LMVE ``history_``."""
     if not history:
@@ -83,6 +91,8 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
              f"- rows {dataset_info['rows']}, d = {dataset_info['d']}, n = {dataset_info['n']}, "
              f"data sha256 `{dataset_info['sha256'][:16]}...`",
              f"- target coverage {coverage}; bundle `{manifest.get('bundle_id')}`",
+             f"- grouping: {_grouping(manifest.get('calibration', {}))}",
+             f"- guarantee: {manifest.get('calibration', {}).get('guarantee', 'not recorded')}",
              f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",
              "```", metrics_table(metrics, coverage), "```", "", "![test regions](test_regions.png)", ""]
     (out_dir / "report.md").write_text("\n".join(lines))

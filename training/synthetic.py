@@ -1,4 +1,11 @@
-"""The embedded synthetic localisation data set: needs no download.
+"""The embedded synthetic localisation data: needs no download.
+
+:func:`make_survey` (the default data set of ``lmve-train``) has the structure of a real
+fingerprint survey: reference points on a floor plan, several readings at each (different
+devices with their own offsets, readings at different times), so rows repeat positions and the
+guarantee that matters is for readings at positions not in the survey. :func:`make_localization`
+draws independent rows at uniform positions.
+
 
 A 40 m x 25 m floor with ``n_beacons`` BLE beacons. A device at a true position ``p`` reads
 each beacon's RSSI through a log-distance path-loss model with log-normal shadowing
@@ -56,3 +63,55 @@ def make_localization(n_samples: int = 2000, n_beacons: int = 16, shadow_db: flo
     noise = np.stack([c * E[:, 0] - s * E[:, 1], s * E[:, 0] + c * E[:, 1]], axis=1)
     Y = P + noise
     return X, Y, [f"beacon_{i + 1:02d}" for i in range(n_beacons)], ["x_m", "y_m"]
+
+
+def _rssi(P: np.ndarray, B: np.ndarray, rng, shadow_db: np.ndarray | float, offsets: np.ndarray | float = 0.0):
+    dist = np.maximum(np.linalg.norm(P[:, None, :] - B[None], axis=2), 0.5)
+    noise = rng.normal(0.0, 1.0, size=dist.shape) * np.reshape(shadow_db, (-1, 1))
+    return np.maximum(-45.0 - 10.0 * 2.2 * np.log10(dist) + noise + np.reshape(offsets, (-1, 1)), -100.0)
+
+
+def _shadowing(P: np.ndarray) -> np.ndarray:
+    """dB of shadowing at positions ``P``: 1.5 in the middle of the floor, up to 5 near the walls."""
+    rel = (P - np.array(FLOOR) / 2) / (np.array(FLOOR) / 2)
+    return 1.5 + 3.5 * np.clip((rel**2).sum(1), 0.0, 1.0)
+
+
+def make_survey(n_points: int = 100, readings: int = 20, n_beacons: int = 16, n_devices: int = 5,
+                device_sd_db: float = 3.0, seed: int = 0):
+    """A fingerprint survey: ``readings`` readings at each of ``n_points`` reference points.
+
+    Reference points lie on a jittered grid over the floor; each reading is taken by one of
+    ``n_devices`` devices (a constant offset in dB per device, sd ``device_sd_db``) at its own time
+    (per-reading shadowing, stronger near the walls). The label of a reading is its reference
+    point, exactly, as in a survey.
+
+    Returns ``(X, Y, point_id, device_id, feature_names, target_names)``.
+    """
+    if n_points < 1 or readings < 1 or n_beacons < 1 or n_devices < 1:
+        raise InputError(f"n_points, readings, n_beacons and n_devices must be positive; got {n_points}, "
+                         f"{readings}, {n_beacons}, {n_devices}")
+    rng = np.random.default_rng(seed)
+    cols = int(np.ceil(np.sqrt(n_points * FLOOR[0] / FLOOR[1])))
+    rows = int(np.ceil(n_points / cols))
+    grid = np.array([((i + 0.5) / cols * FLOOR[0], (j + 0.5) / rows * FLOOR[1]) for j in range(rows)
+                     for i in range(cols)])[:n_points]
+    points = grid + rng.uniform(-0.3, 0.3, size=grid.shape) * (np.array(FLOOR) / [cols, rows])
+    point_id = np.repeat(np.arange(n_points), readings)
+    device_offset = np.random.default_rng([seed, 1]).normal(0.0, device_sd_db, size=n_devices)
+    device_id = rng.integers(0, n_devices, size=point_id.size)
+    Y = points[point_id]
+    X = _rssi(Y, beacon_layout(n_beacons), rng, _shadowing(Y), device_offset[device_id])
+    return (X, np.round(Y, 2), point_id, device_id, [f"beacon_{i + 1:02d}" for i in range(n_beacons)],
+            ["x_m", "y_m"])
+
+
+def make_queries(n: int, n_beacons: int = 16, n_devices: int = 5, device_sd_db: float = 3.0, seed: int = 1,
+                 survey_seed: int = 0):
+    """Readings at ``n`` uniform positions of the floor (between a survey's reference points), with
+    the devices of :func:`make_survey` ``(survey_seed)``. Returns ``(X, Y)``."""
+    device_offset = np.random.default_rng([survey_seed, 1]).normal(0.0, device_sd_db, size=n_devices)
+    rng = np.random.default_rng(seed)
+    Y = rng.uniform([0.0, 0.0], FLOOR, size=(n, 2))
+    X = _rssi(Y, beacon_layout(n_beacons), rng, _shadowing(Y), device_offset[rng.integers(0, n_devices, size=n)])
+    return X, Y

@@ -185,9 +185,14 @@ def main(argv=None) -> int:
               "machine": {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()},
               "server": "lmve-serve, 1 uvicorn worker, LMVE_COMPUTE_THREADS=1, synthetic bundle (d=%d)" % manifest["d"],
               "client": f"wrk -t1 -c{args.connections} (same machine)", "summary": summary, "scenarios": scenarios}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(json.dumps(summary, indent=2))
+    return write_result(args.out, result)
+
+
+def write_result(path: Path, result: dict) -> int:
+    """Write ``result`` as JSON to ``path`` and print its summary."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result["summary"], indent=2))
     return 0
 
 

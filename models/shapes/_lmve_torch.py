@@ -44,6 +44,23 @@ def factor_product(out: torch.Tensor, output: str) -> torch.Tensor:
     return L @ L.transpose(-1, -2)
 
 
+def held_out_rows(m: int, n_val: int, seed: int, groups=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(held_out, fit)`` row indices: ``n_val`` random rows, or whole random groups until at least
+    ``n_val`` rows (and at least one group is left to fit on)."""
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        perm = rng.permutation(m)
+        return perm[:n_val], perm[n_val:]
+    from models.conformal import group_codes
+
+    codes = group_codes(groups, m)
+    order = rng.permutation(int(codes.max()) + 1)
+    sizes = np.bincount(codes)[order]
+    k = min(int(np.searchsorted(np.cumsum(sizes), n_val)) + 1, len(order) - 1)
+    held = np.isin(codes, order[:max(k, 1)])
+    return np.flatnonzero(held), np.flatnonzero(~held)
+
+
 @dataclass
 class Candidate:
     """One trained network offered to the selection phase."""
@@ -63,7 +80,7 @@ class LMVEFit:
     calibrated on the fit rows, and the volume weight ``lambda``.
     """
 
-    def __init__(self, est, X: np.ndarray, R: np.ndarray, coverage: float):
+    def __init__(self, est, X: np.ndarray, R: np.ndarray, coverage: float, groups=None):
         self.est, self.coverage = est, coverage
         m, self.d = X.shape
         self.n = n = R.shape[1]
@@ -71,9 +88,7 @@ class LMVEFit:
         seed = int(est.random_state)
         self.gen = torch.Generator().manual_seed(seed)
         self.dropout_gen = self.gen if dev.type == "cpu" else torch.Generator(device=dev).manual_seed(seed)
-        perm = np.random.default_rng(seed).permutation(m)
-        n_val = est._n_validation(m)
-        val, fit = perm[:n_val], perm[n_val:]
+        val, fit = held_out_rows(m, est._n_validation(m), seed, groups)
 
         s = float(np.sqrt(np.mean(R[fit] ** 2)))
         self.scale = s = s if s > 0 else 1.0

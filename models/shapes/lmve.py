@@ -239,8 +239,11 @@ class LMVEShape(EllipsoidShapeEstimator):
         return self.output or ("cholesky" if self.loss == "nll" else "gram")
 
     # ---------------------------------------------------------------------- fit
-    def fit(self, X, R, coverage: float = 0.9) -> "LMVEShape":
-        """Fit on standardised features ``X`` (m, d) and residuals ``R`` (m, n), tuned for ``coverage``."""
+    def fit(self, X, R, coverage: float = 0.9, groups=None) -> "LMVEShape":
+        """Fit on standardised features ``X`` (m, d) and residuals ``R`` (m, n), tuned for ``coverage``.
+
+        ``groups`` (m,), when given, makes the held-out slice hold whole groups, so that early
+        stopping and the choice see rows from groups the networks did not train on."""
         import time
 
         from models.shapes._lmve_torch import Candidate, LMVEFit  # torch: training only
@@ -249,7 +252,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         coverage = check_coverage(coverage)
         self._check_params(X.shape[0])
         configs = self._configs()
-        job = LMVEFit(self, X, R, coverage)
+        job = LMVEFit(self, X, R, coverage, groups)
         self.target_scale_, self.lambda_value_ = job.scale, job.lam
         self.history_, candidates = {}, []
 

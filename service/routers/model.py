@@ -18,4 +18,5 @@ async def model_info(loaded: CurrentModel):
                      methods={k: {"kind": v["kind"], "alpha_q": v.get("alpha_q"), "n_calibration": v["n_calibration"],
                                   "max_coverage": model.methods[k].calibrator_.max_coverage}
                               for k, v in m["methods"].items()},
-                     metrics=m.get("metrics", {}), created_at=m.get("created_at"), versions=m.get("versions", {}))
+                     metrics=m.get("metrics", {}), calibration=m.get("calibration", {}),
+                     created_at=m.get("created_at"), versions=m.get("versions", {}))

@@ -80,3 +80,56 @@ def test_bad_scores_and_unfitted_calibrator():
         SplitConformalCalibrator().fit([1.0, float("nan")])
     with pytest.raises(NotFittedError, match="conformalize"):
         SplitConformalCalibrator().quantile(0.9)
+
+
+# ----------------------------------------------------------------------------- grouped calibration
+def test_group_subsample_keeps_one_score_per_group_and_ranks_them():
+    # 5 groups of sizes 1, 2, 3, 4, 5 with scores 10 g + i: any drawn row of group g lies in [10 g, 10 g + 4]
+    scores = np.concatenate([10.0 * g + np.arange(g + 1) for g in range(5)])
+    groups = np.concatenate([[f"p{g}"] * (g + 1) for g in range(5)])
+    cal = SplitConformalCalibrator("group-subsample", random_state=3).fit(scores, groups)
+    assert cal.n_calibration_ == 5 and cal.n_rows_ == 15 and cal.unit == "groups"
+    assert [int(s // 10) for s in cal.scores_] == [0, 1, 2, 3, 4]  # one per group, sorted
+    # k = ceil(6 * 0.8) = 5: the largest group score; 0.5 -> k = 3
+    assert cal.quantile(0.8) == cal.scores_[4] and cal.quantile(0.5) == cal.scores_[2]
+    assert cal.max_coverage == 5 / 6
+    with pytest.warns(UncalibratableWarning):
+        assert cal.quantile(0.9) == math.inf
+    # p = (1 + #{group scores >= s}) / (m + 1)
+    np.testing.assert_allclose(cal.p_value([0.0, 25.0, 100.0]), [6 / 6, 3 / 6, 1 / 6])
+    again = SplitConformalCalibrator("group-subsample", random_state=3).fit(scores, groups)
+    np.testing.assert_array_equal(again.scores_, cal.scores_)  # the draw is seeded
+
+
+def test_group_pooled_weights_every_group_equally():
+    # group A: one score 1; group B: scores 2 and 3; group C: four scores 4..7
+    scores = np.array([1.0, 2, 3, 4, 5, 6, 7])
+    groups = np.array(["A", "B", "B", "C", "C", "C", "C"])
+    cal = SplitConformalCalibrator("group-pooled").fit(scores, groups)
+    np.testing.assert_allclose(cal.weights_, [1 / 3, 1 / 6, 1 / 6, 1 / 12, 1 / 12, 1 / 12, 1 / 12])
+    # pooled CDF: 1/3 at 1, 1/2 at 2, 2/3 at 3, 3/4 at 4, 5/6 at 5, 11/12 at 6, 1 at 7; target eta (m+1)/m
+    assert cal.quantile(0.5) == 3.0    # target 2/3
+    assert cal.quantile(0.25) == 1.0   # target 1/3
+    assert cal.quantile(0.68) == 6.0   # target 0.9067 <= 11/12
+    assert cal.quantile(0.7) == 7.0    # target 0.9333 > 11/12
+    # p = (1 + m W(alpha >= s)) / (m + 1): W(>= 4) = 1/3, W(>= 0) = 1, W(> 7) = 0
+    np.testing.assert_allclose(cal.p_value([4.0, 0.0, 8.0]), [(1 + 1) / 4, 4 / 4, 1 / 4])
+    # one row per group: the pooled rule is the row rule
+    rows = SplitConformalCalibrator().fit(scores)
+    single = SplitConformalCalibrator("group-pooled").fit(scores, np.arange(7))
+    for eta in (0.3, 0.5, 0.8):
+        assert single.quantile(eta) == rows.quantile(eta)
+    np.testing.assert_allclose(single.p_value(scores), rows.p_value(scores))
+
+
+def test_group_rules_need_groups_and_refuse_levels_past_the_group_count():
+    with pytest.raises(InputError, match="needs the calibration rows' groups") as info:
+        SplitConformalCalibrator("group-subsample").fit([1.0, 2.0])
+    assert info.value.field == "groups"
+    with pytest.raises(InputError, match="one label per calibration row"):
+        SplitConformalCalibrator("group-pooled").fit([1.0, 2.0], ["a"])
+    cal = SplitConformalCalibrator("group-pooled").fit(np.arange(40.0), np.repeat(np.arange(4), 10))
+    with pytest.raises(InputError, match=r"needs more than the 4 calibration groups.*highest attainable level is 0\.8"):
+        cal.check_level(0.9)
+    with pytest.raises(InputError, match="calibration rule must be one of"):
+        SplitConformalCalibrator("bogus").fit([1.0])

@@ -52,12 +52,13 @@ def wait_alive(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> None
 
 @pytest.fixture(scope="module")
 def large_bundle(tmp_path_factory):
-    """4,000 synthetic rows: 324 calibration rows, so HTTP coverage can be checked tightly."""
+    """A 4,000-reading survey (800 positions) in the grouped protocol: about 72 calibration positions,
+    so HTTP coverage at new positions can be checked."""
     from models.bundle import save_bundle
-    from training.datasets import load_dataset
+    from training.datasets import group_by_position, load_dataset
     from training.pipeline import TrainConfig, train
 
-    ds = load_dataset("synthetic", n_samples=4000, seed=0)
+    ds = group_by_position(load_dataset("synthetic", n_samples=4000, seed=0))
     result = train(ds, TrainConfig(seed=0, methods=("ge", "nle", "lmve"), method_params={"lmve": FAST_TRAIN_LMVE}))
     root = tmp_path_factory.mktemp("served")
     save_bundle(result.model, root / "bundle", dataset=ds.info, metrics=result.metrics)
@@ -109,9 +110,9 @@ def test_ready_predict_contains_and_override(server):
 
 def test_http_coverage_of_held_out_points_is_near_the_level(server):
     base, _, _ = server
-    from training.synthetic import make_localization
+    from training.synthetic import make_queries
 
-    X, Y, *_ = make_localization(3000, seed=2024)  # fresh draws from the same distribution
+    X, Y = make_queries(3000, seed=2024)  # readings at positions between the survey's reference points
     inside = []
     for eta in (0.9, 0.8):
         hits = []
@@ -119,8 +120,8 @@ def test_http_coverage_of_held_out_points_is_near_the_level(server):
             body = {"features": X[i:i + 1000].tolist(), "points": Y[i:i + 1000].tolist(), "coverage": eta}
             hits += [r["inside"] for r in post(base, "/contains", body).json()["results"]]
         inside.append(np.mean(hits))
-        # 324 calibration rows: conditional coverage sd ~ 1.7 points; 3000 test points: ~0.6
-        assert abs(np.mean(hits) - eta) < 0.05, (eta, np.mean(hits))
+        # ~72 calibration positions (one score each): conditional coverage sd ~3.5 points
+        assert eta - 0.05 < np.mean(hits) < eta + 0.08, (eta, np.mean(hits))
 
 
 def test_reload_good_then_corrupt_then_sighup(server, large_bundle, tmp_path):

@@ -57,7 +57,7 @@ def test_cross_fit_residuals_are_out_of_fold_and_the_served_centre_is_the_full_o
     ds = load_dataset("synthetic", n_samples=300)
     config = TrainConfig(seed=2, methods=("ge",), cross_fit=3)
     X, Y = ds.X[:120], ds.Y[:120]
-    oof = out_of_fold_centers(X, Y, config)
+    oof = out_of_fold_centers(X, Y, config, 3)
     for rest, fold in KFold(3, shuffle=True, random_state=2).split(X):
         np.testing.assert_allclose(oof[fold], SVRCentre().fit(X[rest], Y[rest]).predict(X[fold]))
     # out-of-fold residuals are larger than the full centre's in-sample ones
@@ -71,7 +71,7 @@ def test_cross_fit_residuals_are_out_of_fold_and_the_served_centre_is_the_full_o
                                SVRCentre().fit(Xs[result.split.train], ds.Y[result.split.train])
                                .predict(Xs[result.split.test]))
     # GE's shape is the second moment of the out-of-fold residuals, not of the in-sample ones
-    oof_train = out_of_fold_centers(Xs[result.split.train], ds.Y[result.split.train], config)
+    oof_train = out_of_fold_centers(Xs[result.split.train], ds.Y[result.split.train], config, 3)
     R = ds.Y[result.split.train] - oof_train
     np.testing.assert_allclose(result.model.methods["ge"].shape_.predict_shape(Xs[:1])[0], R.T @ R / len(R),
                                rtol=1e-10)

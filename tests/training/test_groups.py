@@ -1,0 +1,125 @@
+"""Grouped calibration end to end: the guarantee at new groups (statistically), the grouped
+protocol of lmve-train (automatic grouping, --groups errors), and what the bundle records."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.bundle import load_bundle
+from models.centre import SVRCentre
+from models.conformal import SplitConformalCalibrator
+from models.shapes import GaussianEllipsoid
+from training.cli import main
+from training.synthetic import make_survey
+
+
+@pytest.fixture(scope="module")
+def survey_scores():
+    """GE scores of every reading of a 300-point survey, shapes and centre fitted on 60 other points."""
+    X, Y, point, _, _, _ = make_survey(n_points=360, readings=8, seed=5)
+    train = point < 60
+    centre = SVRCentre(scale_targets=True).fit(X[train], Y[train])
+    R = Y - centre.predict(X)
+    ge = GaussianEllipsoid().fit(X[train], R[train])
+    scores = ge.conformity_scores(X, R)
+    return scores[~train], point[~train], scores[train]
+
+
+def per_group_coverage(inside: np.ndarray, groups: np.ndarray) -> float:
+    """Mean over groups of each group's coverage: a random new group, then a random reading of it."""
+    _, codes = np.unique(groups, return_inverse=True)
+    return float(np.mean(np.bincount(codes, weights=inside) / np.bincount(codes)))
+
+
+def test_exact_group_rule_covers_new_groups_over_200_random_group_splits(survey_scores):
+    scores, point, _ = survey_scores
+    eta, rng = 0.9, np.random.default_rng(0)
+    ids = np.unique(point)
+    coverage = {"group-subsample": [], "group-pooled": []}
+    for split in range(200):
+        cal_ids = rng.choice(ids, size=100, replace=False)
+        cal = np.isin(point, cal_ids)
+        for rule, cov in coverage.items():
+            c = SplitConformalCalibrator(rule, random_state=split).fit(scores[cal], point[cal])
+            cov.append(per_group_coverage(scores[~cal] <= c.quantile(eta), point[~cal]))
+    assert np.mean(coverage["group-subsample"]) >= eta - 0.01, np.mean(coverage["group-subsample"])
+    # the pooled rule is reported, not guaranteed: it stays close here
+    assert abs(np.mean(coverage["group-pooled"]) - eta) < 0.03
+
+
+def test_calibrating_at_surveyed_points_does_not_cover_new_points(survey_scores):
+    """Why the grouped protocol exists: scores of the training points' own readings are too small."""
+    scores, point, train_scores = survey_scores
+    threshold = SplitConformalCalibrator().fit(train_scores).quantile(0.9)
+    assert per_group_coverage(scores <= threshold, point) < 0.85
+
+
+def write_survey_csv(path, n_points=120, sites=2):
+    X, Y, point, device, names, _ = make_survey(n_points=n_points, readings=6, seed=2)
+    site = np.where(point % sites == 0, "north", "south")
+    header = ",".join([*names, "x", "y", "site", "device"])
+    rows = [",".join([*map(str, X[i]), str(Y[i, 0]), str(Y[i, 1]), site[i], f"phone-{device[i]}"])
+            for i in range(len(Y))]
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+BEACONS = ",".join(f"beacon_{i:02d}" for i in range(1, 17))
+
+
+def train_csv(csv, out, *extra) -> int:
+    return main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--methods", "ge,nle", *extra])
+
+
+def test_positions_that_repeat_are_grouped_automatically(tmp_path, capsys):
+    csv = write_survey_csv(tmp_path / "survey.csv")
+    out = tmp_path / "run"
+    assert train_csv(csv, out, "--features", BEACONS) == 0
+    printed = capsys.readouterr().out
+    assert "grouping by position (120 positions)" in printed and "--groups none" in printed
+    assert "for a reading at a position not in the survey" in printed
+    m = load_bundle(out / "bundle").manifest
+    cal = m["calibration"]
+    assert cal["rule"] == "group-subsample" and cal["grouping"]["by"] == "position" and cal["grouping"]["automatic"]
+    assert cal["n_calibration"] == cal["n_groups"] >= 9 and cal["n_rows"] == 6 * cal["n_groups"]
+    assert m["training"]["cross_fit"] == 5
+    assert "position not in the survey" in (out / "report.md").read_text()
+    # --groups none: the paper's row protocol
+    assert train_csv(csv, tmp_path / "rows", "--features", BEACONS, "--groups", "none") == 0
+    cal = load_bundle(tmp_path / "rows" / "bundle").manifest["calibration"]
+    assert cal["rule"] == "rows" and cal["grouping"] is None
+
+
+def test_group_columns_of_any_type_are_never_features(tmp_path):
+    csv = write_survey_csv(tmp_path / "survey.csv")
+    out = tmp_path / "run"
+    # default features: every column but the targets and the group columns (site, device are strings)
+    # default features: every column but the targets and the group columns
+    assert train_csv(csv, out, "--groups", "x,y") == 2  # 'site' and 'device' are strings: not features
+    assert train_csv(csv, out, "--groups", "x,y,site,device") == 0  # grouped by all four; beacons are the rest
+    m = load_bundle(out / "bundle").manifest
+    assert m["feature_names"] == BEACONS.split(",") and m["calibration"]["grouping"]["by"] == "x, y, site, device"
+
+
+@pytest.mark.parametrize(("groups", "message"), [
+    ("room", "group column(s) ['room'] not found"),
+    ("site", "gives 2 groups"),
+])
+def test_bad_groups_are_named_and_write_nothing(tmp_path, capsys, groups, message):
+    csv = write_survey_csv(tmp_path / "survey.csv", sites=1 if groups == "site" else 2)
+    out = tmp_path / "run"
+    assert train_csv(csv, out, "--groups", groups, "--features", BEACONS) == 2
+    err = capsys.readouterr().err
+    assert message in err or ("gives 1 group" in err and groups == "site"), err
+    assert not out.exists()
+
+
+def test_too_few_groups_name_the_highest_attainable_level(tmp_path, capsys):
+    csv = write_survey_csv(tmp_path / "survey.csv", n_points=40)
+    out = tmp_path / "run"
+    assert train_csv(csv, out, "--features", BEACONS) == 2
+    err = capsys.readouterr().err
+    assert "calibration part holds 4 groups (of 40)" in err and "attain coverage at most 0.8" in err
+    assert "needs at least 9 calibration groups" in err
+    assert not out.exists()
