@@ -90,7 +90,8 @@ class SplitTask:
 
     def key(self) -> str:
         if self.protocol is not None:
-            return f"shift-{self.variant}/{self.protocol}/{self.dataset}/seed_{self.seed:03d}.json"
+            return (f"shift-{self.variant}/{self.protocol}/{self.dataset}/{'-'.join(self.methods)}/"
+                    f"seed_{self.seed:03d}.json")
         return f"{self.variant}/{self.dataset}/seed_{self.seed:03d}.json"
 
 
@@ -292,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--protocol", default=None,
                    help="shift protocols instead of the paper's split, comma-separated: random, leave-location-out, "
                         "leave-phone-out, leave-user-out (indoor_localization); writes shift.csv and shift.md")
-    p.add_argument("--calibration", default="rows,groups",
-                   help="with --protocol: which calibrations to tabulate, rows and/or groups (both are computed)")
+    p.add_argument("--calibration", default="rows,groups,groups-pooled",
+                   help="with --protocol: which calibrations to tabulate: rows, groups (exact rule), groups-pooled "
+                        "(all three are computed)")
     p.add_argument("--cached-only", action="store_true",
                    help="tabulate the splits already in the cache and run none (says which are missing)")
     p.add_argument("--quiet", action="store_true")

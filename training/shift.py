@@ -9,7 +9,9 @@ calibrations then serve the same centre and the same test rows:
 * ``rows``: the paper's protocol, shapes from the centre's in-sample residuals, calibrated on the
   random rows (which share their positions with training rows);
 * ``groups``: the grouped protocol, shapes from group out-of-fold residuals (``cross_fit`` group
-  folds), calibrated on the held-out positions with the exact group rule (one score per position).
+  folds), calibrated on the held-out positions with the exact group rule (one score per position);
+* ``groups-pooled``: the same shapes and positions with the pooled-CDF rule (every reading, each
+  position weighted equally).
 
 The guarantee of ``groups`` is for a reading at a position not in the survey; it says nothing of
 a new phone or a new user, which the other two protocols measure.
@@ -26,7 +28,8 @@ from models.exceptions import InputError
 
 PROTOCOLS = {"random": None, "leave-location-out": "position", "leave-phone-out": "PHONEID",
              "leave-user-out": "USERID"}
-CALIBRATIONS = ("rows", "groups")
+CALIBRATIONS = ("rows", "groups", "groups-pooled")
+RULES = {"rows": "rows", "groups": "group-subsample", "groups-pooled": "group-pooled"}
 
 
 def _units(ds, protocol: str) -> np.ndarray | None:
@@ -101,22 +104,25 @@ def run_shift_split(ds, protocol: str, seed: int, methods: tuple[str, ...], cove
     timings["cross_fit"] = time.perf_counter() - t1
     test_units = parts["units"][test] if parts["units"] is not None else parts["positions"][test]
     out = {}
-    for calibration in CALIBRATIONS:
-        cal = parts["cal_groups"] if calibration == "groups" else parts["cal_rows"]
-        train_centers = oof if calibration == "groups" else centers[train]
-        rule = "group-subsample" if calibration == "groups" else "rows"
-        for name in methods:
+    _, test_codes = np.unique(test_units, return_inverse=True)
+    for name in methods:
+        shapes = {}
+        for calibration, rule in RULES.items():
+            grouped = calibration != "rows"
+            cal = parts["cal_groups"] if grouped else parts["cal_rows"]
             t1 = time.perf_counter()
             reg = SplitConformalRegressor(config.make_shape(name), centre=fitted, coverage=coverage,
                                           prefit_centre=True, calibration=rule, random_state=seed)
-            groups_train = parts["positions"][train] if calibration == "groups" else None
-            reg.fit(Xs[train], Y[train], centers=train_centers, groups=groups_train)
-            reg.conformalize(Xs[cal], Y[cal], centers=centers[cal],
-                             groups=parts["positions"][cal] if calibration == "groups" else None)
+            if grouped and "groups" in shapes:  # the pooled rule reuses the grouped protocol's shape
+                reg.centre_, reg.shape_ = fitted, shapes["groups"]
+            else:
+                reg.fit(Xs[train], Y[train], centers=oof if grouped else centers[train],
+                        groups=parts["positions"][train] if grouped else None)
+                shapes[calibration] = reg.shape_
+            reg.conformalize(Xs[cal], Y[cal], centers=centers[cal], groups=parts["positions"][cal] if grouped else None)
             region = reg._regions(Xs[test], None, centers[test])
             inside = region.contains(Y[test])
-            _, codes = np.unique(test_units, return_inverse=True)
-            per_unit = np.bincount(codes, weights=inside) / np.bincount(codes)
+            per_unit = np.bincount(test_codes, weights=inside) / np.bincount(test_codes)
             out[f"{calibration}/{name}"] = {
                 "coverage": float(inside.mean()), "unit_coverage_mean": float(per_unit.mean()),
                 "share_units_below_80": float(np.mean(per_unit < 0.8)), "n_units": int(per_unit.size),

@@ -1,0 +1,52 @@
+"""Shift protocols (lmve-bench --protocol): disjoint parts that hold whole units, and both calibrations."""
+
+import numpy as np
+import pytest
+
+from models.exceptions import InputError
+from training.datasets import load_dataset
+from training.shift import run_shift_split, shift_split, shift_tables
+
+
+@pytest.fixture(scope="module")
+def survey():
+    ds = load_dataset("synthetic", n_samples=1500, seed=1)
+    ds.meta["PHONEID"] = ds.meta["device"]
+    return ds
+
+
+@pytest.mark.parametrize("protocol", ["random", "leave-location-out", "leave-phone-out"])
+def test_parts_are_disjoint_and_hold_whole_units(survey, protocol):
+    parts = shift_split(survey, protocol, seed=3)
+    names = ("test", "cal_groups", "cal_rows", "train")
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert not np.intersect1d(parts[a], parts[b]).size, (a, b)
+    assert sum(len(parts[n]) for n in names) == len(survey.Y)
+    pos = parts["positions"]
+    # calibration positions are new to training; row calibration shares positions with it
+    assert not np.intersect1d(pos[parts["cal_groups"]], pos[parts["train"]]).size
+    assert np.isin(pos[parts["cal_rows"]], pos[parts["train"]]).mean() > 0.9
+    if protocol != "random":
+        units = parts["units"]
+        assert not np.intersect1d(units[parts["test"]], units[parts["train"]]).size
+
+
+def test_one_split_reports_every_calibration_and_the_table(survey):
+    record = run_shift_split(survey, "leave-location-out", 0, ("ge", "nle"), cross_fit=3)
+    assert set(record["results"]) == {f"{c}/{m}" for c in ("rows", "groups", "groups-pooled") for m in ("ge", "nle")}
+    for key, r in record["results"].items():
+        assert 0 <= r["coverage"] <= 1 and r["volume_paper"] > 0
+        assert r["n_calibration"] == (record["rows"]["cal_rows"] if key.startswith("rows/") else r["n_calibration"])
+    record["task"] = {"dataset": "synthetic"}
+    table, md = shift_tables([record], ["rows", "groups"], "lmve-bench ...", 1.0)
+    assert list(table.columns) == ["dataset", "protocol", "calibration", "method", "n_splits", "coverage_mean",
+                                   "coverage_std", "volume_mean", "volume_std"]
+    assert len(table) == 4 and "leave-location-out" in md
+
+
+def test_unknown_protocol_is_named(survey):
+    with pytest.raises(InputError, match="protocol must be one of"):
+        shift_split(survey, "leave-floor-out", 0)
+    with pytest.raises(InputError, match="needs the column USERID"):
+        shift_split(survey, "leave-user-out", 0)
