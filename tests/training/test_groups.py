@@ -123,3 +123,21 @@ def test_too_few_groups_name_the_highest_attainable_level(tmp_path, capsys):
     assert "calibration part holds 4 groups (of 40)" in err and "attain coverage at most 0.8" in err
     assert "needs at least 9 calibration groups" in err
     assert not out.exists()
+
+
+def test_the_served_model_states_its_grouping_and_guarantee(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import ServiceSettings
+
+    csv = write_survey_csv(tmp_path / "survey.csv")
+    assert train_csv(csv, tmp_path / "run", "--features", BEACONS) == 0
+    with TestClient(create_app(ServiceSettings(bundle=tmp_path / "run" / "bundle"))) as client:
+        body = client.get("/model").json()
+    cal = body["calibration"]
+    assert cal["rule"] == "group-subsample" and cal["grouping"]["by"] == "position"
+    assert "position not in the survey" in cal["guarantee"]
+    m = cal["n_calibration"]
+    assert body["methods"]["ge"]["n_calibration"] == m
+    assert body["methods"]["ge"]["max_coverage"] == pytest.approx(m / (m + 1))
