@@ -105,5 +105,8 @@ def centre(name: str) -> CentreSpec:
 
 def fallback_order() -> tuple[str, ...]:
     """The ellipse-serving methods, preferred first (LMVE, then NLE, then GE)."""
-    ranked = [s for s in METHODS.values() if s.fallback_rank is not None]
-    return tuple(s.name for s in sorted(ranked, key=lambda s: s.fallback_rank))
+    return _FALLBACK_ORDER
+
+
+_FALLBACK_ORDER = tuple(s.name for s in sorted((s for s in METHODS.values() if s.fallback_rank is not None),
+                                               key=lambda s: s.fallback_rank))
