@@ -199,8 +199,8 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
     groups = dataset.groups if grouped else None
     rule = config.resolved_rule(grouped)
     if rule != "rows" and not grouped:
-        raise InputError(f"calibration rule {rule!r} needs groups; the dataset has none", field="calibration",
-                         expected="rows", received=rule)
+        raise InputError(f"calibration rule {rule!r} needs groups; the rows have none (name them with --groups)",
+                         field="calibration", expected="rows", received=rule)
     if split is None:
         split = group_split(groups, config.seed) if grouped else paper_split(X.shape[0], config.seed)
     k = config.resolved_cross_fit(grouped)

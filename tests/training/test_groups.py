@@ -89,6 +89,13 @@ def test_positions_that_repeat_are_grouped_automatically(tmp_path, capsys):
     assert train_csv(csv, tmp_path / "rows", "--features", BEACONS, "--groups", "none") == 0
     cal = load_bundle(tmp_path / "rows" / "bundle").manifest["calibration"]
     assert cal["rule"] == "rows" and cal["grouping"] is None
+    # the pooled rule: every calibration reading, each position weighted equally
+    assert train_csv(csv, tmp_path / "pooled", "--features", BEACONS, "--group-rule", "pooled") == 0
+    model = load_bundle(tmp_path / "pooled" / "bundle")
+    cal = model.manifest["calibration"]
+    assert cal["rule"] == "group-pooled" and cal["n_rows"] == 6 * cal["n_calibration"]
+    assert "asymptotically" in cal["guarantee"]
+    assert model.methods["ge"].calibrator_.weights_.sum() == pytest.approx(1.0)
 
 
 def test_group_columns_of_any_type_are_never_features(tmp_path):
