@@ -43,6 +43,41 @@ def resolve_device(device: str | None) -> torch.device:
     return dev
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (``avx512_bf16`` or ``amx_bf16`` in
+    ``/proc/cpuinfo``); ``False`` where that file is absent (not Linux)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+#: the values of ``precision``
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of the forward passes, or ``None`` for float32 throughout.
+
+    ``"auto"``: bfloat16 where the device computes it natively (a CPU with ``avx512_bf16``/``amx_bf16``,
+    a CUDA device with bf16 support), float32 elsewhere. Losses, optimiser state and weights stay float32.
+    """
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}", field="precision",
+                         expected=" or ".join(PRECISIONS), received=repr(precision))
+    if precision == "float32":
+        return None
+    if precision == "bfloat16":
+        return torch.bfloat16
+    native = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_native_bf16()
+    return torch.bfloat16 if native else None
+
+
 class BatchedMLP(nn.Module):
     """``K`` independent ReLU MLPs evaluated in one pass: ``x (B, d) -> (K, B, widths[-1])``.
 
@@ -156,7 +191,13 @@ def adam(params, lr: float) -> torch.optim.Optimizer:
 
 @dataclass(frozen=True)
 class Schedule:
-    """How long and on what a phase trains: step cap, evaluation period, patience, mini-batch rows."""
+    """How long and on what a phase trains: step cap, evaluation period, patience, mini-batch rows.
+
+    ``halve_every``: every this many evaluations, the worse half of the configurations still in the
+    batch (by their best held-out score so far) leaves it, down to one (successive halving).
+    ``dtype``: the autocast dtype of the forward passes (``None``: float32). ``tol``: the relative
+    improvement of a held-out score that counts as one.
+    """
 
     max_steps: int
     eval_every: int
@@ -164,6 +205,9 @@ class Schedule:
     batch_size: int
     retire: bool = False
     progress: bool = False
+    halve_every: int | None = None
+    dtype: torch.dtype | None = None
+    tol: float = REL_TOL
 
 
 @dataclass(frozen=True)
@@ -171,6 +215,7 @@ class PhaseResult:
     steps: int              # optimiser steps run
     best_step: np.ndarray   # (K,) the step of each configuration's kept weights
     seconds: float
+    left_at: np.ndarray     # (K,) the last step each configuration trained (it left the batch after it)
 
 
 #: a loss maps the network's output (K, B, out) and the batch targets to per-configuration values (K,)
@@ -187,8 +232,10 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
     default ``loss``); it keeps the weights of its best score. The phase ends once no configuration
     has improved for ``patience`` evaluations (``None``: never early), or after ``max_steps``. With
     ``schedule.retire``, a configuration that has stalled that long leaves the batch at once (its
-    best weights kept); the mini-batches and dropout draws do not depend on how many remain.
-    On return ``net`` holds every configuration's best weights.
+    best weights kept); with ``schedule.halve_every``, the worse half leaves at every rung. The
+    mini-batches and dropout draws do not depend on how many remain. Forward passes run under
+    autocast to ``schedule.dtype`` when set; the loss sees float32. On return ``net`` holds every
+    configuration's best weights.
     """
     from tqdm.auto import tqdm
 
@@ -203,7 +250,11 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
     best_step = np.zeros(K, dtype=int)
     stale = np.zeros(K, dtype=int)
     active = np.arange(K)  # original index of each configuration still in the batch
+    left_at = np.zeros(K, dtype=int)
     m = x_all.shape[0]
+    autocast = torch.autocast(x_all.device.type, dtype=schedule.dtype or torch.bfloat16,
+                              enabled=schedule.dtype is not None)
+    evals = 0
     bar = tqdm(total=schedule.max_steps, desc=desc, disable=not schedule.progress, leave=False)
     step = 0
     for step in range(1, schedule.max_steps + 1):
@@ -213,7 +264,9 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
         else:
             idx = torch.randint(0, m, (schedule.batch_size,), generator=generator).to(x_all.device)
             xb, yb = x_all[idx], y_all[idx]
-        value = loss(net(xb, dropout_generator), yb)
+        with autocast:
+            out = net(xb, dropout_generator)
+        value = loss(out.float(), yb)
         opt.zero_grad(set_to_none=True)
         value.sum().backward()  # configurations are independent: the sum's gradient splits
         opt.step()
@@ -221,11 +274,14 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
         if step % schedule.eval_every and step != schedule.max_steps:
             continue
         net.eval()
+        evals += 1
+        with torch.no_grad(), autocast:
+            out = net(x_held)
         with torch.no_grad():
-            h = score(net(x_held), y_held).detach().cpu()
+            h = score(out.float(), y_held).detach().cpu()
         h = torch.where(torch.isfinite(h), h, torch.full_like(h, math.inf))
         best_a = best[active]
-        threshold = torch.where(torch.isfinite(best_a), best_a - REL_TOL * best_a.abs(), best_a)
+        threshold = torch.where(torch.isfinite(best_a), best_a - schedule.tol * best_a.abs(), best_a)
         improved = (h < threshold).numpy()
         if improved.any():
             rows = active[improved]
@@ -237,14 +293,24 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
                     bp[torch.as_tensor(rows, device=bp.device)] = p[sel]
         stale[active] = np.where(improved, 0, stale[active] + 1)
         bar.set_postfix(heldout=f"{float(best.min()):.4g}", active=len(active))
-        if schedule.patience is None:
-            continue
-        keep = stale[active] < schedule.patience
-        if not keep.any():
-            break
-        if schedule.retire and not keep.all():
+        keep = np.ones(len(active), dtype=bool)
+        if schedule.patience is not None:
+            improving = stale[active] < schedule.patience
+            if not improving.any():
+                break
+            if schedule.retire:
+                keep = improving
+        if schedule.halve_every and evals % schedule.halve_every == 0 and len(active) > 1:
+            # rank by best held-out score (never improved: inf, last); the worse half leaves
+            order = np.argsort(best[active].numpy(), kind="stable")
+            keep &= np.isin(np.arange(len(active)), order[: math.ceil(len(active) / 2)])
+            if not keep.any():  # the better half has stalled and retired: nothing is left to train
+                break
+        if not keep.all():
+            left_at[active[~keep]] = step
             opt = net.select_(torch.as_tensor(np.flatnonzero(keep), device=full_p_drop.device), opt)
             active = active[keep]
     bar.close()
+    left_at[active] = step
     net.restore(best_params, full_p_drop, full_lr_scale)
-    return PhaseResult(steps=step, best_step=best_step, seconds=time.perf_counter() - t0)
+    return PhaseResult(steps=step, best_step=best_step, seconds=time.perf_counter() - t0, left_at=left_at)

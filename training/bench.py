@@ -298,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(all three are computed)")
     p.add_argument("--cached-only", action="store_true",
                    help="tabulate the splits already in the cache and run none (says which are missing)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows of datasets not in this run from the existing runs csv, and tabulate all")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     try:
@@ -342,14 +344,23 @@ def main(argv: list[str] | None = None) -> int:
         print(md)
         return 0
     runs = runs_table(records)
-    t1 = table1(runs)
     suffix = "" if args.variant == "paper" else f"_{args.variant}"
+    kept = []
+    if args.merge and (args.out / f"runs{suffix}.csv").is_file():
+        import pandas as pd
+
+        old = pd.read_csv(args.out / f"runs{suffix}.csv")
+        old = old[~old.dataset.isin(set(runs.dataset))]
+        kept = list(dict.fromkeys(old.dataset))
+        runs = pd.concat([old, runs], ignore_index=True)
+    t1 = table1(runs)
     runs.to_csv(args.out / f"runs{suffix}.csv", index=False)
     t1.to_csv(args.out / f"table1{suffix}.csv", index=False)
     (args.out / f"table1{suffix}.md").write_text(
         markdown_table(t1, f"Table I reproduction, variant `{args.variant}`, coverage {args.coverage}")
         + f"\nCommand: `lmve-bench {' '.join(argv if argv is not None else sys.argv[1:])}`; "
-          f"this invocation's wall time {wall:.0f} s (cached splits are not re-run).\n")
+          f"this invocation's wall time {wall:.0f} s (cached splits are not re-run)."
+        + (f" Rows of {', '.join(kept)} are kept from the previous `runs{suffix}.csv` (--merge).\n" if kept else "\n"))
     plot_volumes(runs, args.out / f"volumes{suffix}.png")
     print(markdown_table(t1, f"variant {args.variant}"))
     print(f"wall {wall:.1f} s; results in {args.out}")

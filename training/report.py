@@ -31,7 +31,8 @@ def phase_line(history: dict | None) -> str:
     for phase, h in history.items():
         steps = f"{h['steps']} steps " if "steps" in h else ""
         parts.append(f"{phase} {steps}{h['seconds']:.1f} s")
-    return "phases: " + ", ".join(parts)
+    precision = next((h["precision"] for h in history.values() if "precision" in h), None)
+    return "phases" + (f" ({precision})" if precision else "") + ": " + ", ".join(parts)
 
 
 def metrics_table(metrics: dict, coverage: float) -> str:

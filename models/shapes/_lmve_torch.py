@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models._lockstep import BatchedMLP, PhaseResult, Schedule, resolve_device, run_phase
+from models._lockstep import BatchedMLP, PhaseResult, Schedule, resolve_device, resolve_precision, run_phase
 from models.conformal import conformal_quantile, conformal_rank
 from models.exceptions import InputError
 from models.shapes.base import second_moment
+from models.shapes.lmve import FULL_BATCH_ROWS, HALVE_EVERY, MINIBATCH_ROWS
 from models.shapes.nle import NearestNeighbourEllipsoid
 
 
@@ -82,6 +83,14 @@ class LMVEFit:
 
     def __init__(self, est, X: np.ndarray, R: np.ndarray, coverage: float, groups=None):
         self.est, self.coverage = est, coverage
+        self.input_box = (X.min(axis=0), X.max(axis=0))
+        # columns constant on the fit rows carry nothing the network can learn from: it never sees them
+        # (LMVEShape.fit gives them zero first-layer weights)
+        self.columns = np.arange(X.shape[1])
+        if est.drop_constant:
+            varying = np.flatnonzero(self.input_box[1] > self.input_box[0])
+            self.columns = varying if varying.size else self.columns
+            X = X[:, self.columns]
         m, self.d = X.shape
         self.n = n = R.shape[1]
         self.device = dev = resolve_device(est.device)
@@ -112,10 +121,16 @@ class LMVEFit:
         self.output = est._output()
         self.widths = [self.d, *est._hidden(self.d), n * n]
         self.k_val = conformal_rank(len(val), coverage)
-        self.input_box = (X.min(axis=0), X.max(axis=0))
-        batch = est.batch_size or (m if len(fit) <= 4096 else 1024)
+        # "auto" settings: above FULL_BATCH_ROWS fit rows, mini-batches, successive halving, retiring
+        # stalled configurations and bf16 where native; full-batch float32 below (the small datasets)
+        self.large = large = len(fit) > FULL_BATCH_ROWS
+        batch = est.batch_size or (MINIBATCH_ROWS if large else m)
+        halve = (HALVE_EVERY if large else None) if est.halve_every == "auto" else est.halve_every
+        retire = large if est.retire == "auto" else bool(est.retire)
+        self.dtype = resolve_precision(est.precision if est.precision != "auto" or large else "float32", dev)
         self.schedule = Schedule(max_steps=int(est.max_steps), eval_every=int(est.eval_every), patience=est.patience,
-                                 batch_size=int(batch), retire=bool(est.retire), progress=bool(est.progress))
+                                 batch_size=int(batch), retire=retire, progress=bool(est.progress),
+                                 halve_every=halve, dtype=self.dtype, tol=float(est.tol))
 
     # ------------------------------------------------------------------ the model and its losses
     def shapes(self, out: torch.Tensor) -> torch.Tensor:

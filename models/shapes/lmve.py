@@ -37,6 +37,13 @@ PAPER_GRID = {"learning_rates_init": (1e-3, 1e-5), "learning_rates_train": (1e-3
 
 LOSSES = ("paper", "nll", "volume")
 
+#: up to this many fit rows LMVE trains full-batch in float32, every configuration until it stops;
+#: above, the "auto" settings switch to mini-batches of MINIBATCH_ROWS, successive halving every
+#: HALVE_EVERY evaluations, retiring stalled configurations, and bf16 where the device has it
+FULL_BATCH_ROWS = 4096
+MINIBATCH_ROWS = 256
+HALVE_EVERY = 4
+
 
 @dataclass(frozen=True)
 class LMVEConfig:
@@ -74,7 +81,8 @@ class LMVEShape(EllipsoidShapeEstimator):
         Held-out scores are evaluated every ``eval_every`` steps; a phase stops when no configuration
         improved for ``patience`` evaluations (``None``: run all ``max_steps``, as the paper's budget).
     batch_size : int or None, default=None
-        Mini-batch rows; ``None``: full batch up to 4,096 fit rows, else 1,024.
+        Mini-batch rows; ``None``: full batch up to ``FULL_BATCH_ROWS`` (4,096) fit rows, else
+        ``MINIBATCH_ROWS`` (256).
     validation_fraction : float, default=0.2
         Share of the training rows held out for early stopping and configuration choice.
     min_validation_rows : int, default=100
@@ -90,8 +98,9 @@ class LMVEShape(EllipsoidShapeEstimator):
     floor_weight : float in [0, 1), default=0.05
         ``C = (1 - w) (R^T R + eps I) + w C_GE``: a share ``w`` of the constant GE shape (the fit
         residuals' second moment), which bounds every score by ``M_GE / w``. 0 is the paper's model.
-    retire : bool, default=False
-        Drop a configuration from the batch once it has stalled for ``patience`` evaluations.
+    retire : bool or "auto", default="auto"
+        Drop a configuration from the batch once it has stalled for ``patience`` evaluations
+        (its best weights stay a candidate). ``"auto"``: above ``FULL_BATCH_ROWS`` fit rows only.
     init_candidates : bool, default=True
         Also offer the init-phase networks (imitations of the NLE baseline) to the selection.
     device : str, default="auto"
@@ -104,6 +113,22 @@ class LMVEShape(EllipsoidShapeEstimator):
     output : {"gram", "cholesky"} or None
         How the net's output becomes a shape: ``R^T R`` (the paper) or a Cholesky factor.
         ``None``: Cholesky for ``loss="nll"``, gram otherwise.
+    precision : {"auto", "float32", "bfloat16"}, default="auto"
+        Forward passes during training under bf16 autocast. ``"auto"``: above ``FULL_BATCH_ROWS``
+        fit rows, where the device computes bf16 natively (a CPU with ``avx512_bf16``/``amx_bf16``,
+        a CUDA device with bf16); float32 otherwise. Weights, losses, the optimiser and the
+        selection stay float32; the fitted network is float64 either way.
+    halve_every : int, None or "auto", default="auto"
+        Successive halving: every this many held-out evaluations, the worse half of the
+        configurations still training (by best held-out score) leaves the batch, keeping its best
+        weights as a candidate. ``None``: every configuration trains until it stops. ``"auto"``:
+        ``HALVE_EVERY`` (4) above ``FULL_BATCH_ROWS`` fit rows, ``None`` below.
+    tol : float, default=1e-4
+        A held-out score counts as improved when it beats the best so far by this relative amount;
+        ``patience`` evaluations without such an improvement stop a configuration.
+    drop_constant : bool, default=True
+        Columns constant on the training rows are not network inputs (their first-layer weights are
+        zero in ``layers_``); the hidden widths ``4d, d`` count the varying columns only.
 
     Attributes
     ----------
@@ -146,13 +171,17 @@ class LMVEShape(EllipsoidShapeEstimator):
         stop_on: str = "volume",
         clip_inputs: bool = True,
         floor_weight: float = 0.05,
-        retire: bool = False,
+        retire: bool | str = "auto",
         init_candidates: bool = True,
         device: str = "auto",
         random_state: int = 0,
         progress: bool = False,
         loss: str = "paper",
         output: str | None = None,
+        precision: str = "auto",
+        halve_every: int | str | None = "auto",
+        drop_constant: bool = True,
+        tol: float = 1e-4,
     ):
         self.learning_rates_init = learning_rates_init
         self.learning_rates_train = learning_rates_train
@@ -177,6 +206,10 @@ class LMVEShape(EllipsoidShapeEstimator):
         self.progress = progress
         self.loss = loss
         self.output = output
+        self.precision = precision
+        self.halve_every = halve_every
+        self.drop_constant = drop_constant
+        self.tol = tol
 
     # ------------------------------------------------------------------ helpers
     def _hidden(self, d: int) -> list[int]:
@@ -230,6 +263,12 @@ class LMVEShape(EllipsoidShapeEstimator):
             raise bad("stop_on", "'loss' or 'volume'")
         if self._output() not in ("gram", "cholesky"):
             raise bad("output", "'gram' or 'cholesky'")
+        if self.halve_every not in (None, "auto") and not is_positive_int(self.halve_every):
+            raise bad("halve_every", "'auto', None or a positive integer")
+        if self.retire != "auto" and not isinstance(self.retire, bool):
+            raise bad("retire", "'auto', True or False")
+        if self.precision not in ("auto", "float32", "bfloat16"):
+            raise bad("precision", "'auto', 'float32' or 'bfloat16'")
 
     def _n_validation(self, m: int) -> int:
         """Held-out rows: ``validation_fraction`` of ``m``, raised to ``min_validation_rows`` (at most half)."""
@@ -255,6 +294,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         job = LMVEFit(self, X, R, coverage, groups)
         self.target_scale_, self.lambda_value_ = job.scale, job.lam
         self.history_, candidates = {}, []
+        precision = "float32" if job.dtype is None else "bfloat16"
 
         # phase 1 (init) depends on (lr_init, dropout) only: each distinct pair trains once, and is
         # copied to every configuration that shares it
@@ -263,14 +303,16 @@ class LMVEShape(EllipsoidShapeEstimator):
         if self.init == "nle":
             init_net = job.new_grid([p for _, p in init_keys])
             init = job.init_phase(init_net, [a for a, _ in init_keys])
-            self.history_["init"] = {"steps": init.steps, "seconds": init.seconds, "networks": len(init_keys)}
+            self.history_["init"] = {"steps": init.steps, "seconds": init.seconds, "networks": len(init_keys),
+                                     "network_steps": init.left_at.tolist(), "precision": precision}
             net = init_net.gather(init_index, [c.dropout for c in configs])
         else:
             net = job.new_grid([c.dropout for c in configs])
 
         # phase 2 (train): every configuration from its init network
         train = job.train_phase(net, [c.lr_train for c in configs])
-        self.history_["train"] = {"steps": train.steps, "seconds": train.seconds, "networks": len(configs)}
+        self.history_["train"] = {"steps": train.steps, "seconds": train.seconds, "networks": len(configs),
+                                  "network_steps": train.left_at.tolist(), "precision": precision}
 
         # phase 3 (selection): by calibrated volume on the held-out rows, among the trained networks
         # and (init_candidates) the init-phase ones, the fallback where the train phase overfits
@@ -292,6 +334,10 @@ class LMVEShape(EllipsoidShapeEstimator):
 
         s = job.scale
         self.layers_ = chosen.net.numpy_layers(chosen.index)
+        W0 = np.zeros((X.shape[1], self.layers_[0][0].shape[1]))
+        W0[job.columns] = self.layers_[0][0]  # columns the network did not see get zero weights
+        self.layers_[0] = (W0, self.layers_[0][1])
+        self.n_input_columns_ = int(len(job.columns))
         low, high = job.input_box if self.clip_inputs else (np.full(X.shape[1], -np.inf), np.full(X.shape[1], np.inf))
         self.input_low_, self.input_high_ = np.asarray(low, float), np.asarray(high, float)
         self.floor_weight_ = float(self.floor_weight)

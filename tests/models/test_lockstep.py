@@ -32,3 +32,71 @@ def test_batched_net_select_keeps_the_kept_configurations_on_their_trajectory():
     assert part.n_configs == 2
     for i in range(2):
         np.testing.assert_allclose(part.layer(i)[0].detach(), full.layer(i)[0][[0, 2]].detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_successive_halving_keeps_the_better_half_at_every_rung():
+    from models._lockstep import BatchedMLP, Schedule, run_phase
+
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 3), torch.randn(32, 2)
+    net = BatchedMLP([3, 4, 2], [0.0] * 4, torch.Generator().manual_seed(0))
+    # the held-out score is the mean output; output offsets fix the ranking: 2 best, then 0, 3, 1
+    with torch.no_grad():
+        net.b[-1].copy_(torch.tensor([1.0, 3.0, 0.0, 2.0])[:, None, None].expand_as(net.b[-1]) * 100)
+
+    def loss(out, target):
+        return ((out - target) ** 2).mean((1, 2))
+
+    result = run_phase(net, [1e-4] * 4, loss, (x, y), (x, y),
+                       Schedule(max_steps=10, eval_every=1, patience=None, batch_size=32, halve_every=1),
+                       torch.Generator().manual_seed(1), held_score=lambda out, target: out.mean((1, 2)))
+    # rung 1 (step 1): 4 -> 2 (configurations 2 and 0 stay); rung 2 (step 2): 2 -> 1 (configuration 2)
+    assert result.left_at.tolist() == [2, 1, 10, 1]
+    assert result.steps == 10
+    # without halving every configuration trains to the end
+    net2 = BatchedMLP([3, 4, 2], [0.0] * 4, torch.Generator().manual_seed(0))
+    plain = run_phase(net2, [1e-4] * 4, loss, (x, y), (x, y),
+                      Schedule(max_steps=10, eval_every=1, patience=None, batch_size=32),
+                      torch.Generator().manual_seed(1))
+    assert plain.left_at.tolist() == [10] * 4
+
+
+def test_precision_resolution_and_bad_values():
+    from models._lockstep import cpu_has_native_bf16, resolve_precision
+    from models.exceptions import InputError
+
+    cpu = torch.device("cpu")
+    assert resolve_precision("float32", cpu) is None
+    assert resolve_precision("bfloat16", cpu) is torch.bfloat16
+    assert resolve_precision("auto", cpu) is (torch.bfloat16 if cpu_has_native_bf16() else None)
+    try:
+        resolve_precision("fp8", cpu)
+    except InputError as exc:
+        assert exc.field == "precision" and "'fp8'" in str(exc)
+    else:
+        raise AssertionError("precision='fp8' was accepted")
+
+
+def test_bf16_autocast_trains_to_nearly_the_float32_loss():
+    from models._lockstep import BatchedMLP, Schedule, run_phase
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 6)
+    y = torch.stack([x[:, 0] * x[:, 1], torch.relu(x[:, 2])], 1)
+
+    def loss(out, target):
+        return ((out - target) ** 2).mean((1, 2))
+
+    final = {}
+    for dtype in (None, torch.bfloat16):
+        net = BatchedMLP([6, 32, 2], [0.0, 0.0], torch.Generator().manual_seed(0))
+        run_phase(net, [1e-2, 1e-3], loss, (x, y), (x, y),
+                  Schedule(max_steps=300, eval_every=50, patience=None, batch_size=256, dtype=dtype),
+                  torch.Generator().manual_seed(1))
+        net.eval()
+        with torch.no_grad():
+            final[dtype] = loss(net(x), y)
+        assert all(p.dtype == torch.float32 for p in net.parameters())
+    start = float(((y - y.mean(0)) ** 2).mean())
+    assert torch.all(final[None] < 0.5 * start)
+    np.testing.assert_allclose(final[torch.bfloat16], final[None], rtol=0.15)

@@ -268,3 +268,44 @@ def test_lmve_floor_keeps_a_share_of_the_ge_shape():
     assert np.all(M <= geometry.mahalanobis(R, G) / w * (1 + 1e-9))
     with pytest.raises(InputError, match=r"floor_weight must lie in \[0, 1\); got 1.5"):
         LMVEShape(floor_weight=1.5).fit(X, Y)
+
+
+def test_lmve_constant_columns_are_not_inputs_and_get_zero_weights():
+    X, Y = heteroscedastic(300, seed=4)
+    Xc = np.column_stack([X[:, :1], np.full(len(X), 2.5), X[:, 1:]])  # column 1 is constant
+    kw = dict(max_steps=50, eval_every=25, patience=2, random_state=3)
+    est = LMVEShape(**kw).fit(Xc, Y)
+    assert est.n_input_columns_ == X.shape[1]
+    W0 = est.layers_[0][0]
+    assert W0.shape == (X.shape[1] + 1, 4 * X.shape[1]) and np.all(W0[1] == 0.0)
+    # the shape ignores whatever the constant column holds at query time
+    moved = Xc[:20].copy()
+    moved[:, 1] = -40.0
+    np.testing.assert_array_equal(est.predict_shape(Xc[:20]), est.predict_shape(moved))
+    # and equals the fit without that column (same seed, same network)
+    np.testing.assert_allclose(est.predict_shape(Xc[:20]), LMVEShape(**kw).fit(X, Y).predict_shape(X[:20]),
+                               rtol=1e-6, atol=1e-9)
+    kept = LMVEShape(**kw, drop_constant=False).fit(Xc, Y)
+    assert kept.n_input_columns_ == X.shape[1] + 1 and kept.layers_[0][0].shape[1] == 4 * (X.shape[1] + 1)
+
+
+def test_lmve_auto_settings_switch_only_above_the_full_batch_size():
+    from models._lockstep import cpu_has_native_bf16
+    from models.shapes.lmve import FULL_BATCH_ROWS
+
+    X, Y = heteroscedastic(300, seed=4)
+    kw = dict(max_steps=60, eval_every=20, patience=2, random_state=1)
+    auto = LMVEShape(**kw).fit(X, Y)
+    explicit = LMVEShape(**kw, precision="float32", halve_every=None, retire=False).fit(X, Y)
+    np.testing.assert_array_equal(auto.predict_shape(X[:20]), explicit.predict_shape(X[:20]))
+    assert auto.history_["train"]["precision"] == "float32"
+    assert auto.history_["train"]["network_steps"] == [auto.history_["train"]["steps"]] * 8
+
+    m = int(FULL_BATCH_ROWS / 0.8) + 200  # more fit rows than FULL_BATCH_ROWS after the held-out slice
+    Xl, Yl = heteroscedastic(m, seed=5)
+    large = LMVEShape(max_steps=200, eval_every=20, patience=50, random_state=1).fit(Xl, Yl)
+    h = large.history_["train"]
+    assert h["precision"] == ("bfloat16" if cpu_has_native_bf16() else "float32")
+    # successive halving every 4 evaluations (80 steps): 8 -> 4 networks at step 80, 4 -> 2 at 160
+    assert sorted(h["network_steps"]) == [80] * 4 + [160] * 2 + [200] * 2
+    assert np.all(np.isfinite(large.predict_shape(Xl[:50])))
