@@ -121,8 +121,9 @@ class LMVEShape(EllipsoidShapeEstimator):
     halve_every : int, None or "auto", default="auto"
         Successive halving: every this many held-out evaluations, the worse half of the
         configurations still training (by best held-out score) leaves the batch, keeping its best
-        weights as a candidate. ``None``: every configuration trains until it stops. ``"auto"``:
-        ``HALVE_EVERY`` (4) above ``FULL_BATCH_ROWS`` fit rows, ``None`` below.
+        weights as a candidate; only the init networks still training at the end of the init phase
+        start train-phase configurations. ``None``: every configuration trains until it stops.
+        ``"auto"``: ``HALVE_EVERY`` (4) above ``FULL_BATCH_ROWS`` fit rows, ``None`` below.
     tol : float, default=1e-4
         A held-out score counts as improved when it beats the best so far by this relative amount;
         ``patience`` evaluations without such an improvement stop a configuration.
@@ -305,6 +306,12 @@ class LMVEShape(EllipsoidShapeEstimator):
             init = job.init_phase(init_net, [a for a, _ in init_keys])
             self.history_["init"] = {"steps": init.steps, "seconds": init.seconds, "networks": len(init_keys),
                                      "network_steps": init.left_at.tolist(), "precision": precision}
+            if job.schedule.halve_every:
+                # successive halving goes on across the phases: only the init networks still training
+                # when the init phase ended start train-phase configurations
+                alive = set(np.flatnonzero(init.left_at == init.steps).tolist())
+                configs = [c for c, i in zip(configs, init_index) if i in alive]
+                init_index = [i for i in init_index if i in alive]
             net = init_net.gather(init_index, [c.dropout for c in configs])
         else:
             net = job.new_grid([c.dropout for c in configs])

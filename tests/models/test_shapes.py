@@ -306,6 +306,9 @@ def test_lmve_auto_settings_switch_only_above_the_full_batch_size():
     large = LMVEShape(max_steps=200, eval_every=20, patience=50, random_state=1).fit(Xl, Yl)
     h = large.history_["train"]
     assert h["precision"] == ("bfloat16" if cpu_has_native_bf16() else "float32")
-    # successive halving every 4 evaluations (80 steps): 8 -> 4 networks at step 80, 4 -> 2 at 160
-    assert sorted(h["network_steps"]) == [80] * 4 + [160] * 2 + [200] * 2
+    # successive halving every 4 evaluations (80 steps): init 4 -> 2 networks at step 80, 2 -> 1 at 160;
+    # the survivor's two train configurations (its dropout, both train rates): 2 -> 1 at step 80
+    assert sorted(large.history_["init"]["network_steps"]) == [80, 80, 160, 200]
+    assert h["networks"] == 2 and sorted(h["network_steps"]) == [80, 200]
+    assert len({(r["lr_init"], r["dropout"]) for r in large.grid_results_ if r["stage"] == "train"}) == 1
     assert np.all(np.isfinite(large.predict_shape(Xl[:50])))
