@@ -6,7 +6,7 @@ and the calibrated bundle format. Nothing here imports torch at import time: LMV
 imports it inside ``LMVEShape.fit``.
 """
 
-from models.centre import SVRCentre
+from models.centre import KNNCentre, SVRCentre
 from models.conformal import SplitConformalCalibrator, conformal_quantile
 from models.exceptions import BundleError, InputError, LMVEError, NotFittedError
 from models.model import RegionModel
@@ -20,7 +20,7 @@ from models.shapes import (
 )
 
 __all__ = [
-    "RegionModel", "SVRCentre", "SplitConformalCalibrator", "conformal_quantile", "BundleError", "InputError",
+    "RegionModel", "SVRCentre", "KNNCentre", "SplitConformalCalibrator", "conformal_quantile", "BundleError", "InputError",
     "LMVEError", "NotFittedError", "SplitConformalRegressor", "BoxRegions", "EllipsoidRegions",
     "EmpiricalCopulaBox", "GaussianEllipsoid", "LMVEShape", "NearestNeighbourEllipsoid",
 ]

@@ -6,6 +6,7 @@ Layout (schema version 2)::
       manifest.json     schema version, versions, dataset, dims, coverage, the centre's and every
                         method's parameters, alpha_q per method, test metrics, provenance, and
                         the sha256 of every other file
+      preprocess.npz    (optional) the fitted preprocessing step (RSSI columns: which ones)
       scaler.npz        mean, scale
       centre.npz        the centre's arrays (SVR: support vectors, dual coefficients, intercepts)
       calibration.npz   the sorted calibration scores of every method
@@ -40,6 +41,7 @@ from models.conformal import SplitConformalCalibrator
 from models.exceptions import BundleError
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
+from models.preprocessing import RSSIFloor
 
 SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
@@ -92,6 +94,12 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
     centre_params, centre_arrays = centre.to_arrays()
     files = {"scaler.npz": npz_bytes({"mean": model.scaler_mean, "scale": model.scaler_scale}),
              "centre.npz": npz_bytes(centre_arrays)}
+    preprocess = None
+    if model.preprocess is not None:
+        pre_params, pre_arrays = model.preprocess.to_arrays()
+        files["preprocess.npz"] = npz_bytes(pre_arrays)
+        preprocess = {"type": type(model.preprocess).__name__, "params": pre_params, "file": "preprocess.npz",
+                      "description": model.preprocess.describe()}
     methods = {}
     for name, reg in model.methods.items():
         spec = registry.method(name)
@@ -116,6 +124,7 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         "d": model.n_features,
         "n": model.n_targets,
         "coverage": model.coverage,
+        "preprocess": preprocess,
         "centre": {"type": type(centre).__name__, "params": centre_params, "file": "centre.npz"},
         "methods": methods,
         "calibration": {**(calibration or {}), "rule": first.rule, "n_rows": first.n_rows_,
@@ -227,6 +236,13 @@ def load_bundle(path) -> RegionModel:
             raise BundleError(f"manifest names an unknown centre type {manifest['centre']['type']!r}",
                               path=str(path / MANIFEST))
         centre = ctype.from_arrays(manifest["centre"]["params"], arrays(manifest["centre"]["file"]))
+        preprocess = None
+        if manifest.get("preprocess"):
+            entry = manifest["preprocess"]
+            if entry["type"] != RSSIFloor.__name__:
+                raise BundleError(f"manifest names an unknown preprocessing step {entry['type']!r}",
+                                  path=str(path / MANIFEST))
+            preprocess = RSSIFloor.from_arrays(entry["params"], arrays(entry["file"]))
         scores = arrays("calibration.npz")
         coverage = float(manifest["coverage"])
         methods = {}
@@ -250,4 +266,4 @@ def load_bundle(path) -> RegionModel:
                           path=str(path)) from None
     return RegionModel(feature_names=list(manifest["feature_names"]), target_names=list(manifest["target_names"]),
                        scaler_mean=scaler["mean"], scaler_scale=scaler["scale"], methods=methods, coverage=coverage,
-                       manifest=manifest)
+                       manifest=manifest, preprocess=preprocess)

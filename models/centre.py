@@ -5,6 +5,8 @@ caller) and, to be stored in a bundle, ``to_arrays() -> (params, arrays)`` and
 ``from_arrays(params, arrays)``; :mod:`models.registry` lists the centres. :class:`SVRCentre` is the
 paper's (one ``sklearn.svm.SVR()`` per target, scikit-learn defaults); after fitting it predicts
 in numpy from the support vectors, dual coefficients and intercepts, the arrays a bundle stores.
+:class:`KNNCentre` is weighted k-nearest-neighbour fingerprinting (scikit-learn's
+``KNeighborsRegressor``), stored as its reference rows.
 """
 
 from __future__ import annotations
@@ -138,6 +140,50 @@ class SVRCentre(BaseEstimator):
         est.y_mean_, est.y_scale_ = np.asarray(arrays["y_mean"], float), np.asarray(arrays["y_scale"], float)
         est.n_features_in_, est.n_targets_ = est.support_vectors_[0].shape[1], n
         return est
+
+
+class KNNCentre(BaseEstimator):
+    """Weighted k-nearest-neighbour regression (fingerprint matching): the mean position of the
+    ``n_neighbors`` closest training rows, weighted by inverse distance (``weights="distance"``).
+
+    A thin wrapper of ``sklearn.neighbors.KNeighborsRegressor`` that a bundle stores as its
+    reference rows (``X_fit_``, ``Y_fit_``); loading rebuilds the index.
+    """
+
+    def __init__(self, n_neighbors: int = 3, weights: str = "distance"):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+
+    def fit(self, X, Y) -> "KNNCentre":
+        from models.exceptions import InputError
+
+        X, Y = check_Xy(X, Y, y_name="Y", min_rows=1)
+        if isinstance(self.n_neighbors, bool) or not isinstance(self.n_neighbors, int) or self.n_neighbors < 1:
+            raise InputError(f"n_neighbors must be a positive integer; got {self.n_neighbors!r}", field="n_neighbors",
+                             expected="a positive integer", received=repr(self.n_neighbors))
+        if self.weights not in ("distance", "uniform"):
+            raise InputError(f"weights must be 'distance' or 'uniform'; got {self.weights!r}", field="weights",
+                             expected="'distance' or 'uniform'", received=repr(self.weights))
+        return self._index(X, Y)
+
+    def _index(self, X: np.ndarray, Y: np.ndarray) -> "KNNCentre":
+        from sklearn.neighbors import KNeighborsRegressor
+
+        self.X_fit_, self.Y_fit_ = X, Y
+        self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
+        k = min(self.n_neighbors, X.shape[0])
+        self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights).fit(X, Y)
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        return np.asarray(self.model_.predict(X), dtype=np.float64).reshape(len(X), self.n_targets_)
+
+    def to_arrays(self):
+        return self.get_params(), {"X": self.X_fit_, "Y": self.Y_fit_}
+
+    @classmethod
+    def from_arrays(cls, params, arrays):
+        return cls(**params)._index(np.asarray(arrays["X"], float), np.asarray(arrays["Y"], float))
 
 
 class ConstantCentre(BaseEstimator):

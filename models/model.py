@@ -1,7 +1,7 @@
 """A calibrated region model: raw features in, calibrated regions out. The checked boundary of ``models/``.
 
-:class:`RegionModel` holds what a bundle holds (scaler, shared centre, one calibrated regressor
-per method) and is what the service serves. Each public method checks its input once (rows,
+:class:`RegionModel` holds what a bundle holds (preprocessing, scaler, shared centre, one
+calibrated regressor per method) and is what the service serves. Each public method checks its input once (rows,
 points, coverage, method; errors are :class:`~models.exceptions.InputError` naming the field,
 what was expected and what came), then calls unchecked internals. It also owns the fallback rule:
 when the asked-for (or primary) method's shapes are not finite for a batch, the next method in
@@ -18,6 +18,7 @@ from models import geometry, registry
 from models._validation import all_finite, check_matrix, check_same_rows
 from models.exceptions import InputError, UnknownMethodError
 from models.predictor import SplitConformalRegressor
+from models.preprocessing import RSSIFloor
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class RegionModel:
         The default level ``eta``.
     manifest : dict
         Metadata (written to / read from ``manifest.json`` by :mod:`models.bundle`).
+    preprocess : RSSIFloor or None
+        Applied to the raw features before the scaler (fingerprint "not detected" codes).
     """
 
     feature_names: list[str]
@@ -68,6 +71,7 @@ class RegionModel:
     methods: dict[str, SplitConformalRegressor]
     coverage: float
     manifest: dict = field(default_factory=dict)
+    preprocess: RSSIFloor | None = None
 
     @property
     def n_features(self) -> int:
@@ -103,6 +107,8 @@ class RegionModel:
         X = check_matrix(features, "features", n_columns=self.n_features, owner="the bundle",
                          describe=lambda: "one per feature: " + ", ".join(self.feature_names[:4])
                          + (", ..." if self.n_features > 4 else ""))
+        if self.preprocess is not None:
+            X = self.preprocess.transform(X)
         return (X - self.scaler_mean) / self.scaler_scale
 
     def _points(self, points, X: np.ndarray) -> np.ndarray:
@@ -186,5 +192,5 @@ class RegionModel:
         return self.centre.predict(self._features(features))
 
     def standardise(self, features) -> np.ndarray:
-        """Checked raw features (N, d) on the training scale."""
+        """Checked raw features (N, d), preprocessed and on the training scale."""
         return self._features(features)

@@ -13,7 +13,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Literal
 
-from models.centre import ConstantCentre, SVRCentre
+from models.centre import ConstantCentre, KNNCentre, SVRCentre
 from models.exceptions import InputError, UnknownMethodError
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 
@@ -62,6 +62,9 @@ class CentreSpec:
     description: str
     estimator: type
     params: dict = field(default_factory=dict)
+    #: reproduces its own training rows (kNN): its in-sample residuals are zero, so shapes must learn
+    #: from out-of-fold residuals
+    interpolates: bool = False
 
     def make(self, **overrides):
         return self.estimator(**{**self.params, **overrides})
@@ -79,10 +82,12 @@ CENTRES: dict[str, CentreSpec] = {spec.name: spec for spec in (
                SVRCentre, {"scale_targets": True}),
     CentreSpec("paper", "the paper's RBF SVR per target (scikit-learn defaults, epsilon in target units)",
                SVRCentre, {}),
+    CentreSpec("knn", "3 nearest training rows, weighted by inverse distance (fingerprint matching)",
+               KNNCentre, {"n_neighbors": 3}, interpolates=True),
 )}
 
 #: centre classes by the name a bundle records
-CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, ConstantCentre)}
+CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, ConstantCentre)}
 
 
 def _resolve(table: dict, name: str, what: str, error: type = InputError):

@@ -50,15 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-samples", type=int, default=2000, help="synthetic: number of rows (default 2000)")
     p.add_argument("--lmve-max-steps", type=int, default=None, help="LMVE: cap on steps per phase")
     p.add_argument("--lmve-batch-size", type=int, default=None, metavar="N",
-                   help="LMVE: mini-batch rows (default: full batch up to 4,096 training rows, else 1,024)")
+                   help="LMVE: mini-batch rows (default: full batch up to 4,096 training rows, else 256)")
     p.add_argument("--lmve-grid", choices=("fast", "paper"), default="fast",
                    help="LMVE learning-rate grid: fast {1e-2,1e-3} (default) or the paper's {1e-3,1e-5}")
     p.add_argument("--lmve-loss", choices=("paper", "nll", "volume"), default="paper",
                    help="LMVE train-phase loss: the paper's (default), Gaussian NLL with a Cholesky output, or "
                         "the calibrated volume itself")
-    p.add_argument("--centre", choices=tuple(registry.CENTRES), default="scaled",
-                   help="the centre: " + "; ".join(f"{c.name}: {c.description}" for c in registry.CENTRES.values())
-                        + " (default scaled)")
+    p.add_argument("--centre", choices=("auto", *registry.CENTRES), default="auto",
+                   help="the centre: auto (default): the candidate of smallest cross-validated error on the train "
+                        "part (" + ", ".join(TrainConfig.centre_candidates) + "; group folds with groups); or one of "
+                        + "; ".join(f"{c.name}: {c.description}" for c in registry.CENTRES.values()))
+    p.add_argument("--not-detected", type=float, default=None, metavar="VALUE",
+                   help="the code of a transmitter not heard in RSSI columns (default: detected, any value outside "
+                        "-120..0 dBm, e.g. +100 or -200)")
+    p.add_argument("--rssi-floor", type=float, default=None, metavar="DBM",
+                   help="the value 'not detected' becomes (default: 5 dB below the weakest real reading)")
+    p.add_argument("--no-rssi", action="store_true",
+                   help="no RSSI preprocessing (by default, columns that look like RSSI get their 'not detected' "
+                        "codes mapped to a floor)")
     p.add_argument("--groups", default=None, metavar="COL[,COL]",
                    help="columns whose values label each row's group (a surveyed position, a patient, a device; "
                         "any type, the targets too): test and calibration then hold whole groups and the "
@@ -89,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     from models.bundle import save_bundle
     from models.shapes.lmve import PAPER_GRID
-    from training.report import metrics_table, plot_test_regions, write_report
+    from training.report import centre_line, metrics_table, plot_test_regions, write_report
 
     group_cols = None if args.groups in (None, "none") else _csv_list(args.groups)
     if args.csv is not None:
@@ -123,13 +132,21 @@ def _run(args) -> int:
     config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
                          method_params={"lmve": lmve_params}, centre=args.centre, progress=not args.quiet,
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
-                         calibration=None if args.group_rule == "subsample" else "group-pooled")
+                         calibration=None if args.group_rule == "subsample" else "group-pooled",
+                         rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
+                         rssi_floor=args.rssi_floor)
+    if args.no_rssi and (args.not_detected is not None or args.rssi_floor is not None):
+        raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor configure it: give one or "
+                         "the other", field="--no-rssi", expected="--no-rssi alone", received="both")
     t0 = time.perf_counter()
     result = train(dataset, config)
     out = args.out or Path("artifacts") / dataset.name
     grouped = config.grouped(dataset)
-    training = {"seed": args.seed, "coverage": args.coverage, "cross_fit": config.resolved_cross_fit(grouped),
-                "centre": args.centre, "rows": {"train": len(result.split.train),
+    pre = result.model.preprocess
+    training = {"seed": args.seed, "coverage": args.coverage,
+                "cross_fit": result.centre.get("cross_fit", config.resolved_cross_fit(grouped)),
+                "centre": result.centre, "preprocess": pre.describe() if pre is not None else "none",
+                "rows": {"train": len(result.split.train),
                                                 "calibration": len(result.split.calibration),
                                                 "test": len(result.split.test)}}
     calibration = guarantee(dataset, result, grouped)
@@ -142,6 +159,8 @@ def _run(args) -> int:
           f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s")
     print(metrics_table(result.metrics, config.coverage))
     print(f"guarantee: {calibration['guarantee']}")
+    print(f"centre: {centre_line(result.centre)}")
+    print(f"RSSI preprocessing: {training['preprocess']}")
     print(f"\nbundle  {out / 'bundle'}  (id {manifest['bundle_id']})\nreport  {out / 'report.md'}\n"
           f"plot    {out / 'test_regions.png'}")
     return 0

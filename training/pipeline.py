@@ -4,8 +4,10 @@ Per split seed ``s``:
 
 1. test = 10 % of the rows (shuffled with ``s``); of the rest, calibration = 10 %
    (81 % train, 9 % calibration, 10 % test);
-2. X standardised with the train part's mean and std (constant columns stay 0);
-3. one SVR centre fitted on the train part, shared by all methods;
+2. optionally (``rssi="auto"``), "not detected" RSSI codes mapped to a floor (a step fitted on the
+   train part and stored); X standardised with the train part's mean and std (constant columns stay 0);
+3. one centre fitted on the train part, shared by all methods (``centre="auto"``: the candidate of
+   smallest cross-validated error on the train part, group folds with groups);
 4. each shape method fitted on the train residuals (LMVE chooses its configuration on a
    held-out slice of the *train* part, never on calibration rows) and calibrated on the
    calibration rows; with ``cross_fit=k`` (beyond the paper) the train residuals are
@@ -29,6 +31,7 @@ from models._validation import check_coverage
 from models.exceptions import InputError
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
+from models.preprocessing import RSSIFloor
 from training.datasets import MIN_ROWS, Dataset
 
 METHODS = tuple(registry.METHODS)
@@ -102,6 +105,12 @@ class TrainConfig:
     calibration: str | None = None
     #: with groups: whether the split and calibration use them (False: the paper's row protocol)
     use_groups: bool = True
+    #: "auto": map the "not detected" codes of RSSI columns to a floor (models.preprocessing); "off": no step
+    rssi: str = "off"
+    not_detected: float | None = None
+    rssi_floor: float | None = None
+    #: what centre="auto" chooses from
+    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn")
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None
@@ -118,8 +127,10 @@ class TrainConfig:
         return registry.method(name).make(seed=self.seed, device=self.device, progress=self.progress,
                                           **self.method_params.get(name, {}))
 
-    def make_centre(self):
-        return registry.centre(self.centre).make(**self.centre_params)
+    def make_centre(self, name: str | None = None):
+        """A new centre: ``name`` (default ``self.centre``) with ``centre_params`` for the configured one."""
+        name = name or self.centre
+        return registry.centre(name).make(**(self.centre_params if name == self.centre else {}))
 
 
 @dataclass
@@ -128,6 +139,8 @@ class TrainResult:
     split: Split
     metrics: dict
     timings: dict
+    #: the centre used, and with centre="auto" every candidate's cross-validated error
+    centre: dict = field(default_factory=dict)
 
 
 def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None) -> dict:
@@ -165,8 +178,10 @@ def _check_cross_fit(k, m: int) -> int:
     return k
 
 
-def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: int, groups=None) -> np.ndarray:
-    """(m, n) centres of ``X`` (m, d), each row's from a centre fitted without its fold.
+def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: int, groups=None,
+                        name: str | None = None) -> np.ndarray:
+    """(m, n) centres of ``X`` (m, d), each row's from a centre (``name``, default the configured
+    one) fitted without its fold.
 
     ``k`` folds shuffled with ``config.seed``; with ``groups``, whole groups per fold (a row's centre
     then comes from a centre that saw no row of its group).
@@ -179,8 +194,47 @@ def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: in
     else:
         folds = GroupKFold(k, shuffle=True, random_state=config.seed).split(X, groups=groups)
     for rest, fold in folds:
-        out[fold] = config.make_centre().fit(X[rest], Y[rest]).predict(X[fold])
+        out[fold] = config.make_centre(name).fit(X[rest], Y[rest]).predict(X[fold])
     return out
+
+
+def centre_errors(Y: np.ndarray, P: np.ndarray) -> dict:
+    """Root mean squared and median Euclidean error of predictions ``P`` of ``Y`` (target units)."""
+    e = np.linalg.norm(Y - P, axis=1)
+    return {"rmse": float(np.sqrt(np.mean(e**2))), "median": float(np.median(e)), "mean": float(np.mean(e))}
+
+
+def select_centre(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: int, groups=None,
+                  progress=None) -> tuple[str, dict, dict]:
+    """``centre="auto"``: every candidate's ``k``-fold cross-validated error on the train part ``X, Y``
+    (group folds with ``groups``); returns the name of smallest RMSE, the errors, and each
+    candidate's out-of-fold centres (reused as cross-fitted centres with the same folds)."""
+    errors, oof = {}, {}
+    for name in config.centre_candidates:
+        if progress is not None:
+            progress.set_postfix_str(f"centre auto: {name}")
+        t0 = time.perf_counter()
+        oof[name] = out_of_fold_centers(X, Y, config, k, groups, name=name)
+        errors[name] = {**centre_errors(Y, oof[name]), "seconds": time.perf_counter() - t0}
+    chosen = min(errors, key=lambda n: errors[n]["rmse"])
+    return chosen, errors, oof
+
+
+def fit_preprocess(X_train: np.ndarray, config: TrainConfig) -> RSSIFloor | None:
+    """The fitted RSSI step (``None`` when off, or when no column qualifies and none was asked for)."""
+    if config.rssi == "off":
+        return None
+    if config.rssi != "auto":
+        raise InputError(f"rssi must be 'auto' or 'off'; got {config.rssi!r}", field="rssi", expected="auto | off",
+                         received=repr(config.rssi))
+    step = RSSIFloor(not_detected=config.not_detected, floor=config.rssi_floor).fit(X_train)
+    if not step.active:
+        if config.not_detected is not None:
+            raise InputError(f"--not-detected {config.not_detected:g}: no column holds readings in -120..0 dBm and "
+                             f"that code only (at least 2 such columns are needed)", field="--not-detected",
+                             expected="RSSI columns holding that code", received="none")
+        return None
+    return step
 
 
 def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> TrainResult:
@@ -193,7 +247,10 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
                          expected=f"a subset of {', '.join(METHODS)}", received="none")
     for name in config.methods:
         registry.method(name)
-    registry.centre(config.centre)
+    if config.centre != "auto":
+        registry.centre(config.centre)
+    for name in config.centre_candidates if config.centre == "auto" else ():
+        registry.centre(name)
     X, Y = dataset.X, dataset.Y
     grouped = config.grouped(dataset)
     groups = dataset.groups if grouped else None
@@ -210,9 +267,13 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         _check_cross_fit(k, n_units)
     if grouped:
         check_calibration_groups(groups, split, eta)
+    preprocess = fit_preprocess(X[split.train], config)
+    if preprocess is not None:
+        X = preprocess.transform(X)
     scaler = StandardScaler().fit(X[split.train])
     Xs = scaler.transform(X)
     timings = {}
+    centre_info = {"name": config.centre}
 
     steps = ["centre", *config.methods]
     bar = tqdm(steps, desc=f"{dataset.name}", disable=not config.progress, leave=False)
@@ -222,10 +283,24 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         bar.set_postfix_str(step)
         t0 = time.perf_counter()
         if step == "centre":
-            centre = config.make_centre().fit(Xs[split.train], Y[split.train])
+            name, oof, folds = config.centre, {}, None
+            if name == "auto":
+                folds = k or 5
+                name, errors, oof = select_centre(Xs[split.train], Y[split.train], config, folds, train_groups, bar)
+                centre_info = {"name": name, "selected_by": f"{folds}-fold {'group ' if grouped else ''}cross-validation "
+                               "on the train part (RMSE of the Euclidean error)", "cv": errors}
+                timings["centre_selection"] = time.perf_counter() - t0
+            if k == 0 and registry.centre(name).interpolates:
+                k = 5  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
+                _check_cross_fit(k, len(split.train) if train_groups is None else len(np.unique(train_groups)))
+            if folds != k:  # the selection's out-of-fold centres serve only with the same folds
+                oof = {}
+            centre_info["cross_fit"] = k
+            centre = config.make_centre(name).fit(Xs[split.train], Y[split.train])
             centers = centre.predict(Xs)
             if k:
-                centers[split.train] = out_of_fold_centers(Xs[split.train], Y[split.train], config, k, train_groups)
+                centers[split.train] = oof[name] if name in oof else out_of_fold_centers(
+                    Xs[split.train], Y[split.train], config, k, train_groups, name=name)
         else:
             reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta, prefit_centre=True,
                                           calibration=rule, random_state=config.seed)
@@ -237,8 +312,9 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
     bar.close()
     model = RegionModel(feature_names=list(dataset.feature_names), target_names=list(dataset.target_names),
                         scaler_mean=scaler.mean_.copy(), scaler_scale=scaler.scale_.copy(), methods=methods,
-                        coverage=eta)
-    metrics = evaluate(model, X[split.test], Y[split.test])
+                        coverage=eta, preprocess=preprocess)
+    metrics = evaluate(model, dataset.X[split.test], Y[split.test])
     for name in metrics:
         metrics[name]["fit_seconds"] = timings[name]
-    return TrainResult(model=model, split=split, metrics=metrics, timings=timings)
+    centre_info["test"] = centre_errors(Y[split.test], centers[split.test])
+    return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info)

@@ -35,6 +35,22 @@ def phase_line(history: dict | None) -> str:
     return "phases" + (f" ({precision})" if precision else "") + ": " + ", ".join(parts)
 
 
+def centre_line(centre: dict | None) -> str:
+    """``knn (chosen by 5-fold ...; CV RMSE: paper 0.078, scaled 0.012, knn 0.004); test RMSE 0.005``."""
+    if not centre:
+        return "not recorded"
+    if isinstance(centre, str):
+        return centre
+    text = centre.get("name", "?")
+    if centre.get("cv"):
+        cv = ", ".join(f"{n} {e['rmse']:.4g}" for n, e in sorted(centre["cv"].items(), key=lambda kv: kv[1]["rmse"]))
+        text += f" (chosen by {centre.get('selected_by', 'cross-validation')}; CV RMSE: {cv})"
+    if centre.get("test"):
+        t = centre["test"]
+        text += f"; test error RMSE {t['rmse']:.4g}, median {t['median']:.4g}"
+    return text
+
+
 def metrics_table(metrics: dict, coverage: float) -> str:
     """A fixed-width table: method, test coverage, mean volume (true and paper convention), fit time."""
     head = f"{'method':<8} {'coverage':>9} {'area (true)':>14} {'sqrt det C':>14} {'fit s':>7}"
@@ -94,6 +110,8 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
              f"- target coverage {coverage}; bundle `{manifest.get('bundle_id')}`",
              f"- grouping: {_grouping(manifest.get('calibration', {}))}",
              f"- guarantee: {manifest.get('calibration', {}).get('guarantee', 'not recorded')}",
+             f"- centre: {centre_line(manifest.get('training', {}).get('centre'))}",
+             f"- RSSI preprocessing: {manifest.get('training', {}).get('preprocess', 'none')}",
              f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",
              "```", metrics_table(metrics, coverage), "```", "", "![test regions](test_regions.png)", ""]
     (out_dir / "report.md").write_text("\n".join(lines))

@@ -15,7 +15,9 @@ def test_synthetic_end_to_end(tmp_path, capsys):
     assert metrics["lmve"]["volume"] < metrics["ge"]["volume"]
     model = load_bundle(out / "bundle")
     assert model.primary_method == "lmve"
-    assert model.manifest["centre"]["params"]["scale_targets"] is True  # the default centre
+    centre = model.manifest["training"]["centre"]  # the default: chosen by cross-validation
+    assert centre["name"] == min(centre["cv"], key=lambda n: centre["cv"][n]["rmse"])
+    assert model.manifest["centre"]["type"] == ("KNNCentre" if centre["name"] == "knn" else "SVRCentre")
     assert (out / "test_regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -1,0 +1,145 @@
+"""Fingerprint preprocessing: "not detected" RSSI codes mapped to a floor below the weakest reading.
+
+Radio surveys write a code where a transmitter was not heard (UJIIndoorLoc and many surveys +100,
+ble_rssi -200). Left in place, the code says "not heard" with a value *stronger* than any real
+reading (+100 dBm) or one far below it, and every distance, kernel and network sees a step that
+is not in the radio's physics. :class:`RSSIFloor` finds the RSSI columns of the training rows and
+maps their codes to one floor value a little below the weakest real reading. It is fitted on the
+training rows, stored in the bundle, and applied to every row before the scaler, the centre and
+the shapes see it, at training and at serving time alike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models._validation import check_matrix
+from models.exceptions import InputError, NotFittedError
+
+#: real RSSI readings lie in this range (dBm); values outside it in an RSSI column are "not detected" codes
+READING_RANGE = (-120.0, 0.0)
+#: without an explicit code, one value must make at least this share of a column's out-of-range values
+SENTINEL_SHARE = 0.9
+#: the automatic floor lies this many dB below the weakest real reading of the training rows
+FLOOR_MARGIN_DB = 5.0
+
+
+class RSSIFloor:
+    """Map "not detected" codes in RSSI columns to a floor value (a fitted, stored step).
+
+    A column is an RSSI column when each of its training values is either a reading in
+    ``READING_RANGE`` (-120 to 0 dBm) or a not-detected code, and at least one row holds a code
+    (without ``not_detected``: one value, the sentinel, makes at least 90 % of its codes);
+    the step applies when at least ``min_columns`` columns qualify (one stray column is not a
+    fingerprint). Codes are the values outside the reading range (``not_detected=None``), or
+    exactly ``not_detected`` when given.
+
+    Parameters
+    ----------
+    not_detected : float or None, default=None
+        The code of a transmitter not heard; ``None``: any value outside the reading range.
+    floor : float or None, default=None
+        The value codes become; ``None``: ``FLOOR_MARGIN_DB`` below the weakest real reading.
+        A given floor must lie below the weakest real reading.
+    min_columns : int, default=2
+
+    Attributes
+    ----------
+    columns_ : ndarray of int
+        The RSSI columns (empty: the step changes nothing).
+    floor_ : float
+    code_ : float or None
+        The most frequent code on the training rows (reported), or ``not_detected``.
+    weakest_ : float
+        The weakest real reading on the training rows.
+    """
+
+    def __init__(self, not_detected: float | None = None, floor: float | None = None, min_columns: int = 2):
+        self.not_detected = not_detected
+        self.floor = floor
+        self.min_columns = min_columns
+
+    def _codes(self, X: np.ndarray) -> np.ndarray:
+        if self.not_detected is None:
+            lo, hi = READING_RANGE
+            return (X < lo) | (X > hi)
+        return X == self.not_detected
+
+    def fit(self, X) -> "RSSIFloor":
+        X = check_matrix(X, "X", owner="RSSIFloor.fit", min_rows=1)
+        self.n_features_in_ = X.shape[1]
+        codes = self._codes(X)
+        lo, hi = READING_RANGE
+        reading = (X >= lo) & (X <= hi)
+        qualifies = np.all(reading | codes, axis=0) & np.any(codes, axis=0)
+        if self.not_detected is None:  # codes are a sentinel: one value makes most of them
+            for j in np.flatnonzero(qualifies):
+                _, counts = np.unique(X[codes[:, j], j], return_counts=True)
+                qualifies[j] = counts.max() >= SENTINEL_SHARE * counts.sum()
+        columns = np.flatnonzero(qualifies)
+        self.columns_ = columns if len(columns) >= self.min_columns else np.array([], dtype=int)
+        sub = X[:, self.columns_]
+        real = sub[~self._codes(sub)]
+        self.weakest_ = float(real.min()) if real.size else lo
+        if self.floor is None:
+            self.floor_ = float(np.floor(self.weakest_ - FLOOR_MARGIN_DB))
+        else:
+            floor = float(self.floor)
+            if real.size and not floor < self.weakest_:
+                raise InputError(f"--rssi-floor must lie below the weakest real reading ({self.weakest_:g} dBm) so that "
+                                 f"'not detected' stays weaker than any reading; got {floor:g}", field="rssi_floor",
+                                 expected=f"a value below {self.weakest_:g}", received=f"{floor:g}")
+            self.floor_ = floor
+        if self.not_detected is not None:
+            self.code_ = float(self.not_detected)
+        elif self.columns_.size:
+            values, counts = np.unique(sub[self._codes(sub)], return_counts=True)
+            self.code_ = float(values[np.argmax(counts)])
+        else:
+            self.code_ = None
+        return self
+
+    @property
+    def active(self) -> bool:
+        self._check_fitted()
+        return bool(self.columns_.size)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "columns_"):
+            raise NotFittedError("RSSIFloor is not fitted; call fit first")
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """A copy of checked rows ``X`` with the codes of the RSSI columns replaced by the floor."""
+        self._check_fitted()
+        if not self.columns_.size:
+            return X
+        X = np.array(X, dtype=np.float64, copy=True)
+        sub = X[:, self.columns_]
+        sub[self._codes(sub)] = self.floor_
+        X[:, self.columns_] = sub
+        return X
+
+    def describe(self) -> str:
+        """One line for reports: which columns, which code, which floor."""
+        self._check_fitted()
+        if not self.columns_.size:
+            return "none (no RSSI columns with 'not detected' codes found)"
+        code = "values outside -120..0 dBm" if self.not_detected is None else f"{self.code_:g}"
+        common = f" (most often {self.code_:g})" if self.not_detected is None and self.code_ is not None else ""
+        return (f"{len(self.columns_)} of {self.n_features_in_} columns are RSSI; not detected ({code}{common}) "
+                f"-> {self.floor_:g} dBm, the weakest real reading being {self.weakest_:g} dBm")
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        params = {"not_detected": self.not_detected, "floor": self.floor, "min_columns": self.min_columns,
+                  "floor_": self.floor_, "code_": self.code_, "weakest_": self.weakest_,
+                  "n_features_in_": self.n_features_in_}
+        return params, {"columns": self.columns_.astype(np.int64)}
+
+    @classmethod
+    def from_arrays(cls, params: dict, arrays) -> "RSSIFloor":
+        est = cls(params["not_detected"], params["floor"], int(params["min_columns"]))
+        est.columns_ = np.asarray(arrays["columns"], dtype=np.int64)
+        est.floor_, est.weakest_ = float(params["floor_"]), float(params["weakest_"])
+        est.code_ = None if params["code_"] is None else float(params["code_"])
+        est.n_features_in_ = int(params["n_features_in_"])
+        return est

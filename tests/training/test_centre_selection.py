@@ -1,0 +1,93 @@
+"""centre="auto" and the RSSI step in the training pipeline, and their CLI flags."""
+
+import json
+
+import numpy as np
+
+from models.bundle import load_bundle
+from training.cli import main
+from training.datasets import Dataset
+from training.pipeline import TrainConfig, centre_errors, out_of_fold_centers, train
+
+
+def fingerprints(m: int = 600, seed: int = 0) -> Dataset:
+    """RSSI of 8 transmitters with a +100 'not detected' code; positions on a 20 m square."""
+    rng = np.random.default_rng(seed)
+    P = rng.uniform(0, 20, size=(m, 2))
+    B = rng.uniform(0, 20, size=(8, 2))
+    dist = np.linalg.norm(P[:, None] - B[None], axis=2) + 0.5
+    X = -40 - 25 * np.log10(dist) + rng.normal(0, 2, size=dist.shape)
+    X = np.where(X < -70, 100.0, np.round(X))
+    names = [f"WAP{i:03d}" for i in range(8)]
+    return Dataset("fp", X, P, names, ["x", "y"], sha256="0" * 64)
+
+
+def test_auto_centre_picks_the_smallest_cross_validated_error_and_says_so():
+    ds = fingerprints()
+    config = TrainConfig(centre="auto", methods=("ge", "nle"), rssi="auto", seed=1)
+    result = train(ds, config)
+    cv = result.centre["cv"]
+    assert set(cv) == set(config.centre_candidates)
+    assert result.centre["name"] == min(cv, key=lambda n: cv[n]["rmse"])
+    # the recorded error is the candidate's 5-fold out-of-fold error on the train part
+    from training.pipeline import RSSIFloor  # the step the pipeline fitted
+    from sklearn.preprocessing import StandardScaler
+
+    tr = result.split.train
+    X = RSSIFloor().fit(ds.X[tr]).transform(ds.X[tr])
+    Xs = StandardScaler().fit(X).transform(X)
+    oof = out_of_fold_centers(Xs, ds.Y[tr], config, 5, name="knn")
+    assert np.isclose(cv["knn"]["rmse"], centre_errors(ds.Y[tr], oof)["rmse"])
+    assert type(result.model.centre).__name__ == ("KNNCentre" if result.centre["name"] == "knn" else "SVRCentre")
+
+
+def test_rssi_step_is_applied_at_serving_and_stored(tmp_path):
+    ds = fingerprints()
+    result = train(ds, TrainConfig(centre="knn", methods=("ge",), rssi="auto"))
+    model = result.model
+    assert model.preprocess is not None and model.preprocess.columns_.size == 8
+    from models.bundle import save_bundle
+
+    save_bundle(model, tmp_path / "b")
+    loaded = load_bundle(tmp_path / "b")
+    assert loaded.manifest["preprocess"]["type"] == "RSSIFloor"
+    Q = ds.X[:20]
+    np.testing.assert_array_equal(loaded.predict_center(Q), model.predict_center(Q))
+    # a 'not detected' code and the floor value are the same reading to the served model
+    floored = np.where(Q == 100.0, model.preprocess.floor_, Q)
+    np.testing.assert_array_equal(loaded.predict_center(floored), loaded.predict_center(Q))
+
+
+def _write_csv(path, ds):
+    lines = [",".join([*ds.feature_names, "x", "y"])]
+    lines += [",".join(f"{v:g}" for v in [*x, *y]) for x, y in zip(ds.X, ds.Y)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_cli_reports_the_centre_choice_and_the_rssi_step(tmp_path, capsys):
+    csv = tmp_path / "fp.csv"
+    _write_csv(csv, fingerprints())
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "x,y", "--methods", "ge", "--out", str(out), "--quiet",
+                 "--groups", "none"]) == 0
+    printed = capsys.readouterr().out
+    assert "centre: " in printed and "CV RMSE" in printed
+    assert "8 of 8 columns are RSSI" in printed and "(most often 100)" in printed
+    manifest = json.loads((out / "bundle" / "manifest.json").read_text())
+    assert set(manifest["training"]["centre"]["cv"]) == {"paper", "scaled", "knn"}
+    report = (out / "report.md").read_text()
+    assert "- centre: " in report and "- RSSI preprocessing: 8 of 8 columns" in report
+
+
+def test_cli_rssi_flag_errors_write_nothing(tmp_path, capsys):
+    csv = tmp_path / "fp.csv"
+    _write_csv(csv, fingerprints())
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--no-rssi",
+                 "--not-detected", "100"]) == 2
+    assert "--no-rssi turns the RSSI step off" in capsys.readouterr().err
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--not-detected", "-999"]) == 2
+    assert "--not-detected -999: no column holds" in capsys.readouterr().err
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--rssi-floor", "-50"]) == 2
+    assert "--rssi-floor must lie below the weakest real reading" in capsys.readouterr().err
+    assert not out.exists()
