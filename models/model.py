@@ -16,6 +16,7 @@ import numpy as np
 
 from models import geometry, registry
 from models._validation import all_finite, check_matrix, check_same_rows
+from models.centre import ClientCentre
 from models.exceptions import InputError, UnknownMethodError
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
@@ -98,6 +99,11 @@ class RegionModel:
     def centre(self):
         return next(iter(self.methods.values())).centre_
 
+    @property
+    def requires_centers(self) -> bool:
+        """Whether every request brings its own centres (a bundle trained on the client's estimates)."""
+        return isinstance(self.centre, ClientCentre)
+
     def max_coverage(self, method: str | None = None) -> float:
         """The highest level ``method`` (default: primary) attains with a bounded region."""
         return self.methods[self._candidates(method, None)[0][0]].calibrator_.max_coverage
@@ -116,6 +122,23 @@ class RegionModel:
                          describe=lambda: "one per target: " + ", ".join(self.target_names))
         check_same_rows(X, P, "features", "points")
         return P
+
+    def _centers(self, centers, X: np.ndarray) -> np.ndarray:
+        """The centres of the rows: the client's ``centers`` for a client-centre bundle (required),
+        the bundle's own centre otherwise (``centers`` refused)."""
+        if not self.requires_centers:
+            if centers is not None:
+                raise InputError(f"centers: this bundle has its own centre ({type(self.centre).__name__}); its shapes "
+                                 "and calibration were learned for that centre's errors, so regions around another "
+                                 "estimate would not carry the guarantee. Leave `centers` out", field="centers",
+                                 expected="no centers", received=f"{len(centers)} rows")
+            return self.centre.predict(X)
+        if centers is None:
+            return self.centre.predict(X)  # raises: the client's estimates are required
+        C = check_matrix(centers, "centers", n_columns=self.n_targets, owner="the bundle",
+                         describe=lambda: "your estimate of " + ", ".join(self.target_names))
+        check_same_rows(X, C, "features", "centers")
+        return C
 
     def _candidates(self, method: str | None, kind: str | None) -> list[tuple[str, str | None]]:
         """``(name, fallback_reason)`` to try in order: the asked-for (or primary) method, then the
@@ -158,38 +181,42 @@ class RegionModel:
 
     # ------------------------------------------------------------------ public, checked
     def predict_region(self, features, method: str | None = None, coverage: float | None = None, *,
-                       kind: str | None = None) -> RegionAnswer:
+                       kind: str | None = None, centers=None) -> RegionAnswer:
         """Calibrated regions for raw ``features`` (N, d) from ``method`` (default: the primary one),
         at ``coverage`` (default: the bundle's), falling back as the module says. ``kind="ellipsoid"``
-        accepts ellipsoid methods only (the ellipse API)."""
+        accepts ellipsoid methods only (the ellipse API). ``centers`` (N, n): the client's estimates,
+        required by a client-centre bundle and refused by the others."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
+        mu = self._centers(centers, X)
         name, reason, C = self._first_finite(candidates, X)
         reg = self.methods[name]
-        regions = reg._regions(X, coverage, self.centre.predict(X), shapes=C)
+        regions = reg._regions(X, coverage, mu, shapes=C)
         return RegionAnswer(method=name, fallback_reason=reason, regions=regions)
 
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
-               kind: str | None = None) -> Assessment:
+               kind: str | None = None, centers=None) -> Assessment:
         """Score candidate ``points`` (N, n) once: inside the calibrated region, its scaled distance
         (``score / alpha_q``) and conformal p-value, from the same method :meth:`predict_region` would use."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
         P = self._points(points, X)
+        mu = self._centers(centers, X)
         name, reason, C = self._first_finite(candidates, X)
         reg = self.methods[name]
-        residuals = P - self.centre.predict(X)
+        residuals = P - mu
         scores = reg.shape_.conformity_scores(X, residuals) if C is None else geometry.mahalanobis(residuals, C)
         alpha = reg.threshold(coverage)
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
         return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
                           p_value=reg.calibrator_.p_value(scores))
 
-    def predict_center(self, features) -> np.ndarray:
-        """(N, n) centres for raw ``features``."""
-        return self.centre.predict(self._features(features))
+    def predict_center(self, features, centers=None) -> np.ndarray:
+        """(N, n) centres for raw ``features`` (a client-centre bundle: the checked ``centers``)."""
+        X = self._features(features)
+        return self._centers(centers, X)
 
     def standardise(self, features) -> np.ndarray:
         """Checked raw features (N, d), preprocessed and on the training scale."""

@@ -13,7 +13,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Literal
 
-from models.centre import ConstantCentre, KNNCentre, SVRCentre
+from models.centre import ClientCentre, ConstantCentre, KNNCentre, SVRCentre
 from models.exceptions import InputError, UnknownMethodError
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 
@@ -87,7 +87,7 @@ CENTRES: dict[str, CentreSpec] = {spec.name: spec for spec in (
 )}
 
 #: centre classes by the name a bundle records
-CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, ConstantCentre)}
+CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, ClientCentre, ConstantCentre)}
 
 
 def _resolve(table: dict, name: str, what: str, error: type = InputError):

@@ -19,6 +19,8 @@ class PredictRegionRequest(BaseModel):
     coverage: float | None = Field(default=None, description="coverage level in (0, 1); default: the bundle's")
     boundary_points: int | None = Field(default=None, description="if set, a closed boundary polygon of this many "
                                                                    "points per row (n = 2)")
+    centers: Matrix | None = Field(default=None, description="your own position estimate per row (N, n), required "
+                                   "by a bundle trained with --centre-columns and refused by the others")
 
 
 class Region(BaseModel):
@@ -51,6 +53,8 @@ class ContainsRequest(BaseModel):
     features: Matrix = Field(description="raw feature vectors (N, d)")
     points: Matrix = Field(description="one candidate position per row (N, n)")
     coverage: float | None = None
+    centers: Matrix | None = Field(default=None, description="your own position estimate per row (N, n), required "
+                                   "by a bundle trained with --centre-columns and refused by the others")
 
 
 class ContainsResult(BaseModel):
@@ -89,6 +93,11 @@ class ModelInfo(BaseModel):
     metrics: dict
     calibration: dict = Field(default_factory=dict, description="the calibration rule, the grouping, the number "
                                                                 "of calibration groups and the guarantee in words")
+    centre: dict = Field(default_factory=dict, description="the centre: its type, how it was chosen (candidates' "
+                                                           "cross-validated errors), or the client's estimate columns")
+    requires_centers: bool = Field(default=False, description="true: every request must bring `centers`, the "
+                                                              "client's own estimates (a --centre-columns bundle)")
+    preprocess: str | None = Field(default=None, description="the fitted preprocessing step applied to features")
     created_at: str | None = None
     versions: dict = {}
 

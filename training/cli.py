@@ -56,10 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lmve-loss", choices=("paper", "nll", "volume"), default="paper",
                    help="LMVE train-phase loss: the paper's (default), Gaussian NLL with a Cholesky output, or "
                         "the calibrated volume itself")
-    p.add_argument("--centre", choices=("auto", *registry.CENTRES), default="auto",
+    p.add_argument("--centre", choices=("auto", *registry.CENTRES), default=None,
                    help="the centre: auto (default): the candidate of smallest cross-validated error on the train "
                         "part (" + ", ".join(TrainConfig.centre_candidates) + "; group folds with groups); or one of "
                         + "; ".join(f"{c.name}: {c.description}" for c in registry.CENTRES.values()))
+    p.add_argument("--centre-columns", type=_csv_list, default=None, metavar="EST_X,EST_Y",
+                   help="with --csv: columns holding your own position estimate of each row (one per target, in "
+                        "target units). The shapes and calibration learn from the residuals of your estimates; the "
+                        "bundle then needs `centers` in every request")
     p.add_argument("--not-detected", type=float, default=None, metavar="VALUE",
                    help="the code of a transmitter not heard in RSSI columns (default: detected, any value outside "
                         "-120..0 dBm, e.g. +100 or -200)")
@@ -104,10 +108,11 @@ def _run(args) -> int:
     if args.csv is not None:
         if not args.targets:
             raise LMVEError("--csv needs --targets, e.g. --targets x,y")
-        dataset = load_csv(args.csv, args.targets, args.features, groups=group_cols)
+        dataset = load_csv(args.csv, args.targets, args.features, groups=group_cols,
+                           centre_columns=args.centre_columns)
     else:
-        if args.targets or args.features:
-            raise LMVEError("--targets/--features go with --csv")
+        if args.targets or args.features or args.centre_columns:
+            raise LMVEError("--targets/--features/--centre-columns go with --csv")
         dataset = load_dataset(args.dataset or "synthetic", args.data_dir, n_samples=args.n_samples, seed=args.seed)
         if group_cols:
             dataset = _group_builtin(dataset, group_cols)
@@ -130,7 +135,7 @@ def _run(args) -> int:
     if args.lmve_loss != "paper":
         lmve_params["loss"] = args.lmve_loss
     config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
-                         method_params={"lmve": lmve_params}, centre=args.centre, progress=not args.quiet,
+                         method_params={"lmve": lmve_params}, centre=args.centre or "auto", progress=not args.quiet,
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
@@ -138,6 +143,9 @@ def _run(args) -> int:
     if args.no_rssi and (args.not_detected is not None or args.rssi_floor is not None):
         raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor configure it: give one or "
                          "the other", field="--no-rssi", expected="--no-rssi alone", received="both")
+    if args.centre_columns and args.centre is not None:
+        raise InputError("--centre-columns makes your estimates the centre; leave --centre out",
+                         field="--centre", expected="no --centre with --centre-columns", received=args.centre)
     t0 = time.perf_counter()
     result = train(dataset, config)
     out = args.out or Path("artifacts") / dataset.name
@@ -153,7 +161,8 @@ def _run(args) -> int:
     manifest = save_bundle(result.model, out / "bundle", dataset=dataset.info, metrics=result.metrics,
                            training=training, calibration=calibration)
     test = result.split.test
-    plot_test_regions(out / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed)
+    plot_test_regions(out / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed,
+                      centers=None if dataset.centers is None else dataset.centers[test])
     write_report(out, dataset.info, result.metrics, config.coverage, manifest, result.timings)
     print(f"\n{dataset.name}: {dataset.X.shape[0]} rows, d={dataset.X.shape[1]}, n={dataset.Y.shape[1]}; "
           f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s")

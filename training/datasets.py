@@ -44,6 +44,9 @@ class Dataset:
     groups: np.ndarray | None = None
     grouping: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    #: (m, n) the client's own position estimate per row (``--centre-columns``), or None
+    centers: np.ndarray | None = None
+    centre_columns: list[str] = field(default_factory=list)
 
     @property
     def info(self) -> dict:
@@ -153,10 +156,11 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
 
 
 def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None,
-             groups: list[str] | None = None) -> Dataset:
+             groups: list[str] | None = None, centre_columns: list[str] | None = None) -> Dataset:
     """Load a user's CSV: ``targets`` (2 or more columns) and ``features`` (default: every other column
-    but the ``groups`` columns). ``groups`` (columns of any type, the targets themselves included)
-    labels each row's group; group columns are never features.
+    but the ``groups`` and ``centre_columns``). ``groups`` (columns of any type, the targets themselves
+    included) labels each row's group; group columns are never features. ``centre_columns`` (one per
+    target, in target units) hold the client's own position estimate of each row.
 
     Raises :class:`InputError` naming the column and row for a missing column, a non-numeric
     value, NaN/inf, or too few rows.
@@ -179,10 +183,24 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     if missing:
         raise InputError(f"{path}: group column(s) {missing} not found; the CSV has columns {columns}",
                          field="--groups", expected=f"columns of {path.name}", received=", ".join(missing))
+    centre_cols = [c.strip() for c in centre_columns or [] if c.strip()]
+    if centre_columns is not None:
+        missing = [c for c in centre_cols if c not in columns]
+        if missing:
+            raise InputError(f"{path}: centre column(s) {missing} not found; the CSV has columns {columns}",
+                             field="--centre-columns", expected=f"columns of {path.name}", received=", ".join(missing))
+        if len(centre_cols) != len(targets):
+            raise InputError(f"--centre-columns must name one estimate column per target ({len(targets)}: "
+                             f"{', '.join(targets)}); got {len(centre_cols)}", field="--centre-columns",
+                             expected=f"{len(targets)} columns", received=str(len(centre_cols)))
     if not features:
-        features = [c for c in columns if c not in targets and c not in group_cols]
+        features = [c for c in columns if c not in targets and c not in group_cols and c not in centre_cols]
     else:
         features = [f.strip() for f in features]
+    overlap = set(centre_cols) & (set(features) | set(targets))
+    if overlap:
+        raise InputError(f"column(s) {sorted(overlap)} are centre columns and also features or targets",
+                         field="--centre-columns", expected="columns of their own", received=", ".join(sorted(overlap)))
     missing = [c for c in (*targets, *features) if c not in columns]
     if missing:
         raise InputError(f"{path}: column(s) {missing} not found; the CSV has columns {columns}")
@@ -197,7 +215,7 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     if not features:
         raise InputError(f"{path}: no feature columns left besides the targets {targets}")
     arrays = {}
-    for col in (*features, *targets):
+    for col in (*features, *targets, *centre_cols):
         values = pd.to_numeric(df[col], errors="coerce")
         bad = values.isna() & df[col].notna()
         if bad.any():
@@ -216,6 +234,8 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     X = np.column_stack([arrays[c] for c in features])
     Y = np.column_stack([arrays[c] for c in targets])
     ds = Dataset(path.stem, X, Y, features, targets, _hash_files(path))
+    if centre_cols:
+        ds = replace(ds, centers=np.column_stack([arrays[c] for c in centre_cols]), centre_columns=centre_cols)
     if group_cols:
         if df[group_cols].isna().any().any():
             col = next(c for c in group_cols if df[c].isna().any())

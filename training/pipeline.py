@@ -29,6 +29,7 @@ from sklearn.preprocessing import StandardScaler
 from models import registry
 from models._validation import check_coverage
 from models.exceptions import InputError
+from models.centre import ClientCentre
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
@@ -143,11 +144,13 @@ class TrainResult:
     centre: dict = field(default_factory=dict)
 
 
-def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None) -> dict:
-    """Per method: test coverage, mean volume (paper convention and true), rows."""
+def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None,
+             centers: np.ndarray | None = None) -> dict:
+    """Per method: test coverage, mean volume (paper convention and true), rows (``centers``: the
+    client's estimates, for a client-centre model)."""
     out = {}
     for name in model.methods:
-        region = model.predict_region(X_raw, method=name, coverage=coverage).regions
+        region = model.predict_region(X_raw, method=name, coverage=coverage, centers=centers).regions
         inside = region.contains(Y)
         out[name] = {"coverage": float(inside.mean()),
                      "volume_paper": float(region.volume("paper").mean()),
@@ -282,7 +285,11 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
     for step in bar:
         bar.set_postfix_str(step)
         t0 = time.perf_counter()
-        if step == "centre":
+        if step == "centre" and dataset.centers is not None:  # the client's own estimates
+            centre = ClientCentre().fit(Xs[split.train], Y[split.train])
+            centers = np.array(dataset.centers, dtype=np.float64)
+            centre_info = {"name": "client", "columns": list(dataset.centre_columns), "cross_fit": 0}
+        elif step == "centre":
             name, oof, folds = config.centre, {}, None
             if name == "auto":
                 folds = k or 5
@@ -313,7 +320,8 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
     model = RegionModel(feature_names=list(dataset.feature_names), target_names=list(dataset.target_names),
                         scaler_mean=scaler.mean_.copy(), scaler_scale=scaler.scale_.copy(), methods=methods,
                         coverage=eta, preprocess=preprocess)
-    metrics = evaluate(model, dataset.X[split.test], Y[split.test])
+    test_centers = None if dataset.centers is None else dataset.centers[split.test]
+    metrics = evaluate(model, dataset.X[split.test], Y[split.test], centers=test_centers)
     for name in metrics:
         metrics[name]["fit_seconds"] = timings[name]
     centre_info["test"] = centre_errors(Y[split.test], centers[split.test])

@@ -63,7 +63,8 @@ def metrics_table(metrics: dict, coverage: float) -> str:
     return "\n".join(lines)
 
 
-def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_regions: int = 25, seed: int = 0):
+def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_regions: int = 25, seed: int = 0,
+                      centers: np.ndarray | None = None):
     """PNG: test points with their calibrated GE and LMVE (or best available) ellipses side by side."""
     import matplotlib
 
@@ -76,7 +77,7 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(Y), size=min(max_regions, len(Y)), replace=False)
     for ax, name in zip(axes[0], names):
-        region = model.predict_region(X_raw, method=name).regions
+        region = model.predict_region(X_raw, method=name, centers=centers).regions
         inside = region.contains(Y)
         ax.scatter(Y[inside, 0], Y[inside, 1], s=6, c="tab:green", label="inside", alpha=0.6)
         ax.scatter(Y[~inside, 0], Y[~inside, 1], s=10, c="tab:red", marker="x", label="outside")

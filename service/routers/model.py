@@ -19,4 +19,13 @@ async def model_info(loaded: CurrentModel):
                                   "max_coverage": model.methods[k].calibrator_.max_coverage}
                               for k, v in m["methods"].items()},
                      metrics=m.get("metrics", {}), calibration=m.get("calibration", {}),
+                     centre={"type": m["centre"]["type"], **_centre_choice(m)},
+                     requires_centers=model.requires_centers,
+                     preprocess=(m.get("preprocess") or {}).get("description"),
                      created_at=m.get("created_at"), versions=m.get("versions", {}))
+
+
+def _centre_choice(manifest: dict) -> dict:
+    """How the centre was chosen, as ``lmve-train`` recorded it (older bundles: nothing)."""
+    choice = manifest.get("training", {}).get("centre")
+    return choice if isinstance(choice, dict) else {}

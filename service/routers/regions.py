@@ -41,7 +41,7 @@ def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
         raise APIError(422, "Invalid input", "boundary points are available for 2-D or 3-D targets only",
                        field="boundary_points", expected="null", received=str(k))
     t0 = time.perf_counter()
-    answer = model.predict_region(body.features, method, body.coverage, kind="ellipsoid")
+    answer = model.predict_region(body.features, method, body.coverage, kind="ellipsoid", centers=body.centers)
     regions = inference.region_rows(answer, k)
     _observe(metrics, "predict-region", answer, len(regions), t0)
     return FastJSONResponse({"regions": regions, "method": answer.method, "fallback": answer.fallback,
@@ -55,7 +55,7 @@ def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
     model = loaded.model
     inference.check_row_limit(body.features, "features", settings.max_rows)
     t0 = time.perf_counter()
-    answer = model.assess(body.features, body.points, method, body.coverage, kind="ellipsoid")
+    answer = model.assess(body.features, body.points, method, body.coverage, kind="ellipsoid", centers=body.centers)
     results = [{"inside": i, "distance": d, "p_value": p} for i, d, p in
                zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist())]  # plain floats: cheap
     _observe(metrics, "contains", answer, len(results), t0)
