@@ -81,21 +81,28 @@ def shift_split(ds, protocol: str, seed: int) -> dict[str, np.ndarray]:
 
 
 def run_shift_split(ds, protocol: str, seed: int, methods: tuple[str, ...], coverage: float = 0.9,
-                    centre: str = "scaled", cross_fit: int = 5, method_params: dict | None = None) -> dict:
+                    centre: str = "scaled", cross_fit: int = 5, method_params: dict | None = None,
+                    rssi: str = "off") -> dict:
     """Fit one centre and both calibrations' shapes on one split; per calibration and method: test
-    coverage, coverage per test unit, and volumes."""
+    coverage, coverage per test unit, and volumes; and the centre's test errors. ``rssi="auto"``
+    runs the RSSI "not detected" step (fitted on the train part) before the scaler."""
     from sklearn.preprocessing import StandardScaler
 
+    from models import registry
     from models.predictor import SplitConformalRegressor
-    from training.pipeline import TrainConfig, out_of_fold_centers
+    from training.pipeline import TrainConfig, centre_errors, fit_preprocess, out_of_fold_centers
 
     t0 = time.perf_counter()
     parts = shift_split(ds, protocol, seed)
     train, test = parts["train"], parts["test"]
     config = TrainConfig(coverage=coverage, seed=seed, methods=methods, centre=centre,
-                         method_params=method_params or {})
-    scaler = StandardScaler().fit(ds.X[train])
-    Xs, Y = scaler.transform(ds.X), ds.Y
+                         method_params=method_params or {}, rssi=rssi)
+    X = ds.X
+    step = fit_preprocess(X[train], config)
+    if step is not None:
+        X = step.transform(X)
+    scaler = StandardScaler().fit(X[train])
+    Xs, Y = scaler.transform(X), ds.Y
     fitted = config.make_centre().fit(Xs[train], Y[train])
     centers = fitted.predict(Xs)
     timings = {"centre": time.perf_counter() - t0}
@@ -115,8 +122,9 @@ def run_shift_split(ds, protocol: str, seed: int, methods: tuple[str, ...], cove
                                           prefit_centre=True, calibration=rule, random_state=seed)
             if grouped and "groups" in shapes:  # the pooled rule reuses the grouped protocol's shape
                 reg.centre_, reg.shape_ = fitted, shapes["groups"]
-            else:
-                reg.fit(Xs[train], Y[train], centers=oof if grouped else centers[train],
+            else:  # an interpolating centre (kNN) has zero in-sample residuals: out-of-fold ones then
+                in_sample = oof if registry.centre(centre).interpolates else centers[train]
+                reg.fit(Xs[train], Y[train], centers=oof if grouped else in_sample,
                         groups=parts["positions"][train] if grouped else None)
                 shapes[calibration] = reg.shape_
             reg.conformalize(Xs[cal], Y[cal], centers=centers[cal], groups=parts["positions"][cal] if grouped else None)
@@ -129,7 +137,8 @@ def run_shift_split(ds, protocol: str, seed: int, methods: tuple[str, ...], cove
                 "volume_paper": float(region.volume("paper").mean()), "alpha_q": float(reg.alpha_q_),
                 "n_calibration": int(reg.calibrator_.n_calibration_), "fit_seconds": time.perf_counter() - t1}
     return {"protocol": protocol, "seed": seed, "results": out, "timings": timings,
-            "wall_seconds": time.perf_counter() - t0,
+            "wall_seconds": time.perf_counter() - t0, "centre": centre, "rssi": None if step is None else step.describe(),
+            "centre_test": centre_errors(Y[test], centers[test]),
             "rows": {k: int(len(v)) for k, v in parts.items() if k in ("train", "test", "cal_rows", "cal_groups")}}
 
 
