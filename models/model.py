@@ -213,6 +213,43 @@ class RegionModel:
         return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
                           p_value=reg.calibrator_.p_value(scores))
 
+    def recalibrated(self, features, points, groups=None, centers=None, rule: str | None = None,
+                     random_state: int = 0) -> "RegionModel":
+        """A new model with this one's preprocessing, scaler, centre and shapes, and calibration
+        scores from fresh labelled rows (``features`` (k, d), true ``points`` (k, n); ``groups`` (k,)
+        calibrates over whole groups, rule ``"group-subsample"`` unless ``rule`` says otherwise).
+        This model is left untouched. Raises :class:`InputError` when the fresh rows cannot attain
+        the bundle's level (too few rows or groups), naming the highest attainable one."""
+        import copy
+
+        from models.conformal import check_rule, group_codes, max_coverage
+
+        X = self._features(features)
+        P = self._points(points, X)
+        mu = self._centers(centers, X)
+        rule = check_rule(rule or ("rows" if groups is None else "group-subsample"))
+        if groups is not None:
+            groups = np.asarray(groups)
+            if groups.shape[0] != X.shape[0]:
+                raise InputError(f"groups has {groups.shape[0]} labels for {X.shape[0]} rows", field="groups",
+                                 expected=f"{X.shape[0]} labels", received=f"{groups.shape[0]}")
+        units = X.shape[0] if groups is None or rule == "rows" else int(group_codes(groups, len(groups)).max()) + 1
+        if self.coverage > max_coverage(units):
+            what = "rows" if groups is None or rule == "rows" else "groups"
+            raise InputError(f"{units} fresh {what} attain coverage at most {max_coverage(units):.4g}, below the "
+                             f"bundle's {self.coverage}; send at least {int(np.ceil(self.coverage / (1 - self.coverage) - 1e-9))}",
+                             field="groups" if what == "groups" else "features", expected=f"more {what}",
+                             received=str(units))
+        methods = {}
+        for name, reg in self.methods.items():
+            new = SplitConformalRegressor(copy.deepcopy(reg.shape_), centre=reg.centre_, coverage=self.coverage,
+                                          prefit_centre=True, calibration=rule, random_state=random_state)
+            new.centre_, new.shape_ = reg.centre_, new.shape
+            methods[name] = new.conformalize(X, P, centers=mu, groups=groups if rule != "rows" else None)
+        return RegionModel(feature_names=list(self.feature_names), target_names=list(self.target_names),
+                           scaler_mean=self.scaler_mean, scaler_scale=self.scaler_scale, methods=methods,
+                           coverage=self.coverage, manifest={}, preprocess=self.preprocess)
+
     def predict_center(self, features, centers=None) -> np.ndarray:
         """(N, n) centres for raw ``features`` (a client-centre bundle: the checked ``centers``)."""
         X = self._features(features)

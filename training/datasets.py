@@ -156,7 +156,8 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
 
 
 def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None,
-             groups: list[str] | None = None, centre_columns: list[str] | None = None) -> Dataset:
+             groups: list[str] | None = None, centre_columns: list[str] | None = None,
+             min_rows: int = MIN_ROWS) -> Dataset:
     """Load a user's CSV: ``targets`` (2 or more columns) and ``features`` (default: every other column
     but the ``groups`` and ``centre_columns``). ``groups`` (columns of any type, the targets themselves
     included) labels each row's group; group columns are never features. ``centre_columns`` (one per
@@ -228,8 +229,8 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
             raise InputError(f"{path}: column {col!r} has a missing, NaN or infinite value at line {row + 2} "
                              "of the file; fill or drop such rows first")
         arrays[col] = arr
-    if len(df) < MIN_ROWS:
-        raise InputError(f"{path} has {len(df)} data rows; at least {MIN_ROWS} are needed for the "
+    if len(df) < min_rows:
+        raise InputError(f"{path} has {len(df)} data rows; at least {min_rows} are needed for the "
                          "train (81 %), calibration (9 %) and test (10 %) parts")
     X = np.column_stack([arrays[c] for c in features])
     Y = np.column_stack([arrays[c] for c in targets])

@@ -1,0 +1,86 @@
+"""``lmve-recalibrate``: fresh calibration scores restore coverage under drift; errors write nothing."""
+
+import json
+
+import numpy as np
+import pytest
+
+from models.bundle import load_bundle
+from training.recalibrate import main
+from training.synthetic import make_queries
+
+
+def write_csv(path, model, X, Y, groups=None):
+    head = [*model.feature_names, *model.target_names] + (["site"] if groups is not None else [])
+    lines = [",".join(head)]
+    for i in range(len(X)):
+        row = [f"{v:.6g}" for v in (*X[i], *Y[i])] + ([str(groups[i])] if groups is not None else [])
+        lines.append(",".join(row))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def drifted(n, seed):
+    """Readings between the survey's points after the radio environment drifted: every RSSI 8 dB
+    weaker and 6 dB noisier."""
+    X, Y = make_queries(n, seed=seed)
+    rng = np.random.default_rng(seed + 100)
+    return X - 8.0 + rng.normal(0, 6.0, size=X.shape), Y
+
+
+def coverage(model, X, Y, method="nle"):
+    return model.assess(X, Y, method=method).inside.mean()
+
+
+def test_recalibration_restores_coverage_under_drift_and_keeps_the_parent(bundle_dir, tmp_path, capsys):
+    parent = load_bundle(bundle_dir)
+    before = {p.name: p.read_bytes() for p in bundle_dir.iterdir()}
+    X_fresh, Y_fresh = drifted(400, seed=7)
+    X_test, Y_test = drifted(2000, seed=8)
+    write_csv(tmp_path / "fresh.csv", parent, X_fresh, Y_fresh)
+    out = tmp_path / "recal"
+    assert main([str(bundle_dir), str(tmp_path / "fresh.csv"), "--out", str(out)]) == 0
+    assert "400 fresh rows" in capsys.readouterr().out
+    new = load_bundle(out)
+    stale = coverage(parent, X_test, Y_test)
+    fresh = coverage(new, X_test, Y_test)
+    assert stale < 0.8  # the drift broke the guarantee
+    assert fresh >= 0.87  # 400 exchangeable calibration rows restore it (binomial sd at 2,000 rows: 0.7 %)
+    rec = new.manifest["training"]["recalibrated"]
+    assert rec["parent_bundle_id"] == parent.manifest["bundle_id"] and rec["rows"] == 400
+    assert new.manifest["bundle_id"] != parent.manifest["bundle_id"]
+    # same shapes and centre, new scores
+    np.testing.assert_array_equal(new.predict_center(X_test[:5]), parent.predict_center(X_test[:5]))
+    assert {p.name: p.read_bytes() for p in bundle_dir.iterdir()} == before
+
+
+def test_grouped_recalibration_and_too_few_groups(bundle_dir, tmp_path, capsys):
+    parent = load_bundle(bundle_dir)
+    X, Y = drifted(300, seed=9)
+    groups = np.arange(300) % 40
+    write_csv(tmp_path / "fresh.csv", parent, X, Y, groups)
+    out = tmp_path / "grouped"
+    assert main([str(bundle_dir), str(tmp_path / "fresh.csv"), "--out", str(out), "--groups", "site"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["calibration"]["rule"] == "group-subsample" and manifest["calibration"]["n_calibration"] == 40
+    write_csv(tmp_path / "few.csv", parent, X, Y, np.arange(300) % 5)
+    bad = tmp_path / "few_out"
+    assert main([str(bundle_dir), str(tmp_path / "few.csv"), "--out", str(bad), "--groups", "site"]) == 2
+    assert "5 fresh groups attain coverage at most 0.8333" in capsys.readouterr().err
+    assert not bad.exists()
+
+
+@pytest.mark.parametrize("drop", ["feature", "target"])
+def test_missing_columns_are_named_and_nothing_is_written(bundle_dir, tmp_path, capsys, drop):
+    parent = load_bundle(bundle_dir)
+    X, Y = drifted(50, seed=3)
+    write_csv(tmp_path / "fresh.csv", parent, X, Y)
+    text = (tmp_path / "fresh.csv").read_text().splitlines()
+    col = 0 if drop == "feature" else len(parent.feature_names)
+    name = text[0].split(",")[col]
+    (tmp_path / "fresh.csv").write_text("\n".join(",".join(c for j, c in enumerate(line.split(",")) if j != col)
+                                                  for line in text) + "\n")
+    out = tmp_path / "out"
+    assert main([str(bundle_dir), str(tmp_path / "fresh.csv"), "--out", str(out)]) == 2
+    assert f"'{name}'" in capsys.readouterr().err
+    assert not out.exists()
+    assert main([str(bundle_dir), str(tmp_path / "fresh.csv"), "--out", str(bundle_dir)]) == 2
