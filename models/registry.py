@@ -13,7 +13,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Literal
 
-from models.centre import ClientCentre, ConstantCentre, KNNCentre, SVRCentre
+from models.centre import ClientCentre, ConstantCentre, HGBCentre, KNNCentre, SVRCentre
 from models.exceptions import InputError, UnknownMethodError
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 
@@ -84,10 +84,13 @@ CENTRES: dict[str, CentreSpec] = {spec.name: spec for spec in (
                SVRCentre, {}),
     CentreSpec("knn", "3 nearest training rows, weighted by inverse distance (fingerprint matching)",
                KNNCentre, {"n_neighbors": 3}, interpolates=True),
+    CentreSpec("hgb", "gradient-boosted trees per target (scikit-learn's HistGradientBoostingRegressor)",
+               HGBCentre, {}),
 )}
 
 #: centre classes by the name a bundle records
-CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, ClientCentre, ConstantCentre)}
+CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, HGBCentre, ClientCentre,
+                                                               ConstantCentre)}
 
 
 def _resolve(table: dict, name: str, what: str, error: type = InputError):

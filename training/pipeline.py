@@ -111,7 +111,7 @@ class TrainConfig:
     not_detected: float | None = None
     rssi_floor: float | None = None
     #: what centre="auto" chooses from
-    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn")
+    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb")
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None

@@ -77,3 +77,21 @@ def test_knn_centre_matches_sklearn_and_round_trips():
     assert KNNCentre(n_neighbors=10).fit(X[:4], Y[:4]).predict(Q).shape == (35, 2)  # k capped at the rows
     with pytest.raises(InputError, match="n_neighbors must be a positive integer; got 0"):
         KNNCentre(n_neighbors=0).fit(X, Y)
+
+
+def test_hgb_centre_numpy_trees_match_sklearn_and_round_trip():
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from models.centre import HGBCentre
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 5))
+    Y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, 1] ** 2, X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=400)])
+    Q = np.vstack([rng.normal(size=(60, 5)), X[:10], rng.normal(scale=5, size=(10, 5))])
+    c = HGBCentre(max_iter=60).fit(X, Y)
+    for j in range(2):
+        ref = HistGradientBoostingRegressor(max_iter=60, early_stopping=True, random_state=0).fit(X, Y[:, j]).predict(Q)
+        np.testing.assert_allclose(c.predict(Q)[:, j], ref, rtol=1e-10, atol=1e-10)
+    again = HGBCentre.from_arrays(*c.to_arrays())
+    np.testing.assert_array_equal(again.predict(Q), c.predict(Q))
+    assert c.predict(Q[:1]).shape == (1, 2)
