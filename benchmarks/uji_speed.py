@@ -99,10 +99,10 @@ def cached(variant: str, seed: int, threads: int, data_dir: str | None) -> dict:
 def tables(records: list[dict], variants: list[str], command: str) -> tuple["pd.DataFrame", str]:  # noqa: F821
     import pandas as pd
 
-    df = pd.DataFrame([{k: r[k] for k in ("variant", "seed", "lmve_seconds", "volume_m2", "coverage",
-                                           "heldout_volume_m2")} for r in records])
-    seeds = sorted(set.intersection(*(set(df[df.variant == v].seed) for v in variants)))
-    df = df[df.seed.isin(seeds)]
+    every = pd.DataFrame([{k: r[k] for k in ("variant", "seed", "lmve_seconds", "volume_m2", "coverage",
+                                              "heldout_volume_m2")} for r in records])
+    seeds = sorted(set.intersection(*(set(every[every.variant == v].seed) for v in variants)))
+    df = every[every.seed.isin(seeds)]
     rows = []
     for v in variants:
         d = df[df.variant == v]
@@ -135,6 +135,15 @@ def tables(records: list[dict], variants: list[str], command: str) -> tuple["pd.
         ratios = [f"{by[base].lmve_seconds / by[v].lmve_seconds:.1f}x | {by[v].volume_m2 / by[base].volume_m2:.3f}"
                   for v in variants[1:]]
         lines.append(f"| {s} | " + " | ".join(cells + ratios) + " |")
+    unpaired = [f"- `{v}` on all {len(d)} cached splits (seeds {' '.join(map(str, sorted(d.seed)))}): LMVE "
+                f"{d.lmve_seconds.mean():.0f} s, test volume {d.volume_m2.mean():.4g} m^2, coverage "
+                f"{100 * d.coverage.mean():.1f} %, held-out volume {d.heldout_volume_m2.mean():.4g} m^2"
+                for v in variants for d in [every[every.variant == v]] if len(d) > len(seeds)]
+    if unpaired:
+        lines += ["", "Unpaired:", *unpaired]
+    notes = [f"- `{r['variant']}` seed {r['seed']}: {r['provenance']}" for r in records if r.get("provenance")]
+    if notes:
+        lines += ["", "Provenance:", *notes]
     for v in variants[1:]:
         b, a = df[df.variant == base].set_index("seed"), df[df.variant == v].set_index("seed")
         speed = np.exp(np.mean(np.log(b.lmve_seconds / a.lmve_seconds)))
