@@ -63,10 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="ge,nle")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--cached-only", action="store_true", help="tabulate the cached splits; run nothing")
     args = p.parse_args(argv)
     configs = [c for c in args.configs.split(",") if c]
     methods = tuple(m for m in args.methods.split(",") if m)
     tasks = [(c, s) for s in _seeds(args.seeds) for c in configs]
+    if args.cached_only:
+        tasks = [(c, s) for c, s in tasks if (CACHE / c / "-".join(methods) / f"seed_{s:03d}.json").is_file()]
     records = Parallel(n_jobs=args.jobs, backend="loky")(delayed(run)(c, s, methods, args.data_dir) for c, s in tasks)
     rows = []
     for r in records:

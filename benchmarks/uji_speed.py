@@ -28,13 +28,17 @@ sys.path.insert(0, str(ROOT))
 
 #: LMVE parameters per variant. ``before``: the trainer as it was (float32, every column, all
 #: configurations until each stops, 256-row mini-batches: the faster of its two UJIIndoorLoc settings);
-#: ``before-1024``: the same with its automatic 1,024-row batches; ``after``: today's defaults.
+#: ``before-1024``: the same with its automatic 1,024-row batches; ``after``: today's defaults;
+#: ``after-all-columns`` and ``after-float32``: today's defaults but one lever.
 VARIANTS = {
     "before": {"batch_size": 256, "precision": "float32", "drop_constant": False, "halve_every": None,
                "retire": False, "tol": 1e-4, "max_steps": 2000, "patience": 6, "eval_every": 25},
     "before-1024": {"batch_size": 1024, "precision": "float32", "drop_constant": False, "halve_every": None,
                     "retire": False, "tol": 1e-4, "max_steps": 2000, "patience": 6, "eval_every": 25},
     "after": {},
+    # one lever of "after" undone at a time: the paper's widths from all 519 columns; float32
+    "after-all-columns": {"drop_constant": False},
+    "after-float32": {"precision": "float32"},
 }
 M2 = 1e6  # the loader's targets are in km: det(C)^1/2 in km^2 x 1e6 = m^2
 CACHE = ROOT / "benchmarks" / "cache" / "uji_speed"
