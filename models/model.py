@@ -213,6 +213,19 @@ class RegionModel:
         return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
                           p_value=reg.calibrator_.p_value(scores))
 
+    def score_points(self, features, points, centers=None) -> dict[str, np.ndarray]:
+        """Every method's conformity scores (N,) of labelled ``points`` (N, n) at raw ``features``
+        (checked once; no fallback: each method scores with its own shapes, and a row whose
+        shape is not finite scores ``+inf``, i.e. outside). For feedback on served regions."""
+        X = self._features(features)
+        P = self._points(points, X)
+        residuals = P - self._centers(centers, X)
+        out = {}
+        for name, reg in self.methods.items():
+            s = np.asarray(reg.shape_.conformity_scores(X, residuals), dtype=np.float64)
+            out[name] = np.where(np.isfinite(s), s, np.inf)
+        return out
+
     def recalibrated(self, features, points, groups=None, centers=None, rule: str | None = None,
                      random_state: int = 0) -> "RegionModel":
         """A new model with this one's preprocessing, scaler, centre and shapes, and calibration

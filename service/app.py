@@ -7,6 +7,7 @@ orchestrator can tell "starting" from "broken" and a reload can bring it to read
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import signal
@@ -20,8 +21,11 @@ from models.exceptions import BundleError
 from service.errors import install_error_handlers
 from service.metrics import Metrics
 from service.middleware import LimitBodySize, LimitConcurrency, RequestMetrics, RequireAPIKey, Timeout
+from service.monitor import FeedbackCollector, Monitor
 from service.settings import ServiceSettings
+from service.state import ServiceState
 from service.store import ModelStore
+from service.sync import Follower
 
 log = logging.getLogger("lmve.service")
 
@@ -33,7 +37,7 @@ the bundle's guaranteed probability (split-conformal calibration). Errors are
 `application/problem+json` and name the field, what was expected and what came."""
 
 
-def _install_sighup(store: ModelStore, metrics: Metrics) -> None:
+def _install_sighup(store: ModelStore, metrics: Metrics, follower: Follower) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
 
@@ -43,6 +47,7 @@ def _install_sighup(store: ModelStore, metrics: Metrics) -> None:
                 new, _ = store.reload()
                 metrics.reloads.labels("ok").inc()
                 metrics.set_model(new)
+                follower.publish()
             except BundleError as exc:
                 metrics.reloads.labels("refused").inc()
                 log.error("SIGHUP reload refused, still serving the previous bundle: %s", exc)
@@ -74,34 +79,46 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     settings = settings or ServiceSettings()
     store = store or ModelStore(settings.bundle)
     metrics = Metrics()
+    state = ServiceState(settings.state_db)
+    monitor = Monitor(state, settings)
+    follower = Follower(store, state, monitor, metrics, settings.bundle)
+    metrics.registry.register(FeedbackCollector(monitor, store))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if store.current is None:
             store.load_initial()
+        follower.start()
         # everything alive now (numpy, scikit-learn, the bundle) lives as long as the process: move it
         # out of the cyclic collector's sight, so that a full collection during a request walks
         # only that request's garbage (it otherwise walks a million objects: a p99 spike)
         gc.collect()
         gc.freeze()
         metrics.set_model(store.current)
-        _install_sighup(store, metrics)
-        yield
+        _install_sighup(store, metrics, follower)
+        task = asyncio.create_task(follower.follow(settings.sync_interval_s)) if state.shared else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
 
     app = FastAPI(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings, app.state.store, app.state.metrics = settings, store, metrics
+    app.state.service_state, app.state.monitor, app.state.follower = state, monitor, follower
     install_error_handlers(app)
 
-    from service.routers import admin, health, model, regions
+    from service.routers import admin, feedback, health, model, regions
 
     # the API key is checked by RequireAPIKey for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
     app.include_router(regions.router)
     app.include_router(model.router)
+    app.include_router(feedback.router)
     app.include_router(admin.router)
     if settings.enable_noop:
         app.include_router(health.noop_router)
-    _document_request_bodies(app, regions.REQUEST_MODELS)
+    _document_request_bodies(app, (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS))
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.bundle is not None:
         os.environ["LMVE_BUNDLE"] = str(args.bundle)
     os.environ["LMVE_HOST"], os.environ["LMVE_PORT"] = args.host, str(args.port)
+    if args.workers > 1 and env.state_db is None:
+        # the workers must share one state (published bundle, feedback, adaptive level): without a
+        # configured file they share a temporary one, which does not outlive this process
+        import tempfile
+
+        os.environ["LMVE_STATE_DB"] = str(Path(tempfile.mkdtemp(prefix="lmve-state-")) / "state.sqlite")
+        logging.getLogger("lmve.service").warning(
+            "%d workers and no LMVE_STATE_DB: sharing the temporary state %s (feedback and recalibrations are "
+            "lost on restart; set LMVE_STATE_DB to a file on a writable volume)", args.workers,
+            os.environ["LMVE_STATE_DB"])
     uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
                 log_level=args.log_level, timeout_graceful_shutdown=20, proxy_headers=False)
     return 0

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from service.auth import key_matches, presented_key
 from service.errors import APIError
 from service.metrics import Metrics
+from service.monitor import Monitor
 from service.settings import ServiceSettings
 from service.store import Loaded, ModelStore
 
@@ -53,6 +54,7 @@ class Serving:
     loaded: Loaded
     settings: ServiceSettings
     metrics: Metrics
+    monitor: Monitor
 
 
 async def serving(request: Request) -> Serving:
@@ -61,7 +63,7 @@ async def serving(request: Request) -> Serving:
     One call instead of three dependencies: FastAPI's dependency resolution costs tens of
     microseconds per dependency, a large share of a single-row request."""
     state = request.app.state
-    return Serving(loaded_or_503(state.store), state.settings, state.metrics)
+    return Serving(loaded_or_503(state.store), state.settings, state.metrics, state.monitor)
 
 
 def json_body(model: type[BaseModel]):
@@ -105,6 +107,10 @@ def json_body_openapi(model: type[BaseModel]) -> dict:
         "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
 
 
+async def get_monitor(request: Request) -> Monitor:
+    return request.app.state.monitor
+
+
 async def require_admin_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
     """Admin routes always need the key; with none configured they are disabled."""
     if settings.api_key is None:
@@ -119,3 +125,4 @@ Settings = Annotated[ServiceSettings, Depends(get_settings)]
 Store = Annotated[ModelStore, Depends(get_store)]
 CurrentModel = Annotated[Loaded, Depends(current_model)]
 AppMetrics = Annotated[Metrics, Depends(get_metrics)]
+AppMonitor = Annotated[Monitor, Depends(get_monitor)]

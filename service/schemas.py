@@ -40,7 +40,10 @@ class PredictRegionResponse(BaseModel):
     method: str
     fallback: bool = Field(description="true when the primary method (LMVE) could not serve and another did")
     fallback_reason: str | None = None
-    coverage: float
+    coverage: float = Field(description="the level asked for (the request's, else the bundle's)")
+    effective_coverage: float = Field(description="the level the regions were computed at: `coverage`, or in "
+                                                  "adaptive mode the level moved by feedback")
+    adaptive: bool = Field(default=False, description="true when the adaptive mode chose `effective_coverage`")
     bundle_id: str
 
 
@@ -69,6 +72,8 @@ class ContainsResponse(BaseModel):
     fallback: bool
     fallback_reason: str | None = None
     coverage: float
+    effective_coverage: float
+    adaptive: bool = False
     bundle_id: str
 
 
@@ -100,6 +105,9 @@ class ModelInfo(BaseModel):
     preprocess: str | None = Field(default=None, description="the fitted preprocessing step applied to features")
     created_at: str | None = None
     versions: dict = {}
+    feedback: dict = Field(default_factory=dict, description="observed coverage per method over the feedback "
+                                                             "window, the binomial margin and the adaptive level")
+    worker_pid: int = Field(description="the worker process that answered (several workers share one state)")
 
 
 class ReloadRequest(BaseModel):
@@ -111,3 +119,53 @@ class ReloadResponse(BaseModel):
     reloaded: bool
     version: str
     previous_version: str | None
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"features": [[-62.0, -71.5, -80.2, -66.0, -90.1, -75.3, -58.9, -84.0,
+                       -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70.0]],
+         "points": [[12.5, 8.0]], "site": "building-3", "device": "phone-13"}]})
+
+    features: Matrix = Field(description="raw feature vectors of labelled readings (N, d)")
+    points: Matrix = Field(description="the true position of each reading (N, n)")
+    centers: Matrix | None = Field(default=None, description="your own estimates (N, n), for a --centre-columns bundle")
+    site: str | None = Field(default=None, max_length=200, description="tag stored with the rows")
+    device: str | None = Field(default=None, max_length=200, description="tag stored with the rows")
+
+
+class MethodFeedbackResult(BaseModel):
+    inside: list[bool] = Field(description="per row: inside the region at the bundle's level")
+    p_value: list[float]
+    inside_served: list[bool] = Field(description="per row: inside the region served at this moment (adaptive "
+                                                  "mode: at the level before this row's update)")
+
+
+class FeedbackResponse(BaseModel):
+    recorded: int
+    bundle_id: str
+    methods: dict[str, MethodFeedbackResult]
+    monitor: dict = Field(description="observed coverage per method after this batch (as in GET /model)")
+    worker_pid: int
+
+
+class RecalibrateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    features: Matrix = Field(description="raw feature vectors of fresh labelled readings (k, d)")
+    points: Matrix = Field(description="their true positions (k, n)")
+    groups: list[str | int] | None = Field(default=None, description="a group label per row (a surveyed position, a "
+                                           "day): one calibration score per group")
+    centers: Matrix | None = Field(default=None, description="your own estimates (k, n), for a --centre-columns bundle")
+    group_rule: Literal["subsample", "pooled"] = "subsample"
+    seed: int = Field(default=0, ge=0)
+
+
+class RecalibrateResponse(BaseModel):
+    version: str = Field(description="the new bundle's id, now served by every worker")
+    previous_version: str
+    path: str
+    rows: int
+    groups: int | None
+    alpha_q: dict[str, list[float]] = Field(description="per method: [old, new] calibrated threshold")
+    worker_pid: int

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -32,6 +34,20 @@ class ServiceSettings(BaseSettings):
                                                                "LMVE_TORCH_THREADS"))
     enable_noop: bool = Field(default=False, description="expose POST /noop (the framework's ceiling, for load "
                                                          "tests)")
+
+
+    state_db: Path | None = Field(default=None, description="SQLite file (WAL) with the feedback window, the "
+                                  "observed-coverage counters, the adaptive level and the served bundle, shared by "
+                                  "the workers of a host and kept across restarts; unset: in memory, one worker")
+    sync_interval_s: float = Field(default=1.0, gt=0, le=60, description="how often each worker checks the state "
+                                   "for a bundle published by another worker (reload, recalibrate)")
+    feedback_window: int = Field(default=500, ge=10, description="labelled rows behind the observed coverage")
+    adaptive: Literal["off", "aci"] = Field(default="off", description="aci: feedback moves the served level "
+                                            "(adaptive conformal inference) so that long-run coverage tracks the target")
+    adaptive_gamma: float = Field(default=0.005, gt=0, lt=1, description="the adaptive step size gamma")
+    adaptive_min_level: float = Field(default=0.5, gt=0, lt=1, description="the adaptive level never goes below this")
+    recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "
+                                          "default: beside the served bundle")
 
     @field_validator("api_key", mode="before")
     @classmethod

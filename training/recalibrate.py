@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from models.exceptions import InputError, LMVEError
@@ -47,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from models.bundle import load_bundle, save_bundle
+    from models.bundle import load_bundle
+    from models.recalibration import recalibrate, save_recalibrated, threshold_changes
     from training.datasets import load_csv
 
     if args.out.resolve() == args.bundle.resolve():
@@ -60,24 +60,14 @@ def _run(args) -> int:
     group_cols = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
     fresh = load_csv(args.csv, list(parent.target_names), list(parent.feature_names), groups=group_cols,
                      centre_columns=centre_columns, min_rows=1)
-    rule = None if group_cols is None else ("group-subsample" if args.group_rule == "subsample" else "group-pooled")
-    model = parent.recalibrated(fresh.X, fresh.Y, groups=fresh.groups, centers=fresh.centers, rule=rule,
-                                random_state=args.seed)
-    cal = next(iter(model.methods.values())).calibrator_
-    n_groups = None if group_cols is None else int(cal.n_calibration_)
-    unit = "row" if group_cols is None else f"row from a new {', '.join(group_cols)} group"
-    calibration = {"grouping": fresh.grouping or None, "n_groups": n_groups,
-                   "guarantee": f"P >= {model.coverage} for a {unit} exchangeable with the {len(fresh.Y)} fresh rows "
-                                f"of {args.csv.name} (recalibrated; rule {cal.rule})"}
-    training = {**(m.get("training") or {}), "recalibrated": {
-        "parent_bundle_id": m.get("bundle_id"), "rows": int(len(fresh.Y)), "groups": n_groups,
-        "source": {"file": args.csv.name, "sha256": fresh.sha256}, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
-    manifest = save_bundle(model, args.out, dataset=m.get("dataset"), metrics={}, training=training,
-                           calibration=calibration)
+    result = recalibrate(parent, fresh.X, fresh.Y, groups=fresh.groups, grouping=group_cols, centers=fresh.centers,
+                         group_rule=args.group_rule, seed=args.seed,
+                         source={"file": args.csv.name, "sha256": fresh.sha256})
+    manifest = save_recalibrated(parent, result, args.out)
     print(f"lmve-recalibrate: {args.out} (id {manifest['bundle_id']}, parent {m.get('bundle_id')}): "
-          f"{len(fresh.Y)} fresh rows" + (f" in {n_groups} groups" if n_groups else ""))
-    for name, reg in model.methods.items():
-        print(f"  {name:<7} alpha_q {parent.methods[name].alpha_q_:.4g} -> {reg.alpha_q_:.4g}")
+          f"{result.n_rows} fresh rows" + (f" in {result.n_groups} groups" if result.n_groups else ""))
+    for name, (old, new) in threshold_changes(parent, result.model).items():
+        print(f"  {name:<7} alpha_q {old:.4g} -> {new:.4g}")
     return 0
 
 

@@ -1,15 +1,18 @@
 """``GET /model``: what is being served."""
 
+import os
+
+import anyio
 from fastapi import APIRouter
 
-from service.deps import CurrentModel
+from service.deps import AppMonitor, CurrentModel
 from service.schemas import ModelInfo
 
 router = APIRouter(tags=["model"])
 
 
 @router.get("/model", response_model=ModelInfo, summary="Bundle metadata: version, dims, coverage, alpha_q, metrics")
-async def model_info(loaded: CurrentModel):
+async def model_info(loaded: CurrentModel, monitor: AppMonitor):
     model = loaded.model
     m = model.manifest
     return ModelInfo(version=loaded.version, dataset=m.get("dataset", {}), feature_names=m["feature_names"],
@@ -22,7 +25,8 @@ async def model_info(loaded: CurrentModel):
                      centre={"type": m["centre"]["type"], **_centre_choice(m)},
                      requires_centers=model.requires_centers,
                      preprocess=(m.get("preprocess") or {}).get("description"),
-                     created_at=m.get("created_at"), versions=m.get("versions", {}))
+                     created_at=m.get("created_at"), versions=m.get("versions", {}),
+                     feedback=await anyio.to_thread.run_sync(monitor.summary, loaded), worker_pid=os.getpid())
 
 
 def _centre_choice(manifest: dict) -> dict:

@@ -36,18 +36,19 @@ def start_server(bundle: Path | None, port: int, log: Path, **env) -> subprocess
     return subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=full_env)
 
 
-def wait_alive(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+def wait_alive(base: str, proc: subprocess.Popen, timeout: float = 60.0, path: str = "/livez") -> None:
+    """Poll ``path`` until it answers 200 (``/readyz``: a verified bundle is served)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}")
         try:
-            if httpx.get(f"{base}/livez", timeout=1.0).status_code == 200:
+            if httpx.get(f"{base}{path}", timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.2)
-    raise TimeoutError("server did not come up")
+    raise TimeoutError(f"server did not answer {path}")
 
 
 @pytest.fixture(scope="module")

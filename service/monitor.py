@@ -1,0 +1,170 @@
+"""Feedback on served regions: observed coverage, and the adaptive level (opt-in).
+
+:class:`Monitor` scores labelled rows (``POST /feedback``) with every method of the served bundle,
+stores the verdicts in the :class:`~service.state.ServiceState` and, in adaptive mode, moves each
+method's served level by adaptive conformal inference (:class:`models.adaptive.AdaptiveConformal`).
+Each worker keeps the levels of the served bundle in memory for the region routes (a dict lookup
+per request) and refreshes them from the shared state after its own feedback and on every sync
+tick, so that all workers serve the level that all feedback produced.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from models.adaptive import AdaptiveConformal
+from service.settings import ServiceSettings
+from service.state import MethodFeedback, ServiceState
+from service.store import Loaded, ModelStore
+
+
+@dataclass(frozen=True)
+class FeedbackResult:
+    rows: int
+    inside: dict[str, list[bool]]
+    p_value: dict[str, list[float]]
+    inside_served: dict[str, list[bool]]
+
+
+def binomial_margin(target: float, rows: int, z: float = 2.326) -> float:
+    """One-sided margin ``z sqrt(target (1 - target) / rows)`` of a coverage observed over ``rows``
+    (z = 2.326: about 1 % false alarms when the regions do cover at ``target``)."""
+    return math.inf if rows <= 0 else z * math.sqrt(target * (1.0 - target) / rows)
+
+
+class Monitor:
+    def __init__(self, state: ServiceState, settings: ServiceSettings):
+        self.state, self.settings = state, settings
+        self.adaptive = settings.adaptive != "off"
+        self._levels: tuple[str, dict[str, float]] = ("", {})  # (bundle_id, method -> served level)
+
+    # ------------------------------------------------------------------ the served level
+    def _rule(self, loaded: Loaded, method: str, alpha: float | None) -> AdaptiveConformal:
+        model = loaded.model
+        cal = model.methods[method].calibrator_
+        return AdaptiveConformal(target=model.coverage, quantile=cal.quantile, gamma=self.settings.adaptive_gamma,
+                                 min_level=min(self.settings.adaptive_min_level, model.coverage),
+                                 max_level=cal.max_coverage, alpha=alpha)
+
+    def level(self, loaded: Loaded, method: str) -> float | None:
+        """The adaptive level of ``method`` on the served bundle; ``None`` when adaptive mode is off
+        (the request's or the bundle's level applies)."""
+        if not self.adaptive:
+            return None
+        bundle_id, levels = self._levels
+        if bundle_id != loaded.version:
+            return loaded.model.coverage
+        return levels.get(method, loaded.model.coverage)
+
+    def refresh(self, loaded: Loaded | None) -> None:
+        """Reload the served levels of ``loaded`` from the shared state."""
+        if not self.adaptive or loaded is None:
+            return
+        alphas = self.state.alphas(loaded.version)
+        levels = {m: self._rule(loaded, m, a).level for m, a in alphas.items() if m in loaded.model.methods}
+        self._levels = (loaded.version, levels)
+
+    # ------------------------------------------------------------------ feedback
+    def record(self, loaded: Loaded, features, points, centers=None, site: str | None = None,
+               device: str | None = None) -> FeedbackResult:
+        """Score and store labelled rows (checked first: bad input raises before anything is stored)."""
+        model = loaded.model
+        scores = model.score_points(features, points, centers=centers)
+        batch = {}
+        for name, s in scores.items():
+            reg = model.methods[name]
+            alpha_q = reg.threshold(None)
+            batch[name] = MethodFeedback(inside=s <= alpha_q, p_value=reg.calibrator_.p_value(s), scores=s)
+
+        def adapt(method, alpha, s):
+            rule = self._rule(loaded, method, alpha)
+            levels, inside = np.empty(s.size), np.empty(s.size, dtype=bool)
+            for t, score in enumerate(s):
+                levels[t] = rule.level
+                inside[t] = not rule.update(score)
+            return rule.alpha, levels, inside
+
+        served = self.state.record_feedback(loaded.version, batch, site=site, device=device,
+                                            adapt=adapt if self.adaptive else None, target=model.coverage)
+        self.refresh(loaded)
+        return FeedbackResult(rows=len(next(iter(scores.values()))),
+                              inside={m: fb.inside.tolist() for m, fb in batch.items()},
+                              p_value={m: fb.p_value.tolist() for m, fb in batch.items()},
+                              inside_served={m: v.tolist() for m, v in served.items()})
+
+    def summary(self, loaded: Loaded) -> dict:
+        """Per method: the observed coverage over the window, its rows, mean p-value, the target, the
+        binomial margin and (adaptive mode) the served level."""
+        model = loaded.model
+        stats = self.state.window(loaded.version, self.settings.feedback_window)
+        out = {}
+        for name in model.methods:
+            w = stats.get(name)
+            rows = 0 if w is None else w.rows
+            entry = {"window": self.settings.feedback_window, "rows": rows,
+                     "observed_coverage": None if w is None else w.coverage,
+                     "p_value_mean": None if w is None else w.p_value_mean,
+                     "target": model.coverage, "margin": binomial_margin(model.coverage, rows) if rows else None}
+            if self.adaptive:
+                entry["effective_coverage"] = self.level(loaded, name)
+                entry["served_coverage"] = None if w is None else w.served_coverage
+            out[name] = entry
+        return {"adaptive": self.settings.adaptive, "gamma": self.settings.adaptive_gamma if self.adaptive else None,
+                "shared_state": self.state.shared, "methods": out}
+
+
+class FeedbackCollector:
+    """Prometheus view of the shared state: host totals as counters (any worker answers the same),
+    the window's observed coverage, its rows and mean p-value, the target and the served level as
+    gauges of the served bundle."""
+
+    def __init__(self, monitor: Monitor, store: ModelStore):
+        self.monitor, self.store = monitor, store
+
+    def describe(self):
+        return list(self._families().values())
+
+    @staticmethod
+    def _families():
+        return {
+            "rows": CounterMetricFamily("lmve_feedback_rows", "Labelled feedback rows scored (host total)",
+                                        labels=["method"]),
+            "inside": CounterMetricFamily("lmve_feedback_inside", "Feedback rows inside the region at the bundle's "
+                                          "level (host total)", labels=["method"]),
+            "inside_served": CounterMetricFamily("lmve_feedback_inside_served", "Feedback rows inside the region "
+                                                 "actually served (the adaptive level when on; host total)",
+                                                 labels=["method"]),
+            "coverage": GaugeMetricFamily("lmve_observed_coverage", "Observed coverage over the feedback window "
+                                          "(served bundle, bundle's level)", labels=["method"]),
+            "count": GaugeMetricFamily("lmve_observed_rows", "Feedback rows in the window", labels=["method"]),
+            "p": GaugeMetricFamily("lmve_observed_p_value_mean", "Mean conformal p-value over the window "
+                                   "(about 0.5 when calibrated)", labels=["method"]),
+            "target": GaugeMetricFamily("lmve_coverage_target", "The bundle's coverage level", labels=["method"]),
+            "effective": GaugeMetricFamily("lmve_effective_coverage", "The level served now (adaptive mode: moved "
+                                           "by feedback)", labels=["method"]),
+        }
+
+    def collect(self):
+        f = self._families()
+        for method, c in self.monitor.state.counters().items():
+            f["rows"].add_metric([method], c["rows"])
+            f["inside"].add_metric([method], c["inside"])
+            f["inside_served"].add_metric([method], c["inside_served"])
+        loaded = self.store.current
+        if loaded is not None:
+            stats = self.monitor.state.window(loaded.version, self.monitor.settings.feedback_window)
+            for method in loaded.model.methods:
+                w = stats.get(method)
+                if w is not None and w.rows:
+                    f["coverage"].add_metric([method], w.coverage)
+                    f["count"].add_metric([method], w.rows)
+                    f["p"].add_metric([method], w.p_value_mean)
+                f["target"].add_metric([method], loaded.model.coverage)
+                level = self.monitor.level(loaded, method)
+                f["effective"].add_metric([method], loaded.model.coverage if level is None else level)
+        return list(f.values())
+

@@ -1,0 +1,33 @@
+"""``POST /feedback``: labelled readings scored against the served regions (observed coverage and,
+in adaptive mode, the served level). Behind the API key like the region routes."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+from fastapi import APIRouter, Request
+
+from service import inference
+from service.deps import json_body, json_body_openapi, serving
+from service.schemas import FeedbackRequest, FeedbackResponse
+
+router = APIRouter(tags=["feedback"])
+_parse = json_body(FeedbackRequest)
+
+
+@router.post("/feedback", response_model=FeedbackResponse, openapi_extra=json_body_openapi(FeedbackRequest),
+             responses={422: {"description": "invalid rows (problem+json naming the field); nothing is recorded"},
+                        503: {"description": "no verified bundle"}},
+             summary="Record where labelled readings truly were: observed coverage per method")
+async def feedback(request: Request):
+    body = await _parse(request)
+    ctx = await serving(request)
+    inference.check_row_limit(body.features, "features", ctx.settings.max_rows)
+    result = await anyio.to_thread.run_sync(ctx.monitor.record, ctx.loaded, body.features, body.points, body.centers,
+                                            body.site, body.device)
+    summary = await anyio.to_thread.run_sync(ctx.monitor.summary, ctx.loaded)
+    return FeedbackResponse(
+        recorded=result.rows, bundle_id=ctx.loaded.version, worker_pid=os.getpid(), monitor=summary,
+        methods={m: {"inside": result.inside[m], "p_value": result.p_value[m], "inside_served": result.inside_served[m]}
+                 for m in result.inside})

@@ -1,0 +1,90 @@
+"""``POST /admin/recalibrate``: new calibration from JSON or CSV rows, swapped in; errors keep the old bundle."""
+
+import csv
+import io
+import shutil
+
+import numpy as np
+import pytest
+
+from models.bundle import load_bundle
+from tests.service.conftest import features
+
+KEY = {"x-api-key": "k"}
+
+
+@pytest.fixture()
+def served(bundle_dir, tmp_path):
+    """A private copy of the bundle (recalibrations are written beside it)."""
+    path = tmp_path / "served" / "bundle"
+    shutil.copytree(bundle_dir, path)
+    return path
+
+
+def test_recalibrate_from_json_swaps_in_a_verified_child(make_client, served, test_rows, tmp_path):
+    X, Y = test_rows
+    c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite")
+    old = c.get("/model", headers=KEY).json()["version"]
+    r = c.post("/admin/recalibrate", json={"features": features(X[:40]), "points": Y[:40].tolist()}, headers=KEY)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["previous_version"] == old and body["version"] != old and body["rows"] == 40
+    child = load_bundle(body["path"])
+    assert child.manifest["training"]["recalibrated"]["parent_bundle_id"] == old
+    assert child.manifest["calibration"]["n_calibration"] == 40
+    # the served model is the child: its threshold is the 37th smallest of the 40 fresh LMVE scores
+    scores = np.sort(load_bundle(served).score_points(X[:40], Y[:40])["lmve"])
+    assert body["alpha_q"]["lmve"][1] == pytest.approx(scores[int(np.ceil(41 * 0.9)) - 1])
+    info = c.get("/model", headers=KEY).json()
+    assert info["version"] == body["version"] and info["methods"]["lmve"]["alpha_q"] == pytest.approx(body["alpha_q"]["lmve"][1])
+    # the parent on disk is untouched
+    assert load_bundle(served).manifest["bundle_id"] == old
+
+
+def test_recalibrate_from_csv_with_groups(make_client, served, test_rows, trained_synthetic, tmp_path):
+    X, Y = test_rows
+    _, ds = trained_synthetic
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([*ds.feature_names, *ds.target_names, "day"])
+    for i, (x, y) in enumerate(zip(X, Y)):
+        w.writerow([*x, *y, f"d{i % 20}"])
+    c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite")
+    r = c.post("/admin/recalibrate?groups=day", content=buf.getvalue(), headers={**KEY, "content-type": "text/csv"})
+    assert r.status_code == 200, r.text
+    assert r.json()["groups"] == 20 and r.json()["rows"] == len(X)
+    assert load_bundle(r.json()["path"]).manifest["calibration"]["rule"] == "group-subsample"
+
+
+@pytest.mark.parametrize("case", ["too-few", "missing-column", "bad-number", "no-key", "media-type"])
+def test_refused_recalibrations_leave_the_old_bundle_serving(make_client, served, test_rows, trained_synthetic,
+                                                            tmp_path, case):
+    X, Y = test_rows
+    _, ds = trained_synthetic
+    c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite")
+    old = c.get("/model", headers=KEY).json()["version"]
+    header = [*ds.feature_names, *ds.target_names]
+    if case == "too-few":
+        r = c.post("/admin/recalibrate", json={"features": features(X[:5]), "points": Y[:5].tolist()}, headers=KEY)
+        expect, field = 422, "features"
+    elif case in ("missing-column", "bad-number"):
+        rows = [header[:-1] if case == "missing-column" else header]
+        rows += [[*x, *y][:len(rows[0])] for x, y in zip(X[:30], Y[:30])]
+        if case == "bad-number":
+            rows[3][2] = "loud"
+        text = "\n".join(",".join(map(str, row)) for row in rows)
+        r = c.post("/admin/recalibrate", content=text, headers={**KEY, "content-type": "text/csv"})
+        expect, field = 422, "points" if case == "missing-column" else ds.feature_names[2]
+    elif case == "no-key":
+        r = c.post("/admin/recalibrate", json={"features": features(X[:40]), "points": Y[:40].tolist()})
+        expect, field = 401, None
+    else:
+        r = c.post("/admin/recalibrate", content="x", headers={**KEY, "content-type": "application/xml"})
+        expect, field = 415, "content-type"
+    assert r.status_code == expect, r.text
+    if field is not None:
+        assert field in [e["field"] for e in r.json()["errors"]]
+    assert c.get("/model", headers=KEY).json()["version"] == old
+    assert not [p for p in served.parent.iterdir() if ".recal-" in p.name]
+    ok = c.post("/predict-region", json={"features": features(X[:2])}, headers=KEY)
+    assert ok.status_code == 200 and ok.json()["bundle_id"] == old

@@ -1,0 +1,158 @@
+"""Several workers, one state: the real ``lmve-serve --workers 2`` on loopback.
+
+Feedback taken by either worker lands in the one SQLite state and in the counters any worker
+exports; a restart keeps it; ``/admin/recalibrate`` and ``/admin/reload`` taken by one worker
+reach every worker within seconds, with no failed request under load.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.service.conftest import features
+from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
+
+H = {"X-API-Key": KEY}
+SYNC = "0.3"
+
+
+def wait_ready(base: str, proc, timeout: float = 90.0) -> None:
+    wait_alive(base, proc, timeout, path="/readyz")
+
+
+def stop(proc) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def fresh_get(base: str, path: str) -> httpx.Response:
+    """One request on a new connection (so that either worker may take it)."""
+    with httpx.Client(timeout=10.0) as c:
+        return c.get(f"{base}{path}", headers=H)
+
+
+def by_worker(base: str, path: str, key, tries: int = 200) -> dict:
+    """``worker_pid -> key(json)`` from requests on new connections, until two workers answered."""
+    seen = {}
+    for _ in range(tries):
+        body = fresh_get(base, path).json()
+        seen[body["worker_pid"]] = key(body)
+        if len(seen) == 2:
+            break
+    return seen
+
+
+def counter(text: str, name: str, method: str = "lmve") -> float:
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{method="{method}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def cluster(bundle_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("workers")
+    served = root / "served" / "bundle"
+    shutil.copytree(bundle_dir, served)
+    env = {"LMVE_STATE_DB": str(root / "state" / "lmve.sqlite"), "LMVE_SYNC_INTERVAL_S": SYNC, "LMVE_WORKERS": "2"}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    procs = []
+
+    def start():
+        proc = start_server(served, port, root / f"server{len(procs)}.log", **env)
+        procs.append(proc)
+        wait_ready(base, proc)
+        return proc
+
+    start()
+    try:
+        yield base, served, start, procs
+    finally:
+        for p in procs:
+            stop(p)
+
+
+def test_feedback_to_both_workers_lands_in_one_state_and_survives_a_restart(cluster, test_rows):
+    base, _, start, procs = cluster
+    X, Y = test_rows
+    pids, sent = set(), 0
+    for i in range(200):
+        rows = slice(3 * (i % 20), 3 * (i % 20) + 3)
+        with httpx.Client(timeout=10.0) as c:
+            r = c.post(f"{base}/feedback", json={"features": features(X[rows]), "points": Y[rows].tolist()},
+                       headers=H)
+        assert r.status_code == 200, r.text
+        pids.add(r.json()["worker_pid"])
+        sent += 3
+        if len(pids) == 2 and i >= 10:
+            break
+    assert len(pids) == 2, "the kernel gave every connection to one worker"
+    # every worker exports the host totals and the same window
+    for _ in range(6):
+        assert counter(fresh_get(base, "/metrics").text, "lmve_feedback_rows_total") == sent
+    rows = by_worker(base, "/model", lambda b: b["feedback"]["methods"]["lmve"]["rows"])
+    assert len(rows) == 2 and set(rows.values()) == {min(sent, 500)}
+    stop(procs[-1])
+    start()
+    assert counter(fresh_get(base, "/metrics").text, "lmve_feedback_rows_total") == sent
+
+
+def test_recalibrate_under_load_reaches_every_worker_and_a_bad_body_changes_nothing(cluster, test_rows):
+    base, served, _, _ = cluster
+    X, Y = test_rows
+    old = fresh_get(base, "/model").json()["version"]
+    statuses, versions, stop_load = [], set(), threading.Event()
+
+    def load():
+        while not stop_load.is_set():
+            with httpx.Client(timeout=10.0) as c:
+                r = c.post(f"{base}/predict-region", json={"features": features(X[:4])}, headers=H)
+            statuses.append(r.status_code)
+            if r.status_code == 200:
+                versions.add(r.json()["bundle_id"])
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)
+        r = httpx.post(f"{base}/admin/recalibrate", json={"features": features(X[:50]), "points": Y[:50].tolist()},
+                       headers=H, timeout=30.0)
+        assert r.status_code == 200, r.text
+        new = r.json()["version"]
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            seen = by_worker(base, "/model", lambda b: b["version"], tries=40)
+            if len(seen) == 2 and set(seen.values()) == {new}:
+                break
+            time.sleep(0.2)
+        assert len(seen) == 2 and set(seen.values()) == {new}, seen
+        time.sleep(0.5)
+    finally:
+        stop_load.set()
+        for t in threads:
+            t.join()
+    assert statuses and set(statuses) == {200}, sorted(set(statuses))
+    assert {old, new} <= versions
+    # a bad body: refused, and every worker keeps serving the new bundle
+    bad = httpx.post(f"{base}/admin/recalibrate", json={"features": features(X[:3]), "points": Y[:3].tolist()},
+                     headers=H, timeout=30.0)
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "features"
+    time.sleep(3 * float(SYNC))
+    assert set(by_worker(base, "/model", lambda b: b["version"]).values()) == {new}
+    # reload of the original bundle reaches every worker too
+    r = httpx.post(f"{base}/admin/reload", json={"bundle": str(served)}, headers=H, timeout=30.0)
+    assert r.status_code == 200 and r.json()["version"] == old
+    time.sleep(3 * float(SYNC))
+    assert set(by_worker(base, "/model", lambda b: b["version"]).values()) == {old}
+    ok = np.mean([fresh_get(base, "/readyz").status_code == 200 for _ in range(4)])
+    assert ok == 1.0
