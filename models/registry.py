@@ -13,7 +13,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Literal
 
-from models.centre import ClientCentre, ConstantCentre, HGBCentre, KNNCentre, SVRCentre
+from models.centre import ClientCentre, ConstantCentre, HGBCentre, KNNCentre, MLPCentre, SVRCentre
 from models.exceptions import InputError, UnknownMethodError
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 
@@ -86,11 +86,13 @@ CENTRES: dict[str, CentreSpec] = {spec.name: spec for spec in (
                KNNCentre, {"n_neighbors": 3}, interpolates=True),
     CentreSpec("hgb", "gradient-boosted trees per target (scikit-learn's HistGradientBoostingRegressor)",
                HGBCentre, {}),
+    CentreSpec("mlp", "a ReLU MLP (128, 64) on standardised targets, trained with the batched torch trainer",
+               MLPCentre, {}),
 )}
 
 #: centre classes by the name a bundle records
-CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, HGBCentre, ClientCentre,
-                                                               ConstantCentre)}
+CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, HGBCentre, MLPCentre,
+                                                               ClientCentre, ConstantCentre)}
 
 
 def _resolve(table: dict, name: str, what: str, error: type = InputError):

@@ -140,6 +140,8 @@ class FeedbackCollector:
                                                  labels=["method"]),
             "coverage": GaugeMetricFamily("lmve_observed_coverage", "Observed coverage over the feedback window "
                                           "(served bundle, bundle's level)", labels=["method"]),
+            "served": GaugeMetricFamily("lmve_observed_served_coverage", "Observed coverage of the regions actually "
+                                        "served (the adaptive level when on) over the window", labels=["method"]),
             "count": GaugeMetricFamily("lmve_observed_rows", "Feedback rows in the window", labels=["method"]),
             "p": GaugeMetricFamily("lmve_observed_p_value_mean", "Mean conformal p-value over the window "
                                    "(about 0.5 when calibrated)", labels=["method"]),
@@ -161,6 +163,7 @@ class FeedbackCollector:
                 w = stats.get(method)
                 if w is not None and w.rows:
                     f["coverage"].add_metric([method], w.coverage)
+                    f["served"].add_metric([method], w.served_coverage)
                     f["count"].add_metric([method], w.rows)
                     f["p"].add_metric([method], w.p_value_mean)
                 f["target"].add_metric([method], loaded.model.coverage)

@@ -71,6 +71,10 @@ VARIANTS = {
     # undo the loaders' target scaling (residential_building / 100, indoor_localization km):
     # shows with numbers which units the paper's volumes are in
     "raw-targets": {"y_multiplier": {"residential_building": 100.0, "indoor_localization": 1000.0}},
+    # lmve-train's default: the centre chosen by cross-validation on the train part among the
+    # candidates (paper SVR, scaled SVR, kNN, boosted trees), after the RSSI step where it applies;
+    # writes centre.{csv,md} beside table1_auto-centre
+    "auto-centre": {"centre_name": "auto", "rssi": "auto"},
 }
 
 TABLE1_COLUMNS = ["dataset", "method", "n_splits", "coverage_mean", "coverage_std", "volume_mean", "volume_std",
@@ -119,7 +123,8 @@ def run_split(task: SplitTask) -> dict:
         return {"task": {**asdict(task), "methods": list(task.methods)}, **record}
     config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=task.methods, device="auto",
                          method_params={"lmve": lmve}, centre_params=spec.get("centre", {}),
-                         cross_fit=spec.get("cross_fit", 0))
+                         cross_fit=spec.get("cross_fit", 0), centre=spec.get("centre_name", "paper"),
+                         rssi=spec.get("rssi", "off"))
     ds = _dataset(task.dataset, task.data_dir)
     mult = spec.get("y_multiplier", {}).get(task.dataset)
     if mult:
@@ -135,7 +140,8 @@ def run_split(task: SplitTask) -> dict:
     result = train(ds, config, split=split)
     record = {"task": {**asdict(task), "methods": list(task.methods)}, "wall_seconds": time.perf_counter() - t0,
               "timings": result.timings, "metrics": result.metrics, "n_train": len(result.split.train),
-              "n_calibration": len(result.split.calibration), "n_test": len(result.split.test)}
+              "n_calibration": len(result.split.calibration), "n_test": len(result.split.test),
+              "centre": result.centre}
     if "lmve" in result.model.methods:
         shape = result.model.methods["lmve"].shape_
         record["lmve"] = {"history": shape.history_, "config": asdict(shape.config_), "grid": shape.grid_results_}
@@ -191,6 +197,8 @@ def runs_table(records: list[dict]):
                          "coverage": m["coverage"], "volume_paper": m["volume_paper"], "volume": m["volume"],
                          "alpha_q": m["alpha_q"], "fit_seconds": m["fit_seconds"],
                          "centre_seconds": r["timings"].get("centre"), "wall_seconds": r["wall_seconds"],
+                         "centre": (r.get("centre") or {}).get("name"),
+                         "centre_rmse": ((r.get("centre") or {}).get("test") or {}).get("rmse"),
                          "lmve_init_steps": r.get("lmve", {}).get("history", {}).get("init", {}).get("steps")
                          if method == "lmve" else None,
                          "lmve_train_steps": r.get("lmve", {}).get("history", {}).get("train", {}).get("steps")
@@ -206,6 +214,31 @@ def table1(runs) -> "pd.DataFrame":  # noqa: F821
                 fit_seconds_mean=("fit_seconds", "mean")).reset_index()
     out["paper_volume"] = [PAPER_TABLE1.get(d, {}).get(m, (None, None))[1] for d, m in zip(out.dataset, out.method)]
     return out[TABLE1_COLUMNS]
+
+
+def centre_tables(runs, t1, out: Path, command: str, wall: float) -> None:
+    """``centre.{csv,md}``: Table I's columns plus the centre chosen (how often each candidate won)
+    and its mean test RMSE (Euclidean, in the loader's target units)."""
+    chosen = runs.groupby("dataset").apply(
+        lambda g: ", ".join(f"{name} {n}/{g.seed.nunique()}" for name, n in
+                            g.drop_duplicates("seed").centre.value_counts().items()), include_groups=False)
+    rmse = runs.drop_duplicates(["dataset", "seed"]).groupby("dataset").centre_rmse.mean()
+    table = t1.copy()
+    table["centre"] = table.dataset.map(chosen)
+    table["centre_rmse_mean"] = table.dataset.map(rmse)
+    table.to_csv(out / "centre.csv", index=False)
+    lines = ["## The centre chosen by `--centre auto` (lmve-train's default), every method on it", "",
+             f"Command: `{command}`; this invocation's wall time {wall:.0f} s (cached splits are not re-run). "
+             "The paper's split per seed; the centre is chosen per split by 5-fold cross-validation on the train "
+             "part among the paper SVR, the scaled SVR, kNN and boosted trees (RSSI step where the columns look "
+             "like RSSI); `centre` says how often each won. Volume: det(alpha C)^1/2 in the loader's units "
+             "(paper convention); centre RMSE: Euclidean, same units.", "",
+             "| dataset | method | splits | coverage % | volume | centre | centre RMSE |", "|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        lines.append(f"| {r.dataset} | {r.method} | {r.n_splits} | {100 * r.coverage_mean:.1f} "
+                     f"({100 * (r.coverage_std if r.coverage_std == r.coverage_std else 0):.1f}) | "
+                     f"{r.volume_mean:.4g} ({r.volume_std:.3g}) | {r.centre} | {r.centre_rmse_mean:.4g} |")
+    (out / "centre.md").write_text("\n".join(lines) + "\n")
 
 
 def markdown_table(t1, title: str) -> str:
@@ -362,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
           f"this invocation's wall time {wall:.0f} s (cached splits are not re-run)."
         + (f" Rows of {', '.join(kept)} are kept from the previous `runs{suffix}.csv` (--merge).\n" if kept else "\n"))
     plot_volumes(runs, args.out / f"volumes{suffix}.png")
+    if args.variant == "auto-centre":
+        centre_tables(runs, t1, args.out, f"lmve-bench {' '.join(argv if argv is not None else sys.argv[1:])}", wall)
     print(markdown_table(t1, f"variant {args.variant}"))
     print(f"wall {wall:.1f} s; results in {args.out}")
     return 0

@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the centre: auto (default): the candidate of smallest cross-validated error on the train "
                         "part (" + ", ".join(TrainConfig.centre_candidates) + "; group folds with groups); or one of "
                         + "; ".join(f"{c.name}: {c.description}" for c in registry.CENTRES.values()))
+    p.add_argument("--centre-candidates", type=_csv_list, default=None, metavar="NAME,NAME",
+                   help="with --centre auto: the candidates to choose from (default "
+                        + ",".join(TrainConfig.centre_candidates) + "; add mlp for the network, 10-30 s per fit "
+                        "on 2 cores, six fits per selection)")
     p.add_argument("--centre-columns", type=_csv_list, default=None, metavar="EST_X,EST_Y",
                    help="with --csv: columns holding your own position estimate of each row (one per target, in "
                         "target units). The shapes and calibration learn from the residuals of your estimates; the "
@@ -139,7 +143,15 @@ def _run(args) -> int:
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
-                         rssi_floor=args.rssi_floor)
+                         rssi_floor=args.rssi_floor,
+                         **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}))
+    for name in args.centre_candidates or ():
+        if name not in registry.CENTRES:
+            raise InputError(f"--centre-candidates: unknown centre {name!r}; choose from {', '.join(registry.CENTRES)}",
+                             field="--centre-candidates", expected=" | ".join(registry.CENTRES), received=name)
+    if args.centre_candidates and args.centre not in (None, "auto"):
+        raise InputError("--centre-candidates is for --centre auto; --centre names one centre",
+                         field="--centre-candidates", expected="--centre auto", received=f"--centre {args.centre}")
     if args.no_rssi and (args.not_detected is not None or args.rssi_floor is not None):
         raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor configure it: give one or "
                          "the other", field="--no-rssi", expected="--no-rssi alone", received="both")

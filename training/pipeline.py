@@ -111,6 +111,8 @@ class TrainConfig:
     not_detected: float | None = None
     rssi_floor: float | None = None
     #: what centre="auto" chooses from
+    #: "mlp" is not among them by default: on 2 cores one fit takes 10-30 s, six per split (5-fold CV
+    #: and the final fit); ask for it with --centre mlp or a candidates list
     centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb")
 
     def grouped(self, dataset) -> bool:
@@ -130,8 +132,13 @@ class TrainConfig:
 
     def make_centre(self, name: str | None = None):
         """A new centre: ``name`` (default ``self.centre``) with ``centre_params`` for the configured one."""
+        import inspect
+
         name = name or self.centre
-        return registry.centre(name).make(**(self.centre_params if name == self.centre else {}))
+        spec = registry.centre(name)
+        accepts = inspect.signature(spec.estimator).parameters
+        run = {k: v for k, v in (("seed", self.seed), ("device", self.device)) if k in accepts}  # the MLP's
+        return spec.make(**run, **(self.centre_params if name == self.centre else {}))
 
 
 @dataclass

@@ -104,3 +104,21 @@ def test_overwrite_replaces_atomically(trained_synthetic, copy_of):
     save_bundle(trained_synthetic[0].model, copy_of, dataset={"name": "again"})
     assert read_manifest(copy_of)["dataset"]["name"] == "again"
     assert [p.name for p in copy_of.parent.iterdir()] == ["bundle"]
+
+
+@pytest.mark.parametrize("centre", ["paper", "scaled", "knn", "hgb", "mlp"])
+def test_every_centre_kind_round_trips_through_a_bundle(centre, tmp_path):
+    """Each registered centre, trained by the pipeline, stored and loaded: identical regions."""
+    from training.datasets import load_dataset
+    from training.pipeline import TrainConfig, train
+
+    ds = load_dataset("synthetic", n_samples=400, seed=1)
+    params = {"max_steps": 300, "eval_every": 50} if centre == "mlp" else {}
+    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle"), centre=centre, centre_params=params))
+    save_bundle(result.model, tmp_path / "b", dataset=ds.info)
+    again = load_bundle(tmp_path / "b")
+    assert type(again.centre).__name__ == type(result.model.centre).__name__
+    X = ds.X[result.split.test]
+    np.testing.assert_array_equal(again.predict_center(X), result.model.predict_center(X))
+    a, b = result.model.predict_region(X), again.predict_region(X)
+    np.testing.assert_array_equal(a.regions.shapes, b.regions.shapes)

@@ -105,3 +105,20 @@ def test_adaptive_off_serves_the_bundle_level(make_client, test_rows):
     c.post("/feedback", json={"features": features(X[:10]), "points": (Y[:10] + 1e3).tolist()}, headers=KEY)
     r = c.post("/predict-region", json={"features": features(X[:1])}, headers=KEY).json()
     assert not r["adaptive"] and r["effective_coverage"] == 0.9
+
+
+def test_the_service_exports_every_metric_the_rules_use(make_client, test_rows):
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    rules = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "lmve-alerts.yml"
+    X, Y = test_rows
+    c = make_client(api_key="k")
+    c.post("/feedback", json={"features": X[:5].tolist(), "points": Y[:5].tolist()}, headers={"x-api-key": "k"})
+    text = c.get("/metrics").text
+    exprs = " ".join(r["expr"] for g in yaml.safe_load(rules.read_text())["groups"]
+                     for r in g["rules"])
+    for name in set(re.findall(r"lmve_[a-z_]+", exprs)):
+        assert re.search(rf"^{name}\{{method=", text, flags=re.M), name

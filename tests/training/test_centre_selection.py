@@ -91,3 +91,21 @@ def test_cli_rssi_flag_errors_write_nothing(tmp_path, capsys):
     assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--rssi-floor", "-50"]) == 2
     assert "--rssi-floor must lie below the weakest real reading" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_cli_centre_candidates_choose_among_the_named_ones_and_bad_names_write_nothing(tmp_path, capsys):
+    csv = tmp_path / "fp.csv"
+    _write_csv(csv, fingerprints())
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--centre-candidates",
+                 "knn,svm"]) == 2
+    assert "--centre-candidates: unknown centre 'svm'" in capsys.readouterr().err
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--centre", "knn",
+                 "--centre-candidates", "knn,hgb"]) == 2
+    assert "--centre-candidates is for --centre auto" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["--csv", str(csv), "--targets", "x,y", "--methods", "ge", "--out", str(out), "--quiet",
+                 "--groups", "none", "--centre-candidates", "knn,hgb"]) == 0
+    manifest = json.loads((out / "bundle" / "manifest.json").read_text())
+    assert set(manifest["training"]["centre"]["cv"]) == {"knn", "hgb"}
+    assert manifest["centre"]["type"] in ("KNNCentre", "HGBCentre")
