@@ -102,7 +102,8 @@ class QuantileTracker:
             self.scale = float(self.q0)
 
     def threshold(self) -> float:
-        return max(self.q, 0.0)
+        """``q_t``, kept above ``1e-6 q0`` (a zero threshold would be a degenerate region)."""
+        return max(self.q, 1e-6 * float(self.q0))
 
     def update(self, score: float) -> bool:
         miss = bool(score > self.threshold())

@@ -250,6 +250,16 @@ class SplitConformalCalibrator:
             n_ge = m * (1.0 - np.where(below > 0, self._cum[np.maximum(below - 1, 0)], 0.0))
         return (1.0 + n_ge) / (m + 1.0)
 
+    def level_of(self, threshold: float) -> float:
+        """The level whose threshold is ``threshold``: ``#{alpha_i <= threshold} / (m + 1)`` (weighted
+        for ``"group-pooled"``), at most ``m / (m + 1)``. Reports an online rule's threshold as a level."""
+        self._check()
+        below = int(np.searchsorted(self.scores_, threshold, side="right"))
+        m = self.n_calibration_
+        if self.weights_ is None:
+            return below / (m + 1.0)
+        return float(m * (self._cum[below - 1] if below > 0 else 0.0) / (m + 1.0))
+
     def coverage_bounds(self, eta: float) -> tuple[float, float]:
         """The guaranteed interval ``[eta, eta + 1/(m + 1)]`` of marginal coverage (no ties)."""
         self._check()

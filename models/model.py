@@ -181,22 +181,28 @@ class RegionModel:
 
     # ------------------------------------------------------------------ public, checked
     def predict_region(self, features, method: str | None = None, coverage: float | None = None, *,
-                       kind: str | None = None, centers=None) -> RegionAnswer:
+                       kind: str | None = None, centers=None, thresholds: dict | None = None) -> RegionAnswer:
         """Calibrated regions for raw ``features`` (N, d) from ``method`` (default: the primary one),
         at ``coverage`` (default: the bundle's), falling back as the module says. ``kind="ellipsoid"``
         accepts ellipsoid methods only (the ellipse API). ``centers`` (N, n): the client's estimates,
-        required by a client-centre bundle and refused by the others."""
+        required by a client-centre bundle and refused by the others. ``thresholds`` (``method ->
+        (alpha_q, level)``) overrides the calibrated threshold of the methods it names (an online
+        rule's, see :mod:`models.adaptive`); ``level`` is what the regions report as their coverage."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
         mu = self._centers(centers, X)
         name, reason, C = self._first_finite(candidates, X)
         reg = self.methods[name]
-        regions = reg._regions(X, coverage, mu, shapes=C)
+        if thresholds is not None and name in thresholds and C is not None:
+            alpha, level = thresholds[name]
+            regions = reg.shape_.region(X, mu, alpha, level, shapes=C)
+        else:
+            regions = reg._regions(X, coverage, mu, shapes=C)
         return RegionAnswer(method=name, fallback_reason=reason, regions=regions)
 
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
-               kind: str | None = None, centers=None) -> Assessment:
+               kind: str | None = None, centers=None, thresholds: dict | None = None) -> Assessment:
         """Score candidate ``points`` (N, n) once: inside the calibrated region, its scaled distance
         (``score / alpha_q``) and conformal p-value, from the same method :meth:`predict_region` would use."""
         candidates = self._candidates(method, kind)
@@ -208,7 +214,7 @@ class RegionModel:
         reg = self.methods[name]
         residuals = P - mu
         scores = reg.shape_.conformity_scores(X, residuals) if C is None else geometry.mahalanobis(residuals, C)
-        alpha = reg.threshold(coverage)
+        alpha = thresholds[name][0] if thresholds is not None and name in thresholds else reg.threshold(coverage)
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
         return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
                           p_value=reg.calibrator_.p_value(scores))

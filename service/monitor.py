@@ -1,8 +1,10 @@
-"""Feedback on served regions: observed coverage, and the adaptive level (opt-in).
+"""Feedback on served regions: observed coverage, and the adaptive mode (opt-in).
 
 :class:`Monitor` scores labelled rows (``POST /feedback``) with every method of the served bundle,
-stores the verdicts in the :class:`~service.state.ServiceState` and, in adaptive mode, moves each
-method's served level by adaptive conformal inference (:class:`models.adaptive.AdaptiveConformal`).
+stores the verdicts in the :class:`~service.state.ServiceState` and, in adaptive mode, moves what
+each method serves: its level by adaptive conformal inference (``aci``,
+:class:`models.adaptive.AdaptiveConformal`) or its threshold by quantile tracking (``quantile``,
+:class:`models.adaptive.QuantileTracker`).
 Each worker keeps the levels of the served bundle in memory for the region routes (a dict lookup
 per request) and refreshes them from the shared state after its own feedback and on every sync
 tick, so that all workers serve the level that all feedback produced.
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from models.adaptive import AdaptiveConformal
+from models.adaptive import AdaptiveConformal, QuantileTracker
 from service.settings import ServiceSettings
 from service.state import MethodFeedback, ServiceState
 from service.store import Loaded, ModelStore
@@ -40,33 +42,64 @@ class Monitor:
     def __init__(self, state: ServiceState, settings: ServiceSettings):
         self.state, self.settings = state, settings
         self.adaptive = settings.adaptive != "off"
-        self._levels: tuple[str, dict[str, float]] = ("", {})  # (bundle_id, method -> served level)
+        #: (bundle_id, method -> (level, threshold or None)): what the region routes serve
+        self._served: tuple[str, dict[str, tuple[float, float | None]]] = ("", {})
 
     # ------------------------------------------------------------------ the served level
-    def _rule(self, loaded: Loaded, method: str, alpha: float | None) -> AdaptiveConformal:
+    def _rule(self, loaded: Loaded, method: str, stored: tuple | None):
+        """The online rule of ``method`` in its stored state (``None``: fresh)."""
         model = loaded.model
-        cal = model.methods[method].calibrator_
-        return AdaptiveConformal(target=model.coverage, quantile=cal.quantile, gamma=self.settings.adaptive_gamma,
-                                 min_level=min(self.settings.adaptive_min_level, model.coverage),
-                                 max_level=cal.max_coverage, alpha=alpha)
+        reg = model.methods[method]
+        cal = reg.calibrator_
+        if self.settings.adaptive == "aci":
+            return AdaptiveConformal(target=model.coverage, quantile=cal.quantile, gamma=self.settings.adaptive_gamma,
+                                     min_level=min(self.settings.adaptive_min_level, model.coverage),
+                                     max_level=cal.max_coverage, alpha=None if stored is None else stored[0])
+        return QuantileTracker(target=model.coverage, q0=reg.threshold(None), lr=self.settings.adaptive_lr,
+                               q=None if stored is None else stored[0], scale=None if stored is None else stored[1])
+
+    @staticmethod
+    def _serves(rule, cal) -> tuple[float, float | None]:
+        """``(level, threshold)`` a rule serves now: ACI a calibrated level (threshold ``None``: the
+        calibration's at that level); quantile tracking its threshold, reported as the calibration's
+        level of it."""
+        if isinstance(rule, AdaptiveConformal):
+            return rule.level, None
+        q = rule.threshold()
+        return cal.level_of(q), q
+
+    @staticmethod
+    def _state(rule) -> tuple[float, float | None]:
+        return (rule.alpha, None) if isinstance(rule, AdaptiveConformal) else (rule.q, rule.scale)
 
     def level(self, loaded: Loaded, method: str) -> float | None:
-        """The adaptive level of ``method`` on the served bundle; ``None`` when adaptive mode is off
-        (the request's or the bundle's level applies)."""
+        """The served level of ``method`` on ``loaded``; ``None`` when adaptive mode is off (the
+        request's or the bundle's level applies)."""
         if not self.adaptive:
             return None
-        bundle_id, levels = self._levels
-        if bundle_id != loaded.version:
+        bundle_id, served = self._served
+        if bundle_id != loaded.version or method not in served:
             return loaded.model.coverage
-        return levels.get(method, loaded.model.coverage)
+        return served[method][0]
+
+    def thresholds(self, loaded: Loaded) -> dict[str, tuple[float, float]] | None:
+        """``method -> (threshold, level)`` to serve instead of the calibrated thresholds (quantile
+        tracking), or ``None``."""
+        if self.settings.adaptive != "quantile":
+            return None
+        bundle_id, served = self._served
+        if bundle_id != loaded.version:
+            return None
+        return {m: (t, lv) for m, (lv, t) in served.items() if t is not None} or None
 
     def refresh(self, loaded: Loaded | None) -> None:
-        """Reload the served levels of ``loaded`` from the shared state."""
+        """Reload what is served for ``loaded`` from the shared state."""
         if not self.adaptive or loaded is None:
             return
-        alphas = self.state.alphas(loaded.version)
-        levels = {m: self._rule(loaded, m, a).level for m, a in alphas.items() if m in loaded.model.methods}
-        self._levels = (loaded.version, levels)
+        stored = self.state.adaptive_state(loaded.version)
+        served = {m: self._serves(self._rule(loaded, m, st), loaded.model.methods[m].calibrator_)
+                  for m, st in stored.items() if m in loaded.model.methods}
+        self._served = (loaded.version, served)
 
     # ------------------------------------------------------------------ feedback
     def record(self, loaded: Loaded, features, points, centers=None, site: str | None = None,
@@ -80,13 +113,14 @@ class Monitor:
             alpha_q = reg.threshold(None)
             batch[name] = MethodFeedback(inside=s <= alpha_q, p_value=reg.calibrator_.p_value(s), scores=s)
 
-        def adapt(method, alpha, s):
-            rule = self._rule(loaded, method, alpha)
+        def adapt(method, stored, s):
+            rule = self._rule(loaded, method, stored)
+            cal = model.methods[method].calibrator_
             levels, inside = np.empty(s.size), np.empty(s.size, dtype=bool)
             for t, score in enumerate(s):
-                levels[t] = rule.level
+                levels[t] = self._serves(rule, cal)[0]
                 inside[t] = not rule.update(score)
-            return rule.alpha, levels, inside
+            return self._state(rule), levels, inside
 
         served = self.state.record_feedback(loaded.version, batch, site=site, device=device,
                                             adapt=adapt if self.adaptive else None, target=model.coverage)
@@ -112,8 +146,12 @@ class Monitor:
             if self.adaptive:
                 entry["effective_coverage"] = self.level(loaded, name)
                 entry["served_coverage"] = None if w is None else w.served_coverage
+                served = self._served[1].get(name) if self._served[0] == loaded.version else None
+                entry["threshold"] = (served[1] if served and served[1] is not None
+                                      else model.methods[name].threshold(entry["effective_coverage"]))
             out[name] = entry
-        return {"adaptive": self.settings.adaptive, "gamma": self.settings.adaptive_gamma if self.adaptive else None,
+        step = {"aci": {"gamma": self.settings.adaptive_gamma}, "quantile": {"lr": self.settings.adaptive_lr}}
+        return {"adaptive": self.settings.adaptive, **step.get(self.settings.adaptive, {}),
                 "shared_state": self.state.shared, "methods": out}
 
 

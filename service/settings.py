@@ -42,9 +42,12 @@ class ServiceSettings(BaseSettings):
     sync_interval_s: float = Field(default=1.0, gt=0, le=60, description="how often each worker checks the state "
                                    "for a bundle published by another worker (reload, recalibrate)")
     feedback_window: int = Field(default=500, ge=10, description="labelled rows behind the observed coverage")
-    adaptive: Literal["off", "aci"] = Field(default="off", description="aci: feedback moves the served level "
-                                            "(adaptive conformal inference) so that long-run coverage tracks the target")
-    adaptive_gamma: float = Field(default=0.005, gt=0, lt=1, description="the adaptive step size gamma")
+    adaptive: Literal["off", "aci", "quantile"] = Field(
+        default="off", description="feedback moves what is served so that long-run coverage tracks the target: aci "
+        "moves the level (adaptive conformal inference), quantile the threshold itself (quantile tracking)")
+    adaptive_gamma: float = Field(default=0.005, gt=0, lt=1, description="aci: the step size gamma")
+    adaptive_lr: float = Field(default=0.05, gt=0, lt=1, description="quantile: the step, as a share of the largest "
+                               "score seen")
     adaptive_min_level: float = Field(default=0.5, gt=0, lt=1, description="the adaptive level never goes below this")
     recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "
                                           "default: beside the served bundle")

@@ -8,7 +8,8 @@ It holds what must outlive a request, a worker and a restart:
   the conformal p-value, the level actually served and whether that region held the point.
 * ``counters``: running totals per method (rows, inside, p-value sum), exported as Prometheus
   counters by every worker, so a scrape of any worker sees the host's totals.
-* ``adaptive``: the adaptive-conformal state (``alpha_t``) per bundle and method.
+* ``adaptive``: the online rule's state per bundle and method (ACI's ``alpha_t``; quantile
+  tracking's threshold ``q_t`` and score scale).
 
 With no path (``LMVE_STATE_DB`` unset) the state lives in memory: one worker, lost on restart.
 Every write runs in one ``BEGIN IMMEDIATE`` transaction, so two workers never interleave a
@@ -39,8 +40,8 @@ CREATE INDEX IF NOT EXISTS feedback_recent ON feedback (bundle_id, method, id);
 CREATE TABLE IF NOT EXISTS counters (
   method TEXT NOT NULL, name TEXT NOT NULL, value REAL NOT NULL, PRIMARY KEY (method, name));
 CREATE TABLE IF NOT EXISTS adaptive (
-  bundle_id TEXT NOT NULL, method TEXT NOT NULL, alpha REAL NOT NULL, n INTEGER NOT NULL, at REAL NOT NULL,
-  PRIMARY KEY (bundle_id, method));
+  bundle_id TEXT NOT NULL, method TEXT NOT NULL, alpha REAL NOT NULL, scale REAL, n INTEGER NOT NULL,
+  at REAL NOT NULL, PRIMARY KEY (bundle_id, method));
 """
 
 COUNTERS = ("rows", "inside", "p_value_sum", "inside_served")
@@ -71,8 +72,8 @@ class WindowStats:
     served_coverage: float | None  # inside the region actually served (the adaptive level when on)
 
 
-#: ``(method, stored alpha or None, scores (k,)) -> (new alpha, levels served (k,), inside served (k,))``
-AdaptStep = Callable[[str, "float | None", np.ndarray], "tuple[float, np.ndarray, np.ndarray]"]
+#: ``(method, stored (value, scale) or None, scores (k,)) -> (new (value, scale), levels served (k,), inside served (k,))``
+AdaptStep = Callable[[str, "tuple | None", np.ndarray], "tuple[tuple, np.ndarray, np.ndarray]"]
 
 
 class ServiceState:
@@ -142,12 +143,13 @@ class ServiceState:
             for method, fb in batch.items():
                 k = int(fb.inside.shape[0])
                 if adapt is not None:
-                    row = db.execute("SELECT alpha FROM adaptive WHERE bundle_id = ? AND method = ?",
+                    row = db.execute("SELECT alpha, scale FROM adaptive WHERE bundle_id = ? AND method = ?",
                                      (bundle_id, method)).fetchone()
-                    alpha, levels, inside_served = adapt(method, None if row is None else row[0], fb.scores)
-                    db.execute("INSERT OR REPLACE INTO adaptive (bundle_id, method, alpha, n, at) VALUES (?, ?, ?, "
-                               "COALESCE((SELECT n FROM adaptive WHERE bundle_id = ? AND method = ?), 0) + ?, ?)",
-                               (bundle_id, method, float(alpha), bundle_id, method, k, now))
+                    (value, scale), levels, inside_served = adapt(method, None if row is None else tuple(row), fb.scores)
+                    db.execute("INSERT OR REPLACE INTO adaptive (bundle_id, method, alpha, scale, n, at) VALUES "
+                               "(?, ?, ?, ?, COALESCE((SELECT n FROM adaptive WHERE bundle_id = ? AND method = ?), 0) "
+                               "+ ?, ?)", (bundle_id, method, float(value), None if scale is None else float(scale),
+                                           bundle_id, method, k, now))
                 else:
                     levels, inside_served = np.full(k, target), fb.inside
                 db.executemany(
@@ -185,6 +187,7 @@ class ServiceState:
             out.setdefault(method, dict.fromkeys(COUNTERS, 0.0))[name] = value
         return out
 
-    def alphas(self, bundle_id: str) -> dict[str, float]:
-        """The adaptive state ``alpha_t`` per method of ``bundle_id`` (none before the first feedback)."""
-        return dict(self._read("SELECT method, alpha FROM adaptive WHERE bundle_id = ?", (bundle_id,)))
+    def adaptive_state(self, bundle_id: str) -> dict[str, tuple]:
+        """The online rule's ``(value, scale)`` per method of ``bundle_id`` (none before the first feedback)."""
+        return {m: (a, sc) for m, a, sc in self._read("SELECT method, alpha, scale FROM adaptive WHERE bundle_id = ?",
+                                                     (bundle_id,))}

@@ -41,14 +41,15 @@ def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
         raise APIError(422, "Invalid input", "boundary points are available for 2-D or 3-D targets only",
                        field="boundary_points", expected="null", received=str(k))
     t0 = time.perf_counter()
-    level, adaptive = _level(body.coverage, ctx, method)
-    answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers)
+    level, adaptive, thresholds = _level(body.coverage, ctx, method)
+    answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers,
+                                  thresholds=thresholds)
     regions = inference.region_rows(answer, k)
     _observe(metrics, "predict-region", answer, len(regions), t0)
     return FastJSONResponse({"regions": regions, "method": answer.method, "fallback": answer.fallback,
                              "fallback_reason": answer.fallback_reason,
                              "coverage": body.coverage if body.coverage is not None else model.coverage,
-                             "effective_coverage": level if level is not None else model.coverage,
+                             "effective_coverage": _effective(level, answer, ctx, thresholds),
                              "adaptive": adaptive, "bundle_id": loaded.version})
 
 
@@ -57,28 +58,38 @@ def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
     model = loaded.model
     inference.check_row_limit(body.features, "features", settings.max_rows)
     t0 = time.perf_counter()
-    level, adaptive = _level(body.coverage, ctx, method)
-    answer = model.assess(body.features, body.points, method, level, kind="ellipsoid", centers=body.centers)
+    level, adaptive, thresholds = _level(body.coverage, ctx, method)
+    answer = model.assess(body.features, body.points, method, level, kind="ellipsoid", centers=body.centers,
+                          thresholds=thresholds)
     results = [{"inside": i, "distance": d, "p_value": p} for i, d, p in
                zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist())]  # plain floats: cheap
     _observe(metrics, "contains", answer, len(results), t0)
     return FastJSONResponse({"results": results, "method": answer.method, "fallback": answer.fallback,
                              "fallback_reason": answer.fallback_reason,
                              "coverage": body.coverage if body.coverage is not None else model.coverage,
-                             "effective_coverage": level if level is not None else model.coverage,
+                             "effective_coverage": _effective(level, answer, ctx, thresholds),
                              "adaptive": adaptive, "bundle_id": loaded.version})
 
 
-def _level(asked: float | None, ctx: Serving, method: str | None) -> tuple[float | None, bool]:
-    """The level to compute at and whether the adaptive mode chose it: a level the request names
-    is served as asked; otherwise the adaptive level of the method (when the mode is on), else
-    the bundle's."""
+def _effective(level, answer, ctx: Serving, thresholds) -> float:
+    """The level the answer was computed at (quantile tracking: the calibration's level of its threshold)."""
+    if thresholds is not None and answer.method in thresholds:
+        return thresholds[answer.method][1]
+    return level if level is not None else ctx.loaded.model.coverage
+
+
+def _level(asked: float | None, ctx: Serving, method: str | None) -> tuple[float | None, bool, dict | None]:
+    """The level to compute at, whether the adaptive mode chose it, and the thresholds it serves
+    instead of the calibrated ones (quantile tracking): a level the request names is served as
+    asked; otherwise the adaptive mode's (when on), else the bundle's."""
     if asked is not None or not ctx.monitor.adaptive:
-        return asked, False
+        return asked, False, None
     model = ctx.loaded.model
     name = method if method is not None and method in model.methods else model.primary_method
-    level = ctx.monitor.level(ctx.loaded, name)
-    return (level, True) if level is not None else (None, False)
+    thresholds = ctx.monitor.thresholds(ctx.loaded)
+    if thresholds is not None:
+        return None, True, thresholds
+    return ctx.monitor.level(ctx.loaded, name), True, None
 
 
 def _observe(metrics, route: str, answer, rows: int, t0: float) -> None:

@@ -133,3 +133,13 @@ def test_group_rules_need_groups_and_refuse_levels_past_the_group_count():
         cal.check_level(0.9)
     with pytest.raises(InputError, match="calibration rule must be one of"):
         SplitConformalCalibrator("bogus").fit([1.0])
+
+
+def test_level_of_inverts_the_quantile():
+    from models.conformal import SplitConformalCalibrator
+
+    cal = SplitConformalCalibrator().fit(np.arange(1.0, 20.0))  # m = 19
+    for eta in (0.1, 0.5, 0.9, 0.95):
+        q = cal.quantile(eta)
+        assert cal.level_of(q) >= eta and cal.level_of(q) - eta < 1 / 20 + 1e-12
+    assert cal.level_of(0.5) == 0.0 and cal.level_of(1e9) == pytest.approx(19 / 20)

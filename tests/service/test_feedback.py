@@ -122,3 +122,22 @@ def test_the_service_exports_every_metric_the_rules_use(make_client, test_rows):
                      for r in g["rules"])
     for name in set(re.findall(r"lmve_[a-z_]+", exprs)):
         assert re.search(rf"^{name}\{{method=", text, flags=re.M), name
+
+
+def test_quantile_mode_moves_the_threshold_and_reports_its_level(make_client, test_rows, tmp_path):
+    X, Y = test_rows
+    c = make_client(api_key="k", state_db=tmp_path / "state.sqlite", adaptive="quantile", adaptive_lr=0.05)
+    before = c.post("/predict-region", json={"features": features(X[:1])}, headers=KEY).json()
+    assert before["adaptive"] and before["effective_coverage"] == 0.9
+    far = (Y[:20] + 50.0).tolist()
+    r = c.post("/feedback", json={"features": features(X[:20]), "points": far}, headers=KEY).json()
+    assert not r["methods"]["lmve"]["inside_served"][0]  # outside the calibrated region; then q grows
+    info = r["monitor"]["methods"]["lmve"]
+    alpha_q = c.get("/model", headers=KEY).json()["methods"]["lmve"]["alpha_q"]
+    assert info["threshold"] > alpha_q  # every miss raised it by lr x the largest score seen x 0.9
+    after = c.post("/predict-region", json={"features": features(X[:1])}, headers=KEY).json()
+    ratio = after["regions"][0]["volume"] / before["regions"][0]["volume"]
+    assert ratio == pytest.approx(info["threshold"] / alpha_q, rel=1e-9)  # area scales with alpha (n = 2)
+    assert after["effective_coverage"] == pytest.approx(info["effective_coverage"]) and after["effective_coverage"] > 0.9
+    inside = c.post("/contains", json={"features": features(X[:20]), "points": Y[:20].tolist()}, headers=KEY).json()
+    assert inside["adaptive"] and inside["effective_coverage"] == after["effective_coverage"]
