@@ -118,7 +118,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.include_router(admin.router)
     if settings.enable_noop:
         app.include_router(health.noop_router)
-    _document_request_bodies(app, (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS))
+    _document_request_bodies(app, (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS, *feedback.REQUEST_MODELS))
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])

@@ -13,6 +13,7 @@ from service.deps import json_body, json_body_openapi, serving
 from service.schemas import FeedbackRequest, FeedbackResponse
 
 router = APIRouter(tags=["feedback"])
+REQUEST_MODELS = (FeedbackRequest,)
 _parse = json_body(FeedbackRequest)
 
 

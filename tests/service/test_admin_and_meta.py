@@ -112,7 +112,8 @@ def test_api_key_is_checked_before_routing_and_docs_stay_public(make_client):
 def test_request_bodies_are_documented_and_metric_labels_stay_bounded(client):
     spec = client.get("/openapi.json").json()
     for path, model in (("/predict-region", "PredictRegionRequest"), ("/contains", "ContainsRequest"),
-                        ("/{method}/contains", "ContainsRequest")):
+                        ("/{method}/contains", "ContainsRequest"), ("/feedback", "FeedbackRequest"),
+                        ("/admin/recalibrate", "RecalibrateRequest")):
         ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
         assert ref == f"#/components/schemas/{model}" and model in spec["components"]["schemas"]
     for method in ("FOO", "BAR"):
