@@ -75,6 +75,9 @@ VARIANTS = {
     # candidates (paper SVR, scaled SVR, kNN, boosted trees), after the RSSI step where it applies;
     # writes centre.{csv,md} beside table1_auto-centre
     "auto-centre": {"centre_name": "auto", "rssi": "auto"},
+    # the same with the MLP among the candidates (six network fits per split: a few splits only)
+    "auto-centre-mlp": {"centre_name": "auto", "rssi": "auto",
+                        "centre_candidates": ("paper", "scaled", "knn", "hgb", "mlp")},
 }
 
 TABLE1_COLUMNS = ["dataset", "method", "n_splits", "coverage_mean", "coverage_std", "volume_mean", "volume_std",
@@ -124,7 +127,8 @@ def run_split(task: SplitTask) -> dict:
     config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=task.methods, device="auto",
                          method_params={"lmve": lmve}, centre_params=spec.get("centre", {}),
                          cross_fit=spec.get("cross_fit", 0), centre=spec.get("centre_name", "paper"),
-                         rssi=spec.get("rssi", "off"))
+                         rssi=spec.get("rssi", "off"),
+                         **({"centre_candidates": spec["centre_candidates"]} if "centre_candidates" in spec else {}))
     ds = _dataset(task.dataset, task.data_dir)
     mult = spec.get("y_multiplier", {}).get(task.dataset)
     if mult:
@@ -216,7 +220,7 @@ def table1(runs) -> "pd.DataFrame":  # noqa: F821
     return out[TABLE1_COLUMNS]
 
 
-def centre_tables(runs, t1, out: Path, command: str, wall: float) -> None:
+def centre_tables(runs, t1, out: Path, command: str, wall: float, suffix: str = "") -> None:
     """``centre.{csv,md}``: Table I's columns plus the centre chosen (how often each candidate won)
     and its mean test RMSE (Euclidean, in the loader's target units)."""
     chosen = runs.groupby("dataset").apply(
@@ -226,19 +230,20 @@ def centre_tables(runs, t1, out: Path, command: str, wall: float) -> None:
     table = t1.copy()
     table["centre"] = table.dataset.map(chosen)
     table["centre_rmse_mean"] = table.dataset.map(rmse)
-    table.to_csv(out / "centre.csv", index=False)
+    table.to_csv(out / f"centre{suffix}.csv", index=False)
     lines = ["## The centre chosen by `--centre auto` (lmve-train's default), every method on it", "",
              f"Command: `{command}`; this invocation's wall time {wall:.0f} s (cached splits are not re-run). "
              "The paper's split per seed; the centre is chosen per split by 5-fold cross-validation on the train "
-             "part among the paper SVR, the scaled SVR, kNN and boosted trees (RSSI step where the columns look "
-             "like RSSI); `centre` says how often each won. Volume: det(alpha C)^1/2 in the loader's units "
+             "part among the candidates (`auto-centre`: the paper SVR, the scaled SVR, kNN and boosted trees; "
+             "`auto-centre-mlp`: and the MLP) after the RSSI step where the columns look like RSSI; `centre` says "
+             "how often each won. Volume: det(alpha C)^1/2 in the loader's units "
              "(paper convention); centre RMSE: Euclidean, same units.", "",
              "| dataset | method | splits | coverage % | volume | centre | centre RMSE |", "|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         lines.append(f"| {r.dataset} | {r.method} | {r.n_splits} | {100 * r.coverage_mean:.1f} "
                      f"({100 * (r.coverage_std if r.coverage_std == r.coverage_std else 0):.1f}) | "
                      f"{r.volume_mean:.4g} ({r.volume_std:.3g}) | {r.centre} | {r.centre_rmse_mean:.4g} |")
-    (out / "centre.md").write_text("\n".join(lines) + "\n")
+    (out / f"centre{suffix}.md").write_text("\n".join(lines) + "\n")
 
 
 def markdown_table(t1, title: str) -> str:
@@ -395,8 +400,9 @@ def main(argv: list[str] | None = None) -> int:
           f"this invocation's wall time {wall:.0f} s (cached splits are not re-run)."
         + (f" Rows of {', '.join(kept)} are kept from the previous `runs{suffix}.csv` (--merge).\n" if kept else "\n"))
     plot_volumes(runs, args.out / f"volumes{suffix}.png")
-    if args.variant == "auto-centre":
-        centre_tables(runs, t1, args.out, f"lmve-bench {' '.join(argv if argv is not None else sys.argv[1:])}", wall)
+    if args.variant.startswith("auto-centre"):
+        centre_tables(runs, t1, args.out, f"lmve-bench {' '.join(argv if argv is not None else sys.argv[1:])}", wall,
+                      suffix="" if args.variant == "auto-centre" else suffix)
     print(markdown_table(t1, f"variant {args.variant}"))
     print(f"wall {wall:.1f} s; results in {args.out}")
     return 0
