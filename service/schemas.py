@@ -158,7 +158,7 @@ class RecalibrateRequest(BaseModel):
                                            "day): one calibration score per group")
     centers: Matrix | None = Field(default=None, description="your own estimates (k, n), for a --centre-columns bundle")
     group_rule: Literal["subsample", "pooled"] = "subsample"
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
 
 class RecalibrateResponse(BaseModel):

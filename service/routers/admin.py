@@ -65,7 +65,7 @@ async def recalibrate(request: Request, store: Store, settings: Settings, metric
                       groups: Annotated[str | None, Query(description="text/csv: the group column(s), "
                                                                       "comma-separated")] = None,
                       group_rule: Annotated[str, Query(pattern="^(subsample|pooled)$")] = "subsample",
-                      seed: Annotated[int, Query(ge=0)] = 0):
+                      seed: Annotated[int, Query(ge=0, le=2**32 - 1)] = 0):
     loaded = store.current
     if loaded is None:
         raise APIError(503, "Service Unavailable", f"no verified bundle is loaded to recalibrate: {store.error}")
