@@ -117,16 +117,16 @@ def clip_level(level: float, lo: float, hi: float) -> float:
     return float(min(max(level, lo), hi))
 
 
-def run_stream(rule, scores) -> tuple[np.ndarray, np.ndarray]:
-    """Feed ``scores`` (T,) to ``rule`` in order; ``(misses (T,) bool, thresholds (T,))``, each row's
-    threshold being the one served before its update."""
+def run_stream(rule, scores, served: Callable | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Feed ``scores`` (T,) to ``rule`` in order; ``(misses (T,) bool, served (T,))``, where each row's
+    ``served`` value is taken before its update: ``served(rule)``, by default the threshold."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     misses = np.empty(s.size, dtype=bool)
-    thresholds = np.empty(s.size)
+    values = np.empty(s.size)
     for t, score in enumerate(s):
-        thresholds[t] = rule.threshold()
+        values[t] = rule.threshold() if served is None else served(rule)
         misses[t] = rule.update(score)
-    return misses, thresholds
+    return misses, values
 
 
 def aci_bound(target: float, gamma: float, steps: int, alpha0: float | None = None) -> float:

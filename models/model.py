@@ -161,6 +161,14 @@ class RegionModel:
             order += [(later, None) for later in served[served.index(name) + 1:]]
         return order
 
+    def _threshold(self, name: str, coverage: float | None, thresholds: dict | None) -> tuple[float, float]:
+        """``(alpha_q, level)`` of method ``name``: an online rule's from ``thresholds`` when it names the
+        method, else the calibrated threshold at ``coverage`` (``None``: the bundle's level)."""
+        if thresholds is not None and name in thresholds:
+            return thresholds[name]
+        reg = self.methods[name]
+        return reg.threshold(coverage), reg.coverage if coverage is None else coverage
+
     def _level(self, name: str, coverage) -> float | None:
         return None if coverage is None else self.methods[name].calibrator_.check_level(coverage)
 
@@ -193,12 +201,8 @@ class RegionModel:
         X = self._features(features)
         mu = self._centers(centers, X)
         name, reason, C = self._first_finite(candidates, X)
-        reg = self.methods[name]
-        if thresholds is not None and name in thresholds and C is not None:
-            alpha, level = thresholds[name]
-            regions = reg.shape_.region(X, mu, alpha, level, shapes=C)
-        else:
-            regions = reg._regions(X, coverage, mu, shapes=C)
+        alpha, level = self._threshold(name, coverage, thresholds)
+        regions = self.methods[name].shape_.region(X, mu, alpha, level, shapes=C)
         return RegionAnswer(method=name, fallback_reason=reason, regions=regions)
 
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
@@ -214,7 +218,7 @@ class RegionModel:
         reg = self.methods[name]
         residuals = P - mu
         scores = reg.shape_.conformity_scores(X, residuals) if C is None else geometry.mahalanobis(residuals, C)
-        alpha = thresholds[name][0] if thresholds is not None and name in thresholds else reg.threshold(coverage)
+        alpha = self._threshold(name, coverage, thresholds)[0]
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
         return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
                           p_value=reg.calibrator_.p_value(scores))

@@ -37,19 +37,15 @@ the bundle's guaranteed probability (split-conformal calibration). Errors are
 `application/problem+json` and name the field, what was expected and what came."""
 
 
-def _install_sighup(store: ModelStore, metrics: Metrics, follower: Follower) -> None:
+def _install_sighup(follower: Follower) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
 
     def _handler(signum, frame):
         def _reload():
             try:
-                new, _ = store.reload()
-                metrics.reloads.labels("ok").inc()
-                metrics.set_model(new)
-                follower.publish()
+                follower.swap()
             except BundleError as exc:
-                metrics.reloads.labels("refused").inc()
                 log.error("SIGHUP reload refused, still serving the previous bundle: %s", exc)
         threading.Thread(target=_reload, name="lmve-reload", daemon=True).start()
 
@@ -95,7 +91,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         gc.collect()
         gc.freeze()
         metrics.set_model(store.current)
-        _install_sighup(store, metrics, follower)
+        _install_sighup(follower)
         task = asyncio.create_task(follower.follow(settings.sync_interval_s)) if state.shared else None
         try:
             yield

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from models.adaptive import AdaptiveConformal, QuantileTracker
+from models.adaptive import AdaptiveConformal, QuantileTracker, run_stream
 from service.settings import ServiceSettings
 from service.state import MethodFeedback, ServiceState
 from service.store import Loaded, ModelStore
@@ -116,11 +116,8 @@ class Monitor:
         def adapt(method, stored, s):
             rule = self._rule(loaded, method, stored)
             cal = model.methods[method].calibrator_
-            levels, inside = np.empty(s.size), np.empty(s.size, dtype=bool)
-            for t, score in enumerate(s):
-                levels[t] = self._serves(rule, cal)[0]
-                inside[t] = not rule.update(score)
-            return self._state(rule), levels, inside
+            misses, levels = run_stream(rule, s, served=lambda r: self._serves(r, cal)[0])
+            return self._state(rule), levels, ~misses
 
         served = self.state.record_feedback(loaded.version, batch, site=site, device=device,
                                             adapt=adapt if self.adaptive else None, target=model.coverage)

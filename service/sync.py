@@ -21,7 +21,7 @@ from models.exceptions import BundleError
 from service.metrics import Metrics
 from service.monitor import Monitor
 from service.state import ServiceState
-from service.store import ModelStore
+from service.store import Loaded, ModelStore
 
 log = logging.getLogger("lmve.service")
 
@@ -38,6 +38,21 @@ class Follower:
         cur = self.store.current
         if cur is not None:
             self.state.publish(cur.path, cur.version, configured=self.configured)
+
+    def swap(self, path: Path | None = None, publish: bool = True) -> tuple[Loaded, Loaded | None]:
+        """Verify and load ``path`` (default: the configured bundle), count the reload and, with
+        ``publish``, make every worker follow. A refused bundle is counted and its ``BundleError``
+        raised; the previous bundle keeps serving. Blocking: call it from a thread."""
+        try:
+            new, previous = self.store.reload(path)
+        except BundleError:
+            self.metrics.reloads.labels("refused").inc()
+            raise
+        self.metrics.reloads.labels("ok").inc()
+        self.metrics.set_model(new)
+        if publish:
+            self.publish()
+        return new, previous
 
     def start(self) -> None:
         """At start-up (after the configured bundle was loaded or refused)."""
@@ -61,14 +76,10 @@ class Follower:
 
     def _adopt(self, path: str, bundle_id: str) -> None:
         try:
-            new, _ = self.store.reload(Path(path))
+            self.swap(Path(path), publish=False)
         except BundleError as exc:
             self._refused = (path, bundle_id)
-            self.metrics.reloads.labels("refused").inc()
             log.error("published bundle %s (%s) refused, still serving the previous one: %s", path, bundle_id, exc)
-            return
-        self.metrics.reloads.labels("ok").inc()
-        self.metrics.set_model(new)
 
     async def follow(self, interval: float) -> None:
         """Poll forever (cancelled at shutdown); errors are logged, never fatal."""

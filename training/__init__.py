@@ -11,6 +11,21 @@ import sys
 TRAINING_MODULES = ("torch", "pandas", "matplotlib", "tqdm", "joblib")
 
 
+def run_command(prog: str, parser, run, argv: list[str] | None = None) -> int:
+    """An ``lmve-*`` command's ``main``: check the training install, parse ``argv`` with ``parser``,
+    call ``run(args)``; an :class:`~models.exceptions.LMVEError` becomes ``prog: error: ...`` on
+    stderr and exit status 2."""
+    from models.exceptions import LMVEError
+
+    require_training_install(prog)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except LMVEError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+
+
 def require_training_install(prog: str) -> None:
     """Exit with a message naming what is missing when the ``train`` extra is not installed."""
     missing = [m for m in TRAINING_MODULES if importlib.util.find_spec(m) is None]

@@ -18,12 +18,11 @@ import time
 from pathlib import Path
 
 from models import registry
-from models.exceptions import LMVEError
-from models.exceptions import InputError
+from models.exceptions import InputError, LMVEError
 from training.datasets import (DATASETS, group_by_position, load_csv, load_dataset, share_of_repeated_positions,
                                with_groups)
 from training.pipeline import METHODS, TrainConfig, train
-from training import require_training_install
+from training import run_command
 
 
 def _csv_list(text: str) -> list[str]:
@@ -94,13 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    require_training_install("lmve-train")
-    args = build_parser().parse_args(argv)
-    try:
-        return _run(args)
-    except LMVEError as exc:
-        print(f"lmve-train: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command("lmve-train", build_parser(), _run, argv)
 
 
 def _run(args) -> int:

@@ -17,8 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from models.exceptions import InputError, LMVEError
-from training import require_training_install
+from models.exceptions import InputError
+from training import run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,13 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    require_training_install("lmve-recalibrate")
-    args = build_parser().parse_args(argv)
-    try:
-        return _run(args)
-    except LMVEError as exc:
-        print(f"lmve-recalibrate: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command("lmve-recalibrate", build_parser(), _run, argv)
 
 
 def _run(args) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 from fastapi import APIRouter, Body, Depends, Query, Request
 
 from models.exceptions import BundleError
-from service.deps import AppMetrics, Settings, Store, json_body, json_body_openapi, require_admin_key
+from service.deps import Settings, Store, json_body, json_body_openapi, require_admin_key
 from service.errors import APIError
 from service.schemas import RecalibrateRequest, RecalibrateResponse, ReloadRequest, ReloadResponse
 from service.tabular import read_fresh_csv
@@ -32,20 +32,15 @@ _parse_recalibrate = json_body(RecalibrateRequest)
              responses={401: {"description": "bad key"}, 403: {"description": "no key configured"},
                         422: {"description": "bundle refused; the old one keeps serving"}},
              summary="Load and verify a bundle, then swap it in atomically (every worker follows)")
-async def reload(request: Request, store: Store, metrics: AppMetrics,
-                 body: Annotated[ReloadRequest | None, Body()] = None):
+async def reload(request: Request, store: Store, body: Annotated[ReloadRequest | None, Body()] = None):
     path = body.bundle if body is not None else None
     previous = store.current
     try:
-        new, _ = await anyio.to_thread.run_sync(store.reload, path)
+        new, _ = await anyio.to_thread.run_sync(request.app.state.follower.swap, path)
     except BundleError as exc:
-        metrics.reloads.labels("refused").inc()
         serving = previous.version if previous is not None else "nothing"
         raise APIError(422, "Bundle refused", f"{exc}; still serving {serving}", field="bundle",
                        expected="a verified bundle directory", received=str(path or store.path)) from None
-    metrics.reloads.labels("ok").inc()
-    metrics.set_model(new)
-    await anyio.to_thread.run_sync(request.app.state.follower.publish)
     return ReloadResponse(reloaded=True, version=new.version,
                           previous_version=previous.version if previous is not None else None)
 
@@ -61,7 +56,7 @@ CSV_DOC = {"requestBody": {"required": True, "content": {
                         422: {"description": "bad rows or too few for the bundle's level; the old bundle keeps serving"},
                         500: {"description": "the new bundle could not be written; the old one keeps serving"}},
              summary="New calibration scores from fresh labelled rows (JSON or text/csv); swapped in on every worker")
-async def recalibrate(request: Request, store: Store, settings: Settings, metrics: AppMetrics,
+async def recalibrate(request: Request, store: Store, settings: Settings,
                       groups: Annotated[str | None, Query(description="text/csv: the group column(s), "
                                                                       "comma-separated")] = None,
                       group_rule: Annotated[str, Query(pattern="^(subsample|pooled)$")] = "subsample",
@@ -102,15 +97,12 @@ async def recalibrate(request: Request, store: Store, settings: Settings, metric
             raise APIError(500, "Recalibration not written", f"could not write the new bundle under {out_root}: "
                            f"{exc}; still serving {loaded.version}") from None
         try:
-            new, _ = store.reload(out)
+            new, _ = request.app.state.follower.swap(out)
         except BundleError as exc:  # pragma: no cover - we just wrote it
             raise APIError(500, "Recalibration refused", f"{exc}; still serving {loaded.version}") from None
-        request.app.state.follower.publish()
         return result, new, threshold_changes(parent, result.model)
 
     result, new, changes = await anyio.to_thread.run_sync(work)
-    metrics.reloads.labels("ok").inc()
-    metrics.set_model(new)
     return RecalibrateResponse(version=new.version, previous_version=loaded.version, path=str(out), rows=result.n_rows,
                                groups=result.n_groups, alpha_q={k: list(v) for k, v in changes.items()},
                                worker_pid=os.getpid())
