@@ -23,6 +23,13 @@ from models._validation import check_Xy
 from models.exceptions import InputError
 
 
+def target_scaling(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean, scale)`` (n,) that standardise targets ``Y`` (m, n): ``(Y - mean) / scale``; a
+    constant target keeps scale 1."""
+    sd = Y.std(axis=0)
+    return Y.mean(axis=0), np.where(sd > 0, sd, 1.0)
+
+
 def _kernel_sum(X, x2, A, c, coef, gamma) -> np.ndarray:
     """``exp(-gamma |x - sv|^2) @ coef`` (N, t) from a kernel plan's arrays (see ``SVRCentre._kernel_plan``)."""
     D = X @ A
@@ -62,9 +69,7 @@ class SVRCentre(BaseEstimator):
         X, Y = check_Xy(X, Y, y_name="Y", min_rows=2)
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         if self.scale_targets:
-            self.y_mean_ = Y.mean(axis=0)
-            sd = Y.std(axis=0)
-            self.y_scale_ = np.where(sd > 0, sd, 1.0)
+            self.y_mean_, self.y_scale_ = target_scaling(Y)
         else:
             self.y_mean_, self.y_scale_ = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
         Z = (Y - self.y_mean_) / self.y_scale_
@@ -319,9 +324,7 @@ class MLPCentre(BaseEstimator):
         from models._lockstep import BatchedMLP, Schedule, resolve_device, run_phase
 
         dev = resolve_device(self.device)
-        self.y_mean_ = Y.mean(axis=0)
-        scale = Y.std(axis=0)
-        self.y_scale_ = np.where(scale > 0, scale, 1.0)
+        self.y_mean_, self.y_scale_ = target_scaling(Y)
         Z = (Y - self.y_mean_) / self.y_scale_
         rng = np.random.default_rng(self.seed)
         perm = rng.permutation(X.shape[0])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models import geometry, registry
+from models import registry
 from models._validation import all_finite, check_matrix, check_same_rows
 from models.centre import ClientCentre
 from models.exceptions import InputError, UnknownMethodError
@@ -174,16 +174,17 @@ class RegionModel:
 
     # ------------------------------------------------------------------ the fallback rule
     def _first_finite(self, candidates, X):
-        """``(name, reason, shapes)`` of the first candidate whose shapes are finite on ``X``
-        (``shapes`` is ``None`` for a box method, which has no fallback)."""
+        """``(name, reason, parts)`` of the first candidate whose shapes (and centre corrections) are
+        finite on ``X``; ``parts`` is ``{"shapes": C, "offsets": delta or None}``, empty for a box
+        method, which has no fallback."""
         reason = candidates[0][1]
         for i, (name, _) in enumerate(candidates):
             shape = self.methods[name].shape_
             if registry.METHODS[name].kind != "ellipsoid":
-                return name, reason, None
-            C = shape.predict_shape(X)
-            if all_finite(C) or i == len(candidates) - 1:
-                return name, reason, C
+                return name, reason, {}
+            C, delta = shape.predict_parts(X)
+            if (all_finite(C) and (delta is None or all_finite(delta))) or i == len(candidates) - 1:
+                return name, reason, {"shapes": C, "offsets": delta}
             reason = f"{registry.METHODS[name].label} produced non-finite shapes for this batch"
         raise AssertionError("unreachable: the candidate list is never empty")  # pragma: no cover
 
@@ -200,9 +201,9 @@ class RegionModel:
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
         mu = self._centers(centers, X)
-        name, reason, C = self._first_finite(candidates, X)
+        name, reason, parts = self._first_finite(candidates, X)
         alpha, level = self._threshold(name, coverage, thresholds)
-        regions = self.methods[name].shape_.region(X, mu, alpha, level, shapes=C)
+        regions = self.methods[name].shape_.region(X, mu, alpha, level, **parts)
         return RegionAnswer(method=name, fallback_reason=reason, regions=regions)
 
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
@@ -214,10 +215,9 @@ class RegionModel:
         X = self._features(features)
         P = self._points(points, X)
         mu = self._centers(centers, X)
-        name, reason, C = self._first_finite(candidates, X)
+        name, reason, parts = self._first_finite(candidates, X)
         reg = self.methods[name]
-        residuals = P - mu
-        scores = reg.shape_.conformity_scores(X, residuals) if C is None else geometry.mahalanobis(residuals, C)
+        scores = reg.shape_.conformity_scores(X, P - mu, **parts)
         alpha = self._threshold(name, coverage, thresholds)[0]
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
         return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,

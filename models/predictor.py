@@ -119,9 +119,9 @@ class SplitConformalRegressor(BaseEstimator):
         """``alpha_q`` at a checked ``coverage`` (``None``: the fitted level)."""
         return self.alpha_q_ if coverage is None else self.calibrator_.quantile(coverage)
 
-    def _regions(self, X: np.ndarray, coverage: float | None, centers: np.ndarray, shapes=None):
+    def _regions(self, X: np.ndarray, coverage: float | None, centers: np.ndarray):
         eta = self.coverage if coverage is None else coverage
-        return self.shape_.region(X, centers, self.threshold(coverage), eta, shapes=shapes)
+        return self.shape_.region(X, centers, self.threshold(coverage), eta)
 
     def _scores(self, X: np.ndarray, Y: np.ndarray, centers: np.ndarray) -> np.ndarray:
         return self.shape_.conformity_scores(X, Y - centers)

@@ -26,6 +26,7 @@ import numpy as np
 
 from models.exceptions import InputError, LMVEError
 from training import require_training_install
+from training.peer import PEER
 
 #: the paper's Table I (eta = 0.9, 50 splits): coverage %, volume (det(C)^1/2)
 PAPER_TABLE1 = {
@@ -78,6 +79,18 @@ VARIANTS = {
     # the same with the MLP among the candidates (six network fits per split: a few splits only)
     "auto-centre-mlp": {"centre_name": "auto", "rssi": "auto",
                         "centre_candidates": ("paper", "scaled", "knn", "hgb", "mlp")},
+    # the auto centre with shapes learned from its 5-fold out-of-fold residuals (the reference for
+    # joint-centre-cross-fit: the same residuals, no learned correction)
+    "auto-centre-cross-fit": {"centre_name": "auto", "rssi": "auto", "cross_fit": 5},
+    # LMVE learns a correction to the auto centre jointly with its shape (a mean head; lmve-train
+    # --learned-centre): with the paper's loss, on the centre's residuals as lmve-train fits them
+    "joint-centre": {"centre_name": "auto", "rssi": "auto", "lmve": {"mean_head": True}},
+    # the same with the Gaussian NLL and a Cholesky output, and on 5-fold out-of-fold residuals
+    "joint-centre-nll": {"centre_name": "auto", "rssi": "auto", "lmve": {"mean_head": True, "loss": "nll"}},
+    "joint-centre-cross-fit": {"centre_name": "auto", "rssi": "auto", "cross_fit": 5, "lmve": {"mean_head": True}},
+    # the mean head on the auto centre with the MLP among the candidates
+    "joint-centre-mlp": {"centre_name": "auto", "rssi": "auto", "lmve": {"mean_head": True},
+                         "centre_candidates": ("paper", "scaled", "knn", "hgb", "mlp")},
 }
 
 TABLE1_COLUMNS = ["dataset", "method", "n_splits", "coverage_mean", "coverage_std", "volume_mean", "volume_std",
@@ -94,6 +107,7 @@ class SplitTask:
     lmve_overrides: dict = field(default_factory=dict, hash=False, compare=False)
     data_dir: str | None = None
     protocol: str | None = None  # a shift protocol (training.shift) instead of the paper's split
+    peer_epochs: int = 300  # the peer's training epochs (MAPIE's default)
 
     def key(self) -> str:
         if self.protocol is not None:
@@ -109,22 +123,24 @@ def _dataset(name: str, data_dir: str | None):
     return load_dataset(name, data_dir)
 
 
-def run_split(task: SplitTask) -> dict:
-    """Fit, calibrate and test every method on one split; return a JSON-able record."""
-    import torch
+def _run_shift(task: SplitTask) -> dict:
+    from training.shift import run_shift_split
 
-    from training.pipeline import TrainConfig, train
+    lmve = {**VARIANTS[task.variant].get("lmve", {}), **task.lmve_overrides}
+    record = run_shift_split(_dataset(task.dataset, task.data_dir), task.protocol, task.seed, task.methods,
+                             task.coverage, method_params={"lmve": lmve})
+    return {"task": {**asdict(task), "methods": list(task.methods)}, **record}
 
-    torch.set_num_threads(int(os.environ.get("LMVE_BENCH_THREADS", "1")))
+
+def _config_and_data(task: SplitTask):
+    """The task's :class:`~training.pipeline.TrainConfig` (our methods only), dataset and split
+    (``None``: the pipeline's default)."""
+    from training.pipeline import TrainConfig
+
     spec = VARIANTS[task.variant]
     lmve = {**spec.get("lmve", {}), **task.lmve_overrides}
-    if task.protocol is not None:
-        from training.shift import run_shift_split
-
-        record = run_shift_split(_dataset(task.dataset, task.data_dir), task.protocol, task.seed, task.methods,
-                                 task.coverage, method_params={"lmve": lmve})
-        return {"task": {**asdict(task), "methods": list(task.methods)}, **record}
-    config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=task.methods, device="auto",
+    ours = tuple(m for m in task.methods if m != PEER)
+    config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=ours, device="auto",
                          method_params={"lmve": lmve}, centre_params=spec.get("centre", {}),
                          cross_fit=spec.get("cross_fit", 0), centre=spec.get("centre_name", "paper"),
                          rssi=spec.get("rssi", "off"),
@@ -140,6 +156,35 @@ def run_split(task: SplitTask) -> dict:
         from training.pipeline import paper_split
 
         split = paper_split(ds.X.shape[0], task.seed, calibration_fraction=spec["calibration_fraction"])
+    return config, ds, split
+
+
+def run_peer(task: SplitTask) -> dict:
+    """The peer's metrics on the task's split, seeing the features our methods see (the same RSSI step
+    and scaler, fitted on the train part); fits nothing of ours."""
+    import torch
+
+    from training.peer import evaluate_peer
+    from training.pipeline import default_split, standardise
+
+    torch.set_num_threads(int(os.environ.get("LMVE_BENCH_THREADS", "1")))
+    config, ds, split = _config_and_data(task)
+    split = split or default_split(ds, config)
+    return evaluate_peer(standardise(ds.X, split, config)[2], ds.Y, split, task.coverage, task.seed,
+                         num_epochs=task.peer_epochs)
+
+
+def run_split(task: SplitTask) -> dict:
+    """Fit, calibrate and test every method of ours on one split; return a JSON-able record
+    (:func:`run_and_cache` adds the peer's metrics when the task asks for it)."""
+    import torch
+
+    from training.pipeline import train
+
+    torch.set_num_threads(int(os.environ.get("LMVE_BENCH_THREADS", "1")))
+    if task.protocol is not None:
+        return _run_shift(task)
+    config, ds, split = _config_and_data(task)
     t0 = time.perf_counter()
     result = train(ds, config, split=split)
     record = {"task": {**asdict(task), "methods": list(task.methods)}, "wall_seconds": time.perf_counter() - t0,
@@ -152,15 +197,52 @@ def run_split(task: SplitTask) -> dict:
     return record
 
 
-def run_and_cache(task: SplitTask, cache: str) -> dict:
-    path = Path(cache) / task.key()
+def _needs_peer(task: SplitTask, record: dict) -> bool:
+    return task.protocol is None and PEER in task.methods and PEER not in record.get("metrics", {})
+
+
+def peer_key(task: SplitTask) -> str:
+    """Where the peer's result on a task's split is cached: it depends on the split and the features
+    (the RSSI step, the calibration share), the level and the epochs, not on our variant's methods, so
+    variants that share those share it."""
+    spec = VARIANTS[task.variant]
+    split = f"cal{spec['calibration_fraction']}" if "calibration_fraction" in spec else "default-split"
+    targets = "_raw-targets" if "y_multiplier" in spec else ""
+    return (f"{PEER}/rssi-{spec.get('rssi', 'off')}_{split}{targets}_eta{task.coverage}_epochs{task.peer_epochs}/"
+            f"{task.dataset}/seed_{task.seed:03d}.json")
+
+
+def cached_peer(task: SplitTask, cache: str) -> dict:
+    """:func:`run_peer`'s metrics, from the peer cache or run and cached there."""
+    path = Path(cache) / peer_key(task)
     if path.is_file():
         return json.loads(path.read_text())
-    record = run_split(task)
+    metrics = run_peer(task)
+    _write_json(path, metrics)
+    return metrics
+
+
+def _write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
+    tmp.write_text(json.dumps(obj))
     os.replace(tmp, path)  # a killed run never leaves a half-written cache entry
+
+
+def run_and_cache(task: SplitTask, cache: str) -> dict:
+    """The task's record from the cache, or run and cached. A cached record that lacks the peer asked
+    for gets it added (the peer runs alone on the same split): our methods are not refitted."""
+    path = Path(cache) / task.key()
+    if path.is_file():
+        record = json.loads(path.read_text())
+        if not _needs_peer(task, record):
+            return record
+        record["task"]["methods"] = list(dict.fromkeys([*record["task"]["methods"], PEER]))
+    else:
+        record = run_split(task)
+    if _needs_peer(task, record):
+        record["metrics"][PEER] = cached_peer(task, cache)
+    _write_json(path, record)
     return record
 
 
@@ -169,7 +251,8 @@ def run_tasks(tasks: list[SplitTask], cache: Path, jobs: int = 1, scheduler: str
     """Run (or read from cache) every task; locally with joblib, or on a Dask cluster."""
     from tqdm.auto import tqdm
 
-    todo = [t for t in tasks if not (cache / t.key()).is_file()]
+    todo = [t for t in tasks if not (cache / t.key()).is_file()
+            or (PEER in t.methods and PEER not in json.loads((cache / t.key()).read_text()).get("metrics", {}))]
     if todo:
         if scheduler is not None:
             from dask.distributed import Client, as_completed
@@ -203,6 +286,9 @@ def runs_table(records: list[dict]):
                          "centre_seconds": r["timings"].get("centre"), "wall_seconds": r["wall_seconds"],
                          "centre": (r.get("centre") or {}).get("name"),
                          "centre_rmse": ((r.get("centre") or {}).get("test") or {}).get("rmse"),
+                         # records from before the field: the regions' centre was the shared one
+                         "region_centre_rmse": m.get("centre_rmse",
+                                                     ((r.get("centre") or {}).get("test") or {}).get("rmse")),
                          "lmve_init_steps": r.get("lmve", {}).get("history", {}).get("init", {}).get("steps")
                          if method == "lmve" else None,
                          "lmve_train_steps": r.get("lmve", {}).get("history", {}).get("train", {}).get("steps")
@@ -220,6 +306,24 @@ def table1(runs) -> "pd.DataFrame":  # noqa: F821
     return out[TABLE1_COLUMNS]
 
 
+#: what the centre column says for the peer
+PEER_CENTRE = "its own network"
+
+
+def _peer_ratios(runs) -> dict:
+    """``(dataset, method) -> mean over splits of volume / the peer's volume on the same split``."""
+    if PEER not in set(runs.method):
+        return {}
+    peer = runs[runs.method == PEER].set_index(["dataset", "seed"]).volume_paper
+    out = {}
+    for (d, m), g in runs.groupby(["dataset", "method"], sort=False):
+        keys = list(zip(g.dataset, g.seed))
+        shared = [k in peer.index for k in keys]
+        if any(shared):
+            out[(d, m)] = float(np.mean(g.volume_paper.to_numpy()[shared] / peer.loc[[k for k, s in zip(keys, shared) if s]].to_numpy()))
+    return out
+
+
 def centre_tables(runs, t1, out: Path, command: str, wall: float, suffix: str = "") -> None:
     """``centre.{csv,md}``: Table I's columns plus the centre chosen (how often each candidate won)
     and its mean test RMSE (Euclidean, in the loader's target units)."""
@@ -227,9 +331,12 @@ def centre_tables(runs, t1, out: Path, command: str, wall: float, suffix: str = 
         lambda g: ", ".join(f"{name} {n}/{g.seed.nunique()}" for name, n in
                             g.drop_duplicates("seed").centre.value_counts().items()), include_groups=False)
     rmse = runs.drop_duplicates(["dataset", "seed"]).groupby("dataset").centre_rmse.mean()
+    own = runs.groupby(["dataset", "method"]).region_centre_rmse.mean()
     table = t1.copy()
-    table["centre"] = table.dataset.map(chosen)
-    table["centre_rmse_mean"] = table.dataset.map(rmse)
+    table["centre"] = [PEER_CENTRE if m == PEER else c for m, c in zip(table.method, table.dataset.map(chosen))]
+    table["centre_rmse_mean"] = [own.get((d, m), np.nan) if m == PEER else r
+                                 for d, m, r in zip(table.dataset, table.method, table.dataset.map(rmse))]
+    table["region_centre_rmse_mean"] = [own.get((d, m), np.nan) for d, m in zip(table.dataset, table.method)]
     table.to_csv(out / f"centre{suffix}.csv", index=False)
     lines = ["## The centre chosen by `--centre auto` (lmve-train's default), every method on it", "",
              f"Command: `{command}`; this invocation's wall time {wall:.0f} s (cached splits are not re-run). "
@@ -237,12 +344,20 @@ def centre_tables(runs, t1, out: Path, command: str, wall: float, suffix: str = 
              "part among the candidates (`auto-centre`: the paper SVR, the scaled SVR, kNN and boosted trees; "
              "`auto-centre-mlp`: and the MLP) after the RSSI step where the columns look like RSSI; `centre` says "
              "how often each won. Volume: det(alpha C)^1/2 in the loader's units "
-             "(paper convention); centre RMSE: Euclidean, same units.", "",
-             "| dataset | method | splits | coverage % | volume | centre | centre RMSE |", "|---|---|---|---|---|---|---|"]
+             "(paper convention); centre RMSE: Euclidean, same units, of the shared centre; `region centre RMSE`: "
+             f"of the regions' own centres (LMVE's corrected one with a mean head; `{PEER}` is MAPIE 1.6's "
+             "multivariate standardised-residual score with its own network for mean and covariance, on the same "
+             "splits and features, region read off its covariance and conformal threshold). `vs peer`: volume over "
+             "the peer's on the same splits (mean of the per-split ratios).", "",
+             "| dataset | method | splits | coverage % | volume | vs peer | centre | centre RMSE | region centre RMSE |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    ratio = _peer_ratios(runs)
     for _, r in table.iterrows():
+        vs = ratio.get((r.dataset, r.method))
         lines.append(f"| {r.dataset} | {r.method} | {r.n_splits} | {100 * r.coverage_mean:.1f} "
                      f"({100 * (r.coverage_std if r.coverage_std == r.coverage_std else 0):.1f}) | "
-                     f"{r.volume_mean:.4g} ({r.volume_std:.3g}) | {r.centre} | {r.centre_rmse_mean:.4g} |")
+                     f"{r.volume_mean:.4g} ({r.volume_std:.3g}) | {'-' if vs is None else f'{vs:.2f}'} | {r.centre} | "
+                     f"{r.centre_rmse_mean:.4g} | {r.region_centre_rmse_mean:.4g} |")
     (out / f"centre{suffix}.md").write_text("\n".join(lines) + "\n")
 
 
@@ -319,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--datasets", default="enb,ble_rssi,residential_building",
                    help=f"comma-separated subset of {','.join(PAPER_DATASETS)},synthetic")
     p.add_argument("--seeds", default="0-49", help="split seeds, e.g. 0-49 or 0,3,7 (default 0-49)")
-    p.add_argument("--methods", default="ge,nle,lmve,copula")
+    p.add_argument("--methods", default="ge,nle,lmve,copula",
+                   help=f"comma-separated: ge, nle, lmve, copula, and {PEER} (the peer: MAPIE 1.6's multivariate "
+                        "standardised residuals, its own network for mean and covariance; the bench extra)")
     p.add_argument("--coverage", type=float, default=0.9)
     p.add_argument("--variant", default="paper", choices=sorted(VARIANTS))
     p.add_argument("--jobs", type=int, default=2, help="local worker processes (default 2)")
@@ -328,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     p.add_argument("--data-dir", default=None)
     p.add_argument("--lmve-max-steps", type=int, default=None)
+    p.add_argument("--peer-epochs", type=int, default=300, help=f"{PEER}: training epochs (default 300, MAPIE's)")
     p.add_argument("--protocol", default=None,
                    help="shift protocols instead of the paper's split, comma-separated: random, leave-location-out, "
                         "leave-phone-out, leave-user-out (indoor_localization); writes shift.csv and shift.md")
@@ -353,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
             if bad:
                 raise InputError(f"unknown protocol or calibration {', '.join(bad)}; protocols: {', '.join(PROTOCOLS)}; "
                                  f"calibrations: {', '.join(CALIBRATIONS)}")
-        tasks = [SplitTask(d, s, args.variant, args.coverage, methods, overrides, args.data_dir, protocol)
+        tasks = [SplitTask(d, s, args.variant, args.coverage, methods, overrides, args.data_dir, protocol,
+                           args.peer_epochs)
                  for protocol in protocols for d in datasets for s in _seeds(args.seeds)]
         for d in set(datasets):  # fail early on a bad name or a missing data directory
             _dataset(d, args.data_dir)
@@ -400,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
           f"this invocation's wall time {wall:.0f} s (cached splits are not re-run)."
         + (f" Rows of {', '.join(kept)} are kept from the previous `runs{suffix}.csv` (--merge).\n" if kept else "\n"))
     plot_volumes(runs, args.out / f"volumes{suffix}.png")
-    if args.variant.startswith("auto-centre"):
+    if args.variant.startswith(("auto-centre", "joint-centre")):
         centre_tables(runs, t1, args.out, f"lmve-bench {' '.join(argv if argv is not None else sys.argv[1:])}", wall,
                       suffix="" if args.variant == "auto-centre" else suffix)
     print(markdown_table(t1, f"variant {args.variant}"))

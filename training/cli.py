@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lmve-loss", choices=("paper", "nll", "volume"), default="paper",
                    help="LMVE train-phase loss: the paper's (default), Gaussian NLL with a Cholesky output, or "
                         "the calibrated volume itself")
+    p.add_argument("--learned-centre", action="store_true",
+                   help="LMVE learns a correction to the centre jointly with its shape (a mean head starting "
+                        "from the fitted centre); its regions are centred on the corrected estimate, with the same "
+                        "calibration and guarantee")
     p.add_argument("--centre", choices=("auto", *registry.CENTRES), default=None,
                    help="the centre: auto (default): the candidate of smallest cross-validated error on the train "
                         "part (" + ", ".join(TrainConfig.centre_candidates) + "; group folds with groups); or one of "
@@ -131,6 +135,8 @@ def _run(args) -> int:
         lmve_params["batch_size"] = args.lmve_batch_size
     if args.lmve_loss != "paper":
         lmve_params["loss"] = args.lmve_loss
+    if args.learned_centre:
+        lmve_params["mean_head"] = True
     config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
                          method_params={"lmve": lmve_params}, centre=args.centre or "auto", progress=not args.quiet,
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",

@@ -153,8 +153,9 @@ class TrainResult:
 
 def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None,
              centers: np.ndarray | None = None) -> dict:
-    """Per method: test coverage, mean volume (paper convention and true), rows (``centers``: the
-    client's estimates, for a client-centre model)."""
+    """Per method: test coverage, mean volume (paper convention and true), the RMSE of the regions'
+    centres (the shared centre, or LMVE's corrected one), rows (``centers``: the client's estimates,
+    for a client-centre model)."""
     out = {}
     for name in model.methods:
         region = model.predict_region(X_raw, method=name, coverage=coverage, centers=centers).regions
@@ -162,7 +163,8 @@ def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: flo
         out[name] = {"coverage": float(inside.mean()),
                      "volume_paper": float(region.volume("paper").mean()),
                      "volume": float(region.volume("lebesgue").mean()),
-                     "alpha_q": float(region.alpha_q), "n_test": int(len(Y))}
+                     "alpha_q": float(region.alpha_q), "n_test": int(len(Y)),
+                     "centre_rmse": centre_errors(Y, region.centers)["rmse"]}
     return out
 
 
@@ -247,6 +249,24 @@ def fit_preprocess(X_train: np.ndarray, config: TrainConfig) -> RSSIFloor | None
     return step
 
 
+def default_split(dataset: Dataset, config: TrainConfig) -> Split:
+    """The split :func:`train` uses when given none: over whole groups when the config uses the
+    dataset's groups, the paper's row split otherwise (both seeded with ``config.seed``)."""
+    if config.grouped(dataset):
+        return group_split(dataset.groups, config.seed)
+    return paper_split(dataset.X.shape[0], config.seed)
+
+
+def standardise(X: np.ndarray, split: Split, config: TrainConfig):
+    """``(preprocess, scaler, Xs)``: the RSSI step (or ``None``) and the standard scaler, both fitted
+    on the train part, and every row of ``X`` through them (what the centres and shapes see)."""
+    preprocess = fit_preprocess(X[split.train], config)
+    if preprocess is not None:
+        X = preprocess.transform(X)
+    scaler = StandardScaler().fit(X[split.train])
+    return preprocess, scaler, scaler.transform(X)
+
+
 def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> TrainResult:
     """Fit, calibrate and test every method of ``config`` on ``dataset``."""
     from tqdm.auto import tqdm
@@ -268,8 +288,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
     if rule != "rows" and not grouped:
         raise InputError(f"calibration rule {rule!r} needs groups; the rows have none (name them with --groups)",
                          field="calibration", expected="rows", received=rule)
-    if split is None:
-        split = group_split(groups, config.seed) if grouped else paper_split(X.shape[0], config.seed)
+    split = split or default_split(dataset, config)
     k = config.resolved_cross_fit(grouped)
     train_groups = None if groups is None else np.asarray(groups)[split.train]
     if k != 0:  # before any fitting: a bad value costs nothing
@@ -277,11 +296,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         _check_cross_fit(k, n_units)
     if grouped:
         check_calibration_groups(groups, split, eta)
-    preprocess = fit_preprocess(X[split.train], config)
-    if preprocess is not None:
-        X = preprocess.transform(X)
-    scaler = StandardScaler().fit(X[split.train])
-    Xs = scaler.transform(X)
+    preprocess, scaler, Xs = standardise(X, split, config)
     timings = {}
     centre_info = {"name": config.centre}
 

@@ -119,7 +119,8 @@ class LMVEFit:
         self.ge_shape = t(second_moment(Rs[fit]))  # GE's shape (internal units), the floor
         self.floor_weight = float(est.floor_weight)
         self.output = est._output()
-        self.widths = [self.d, *est._hidden(self.d), n * n]
+        self.mean_head = bool(est.mean_head)
+        self.widths = [self.d, *est._hidden(self.d), n * n + (n if self.mean_head else 0)]
         self.k_val = conformal_rank(len(val), coverage)
         # "auto" settings: above FULL_BATCH_ROWS fit rows, mini-batches, successive halving, retiring
         # stalled configurations and bf16 where native; full-batch float32 below (the small datasets)
@@ -134,15 +135,20 @@ class LMVEFit:
 
     # ------------------------------------------------------------------ the model and its losses
     def shapes(self, out: torch.Tensor) -> torch.Tensor:
-        """Net output (K, B, n*n) -> shapes (K, B, n, n): ``(1 - w)(F + eps I) + w G``."""
-        out = out.reshape(*out.shape[:-1], self.n, self.n)
+        """Net output (K, B, n*n[+n]) -> shapes (K, B, n, n): ``(1 - w)(F + eps I) + w G``."""
+        out = out[..., : self.n * self.n].reshape(*out.shape[:-1], self.n, self.n)
         C = factor_product(out, self.output) + self.eye
         w = self.floor_weight
         return C if w == 0.0 else (1.0 - w) * C + w * self.ge_shape
 
     def _scores(self, out, r):
+        """``(M, det(C)^1/2)`` per configuration and row; with a mean head ``M`` is taken about the
+        corrected centre: ``r - delta(x)``, ``delta`` the net's last ``n`` outputs."""
         C = self.shapes(out)
-        return mahalanobis_and_sqrt_det(C, r.expand(C.shape[0], *r.shape))
+        r = r.expand(C.shape[0], *r.shape)
+        if self.mean_head:
+            r = r - out[..., self.n * self.n:]
+        return mahalanobis_and_sqrt_det(C, r)
 
     def init_loss(self, out, target_shapes):  # (K,) mean squared Frobenius error to C_B
         return ((self.shapes(out) - target_shapes) ** 2).sum((-1, -2)).mean(-1)
@@ -162,7 +168,13 @@ class LMVEFit:
         return torch.kthvalue(M, self.k_val, dim=-1).values ** (0.5 * self.n) * sd.mean(-1)
 
     def new_grid(self, dropouts: list[float]) -> BatchedMLP:
-        return BatchedMLP(self.widths, dropouts, self.gen).to(self.device)
+        """A batched net for the grid; a mean head's output weights start at zero (the fitted centre)."""
+        net = BatchedMLP(self.widths, dropouts, self.gen).to(self.device)
+        if self.mean_head:
+            with torch.no_grad():
+                net.V[-1][..., self.n * self.n:] = 0.0
+                net.b[-1][..., self.n * self.n:] = 0.0
+        return net
 
     # ------------------------------------------------------------------ the phases
     def init_phase(self, net: BatchedMLP, lrs: list[float]) -> PhaseResult:

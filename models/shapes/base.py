@@ -14,7 +14,9 @@ A shape method learns how the residuals ``r = y - mu(x)`` spread around the cent
 Prediction-side methods take rows already checked by the caller (:class:`~models.model.RegionModel`
 or the regressor's ``conformalize``), so a request's rows are checked once. Ellipsoid methods
 also give ``predict_shape(X)`` (N, n, n), SPD, and score rows by the Mahalanobis distance
-``M = r^T C(x)^{-1} r``. Hyperparameters live in ``__init__`` only; learned state in
+``M = r^T C(x)^{-1} r``. An ellipsoid method may also move the centre: ``predict_parts(X)`` returns
+the shapes and an (N, n) correction ``delta(x)`` (``None`` for most methods; LMVE with a mean head);
+its regions are centred on ``mu(x) + delta(x)`` and its scores are taken about that centre. Hyperparameters live in ``__init__`` only; learned state in
 attributes ending with ``_``.
 """
 
@@ -59,15 +61,36 @@ class EllipsoidShapeEstimator(ShapeEstimator):
     def predict_shape(self, X) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def conformity_scores(self, X, R) -> np.ndarray:
-        """Mahalanobis distances ``r_i^T C(x_i)^{-1} r_i`` (N,) of checked rows."""
-        check_is_fitted(self, "n_features_in_", "scored")
-        return geometry.mahalanobis(R, self.predict_shape(X))
+    def predict_parts(self, X) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(shapes (N, n, n), centre correction (N, n) or None)`` of checked rows, in one pass."""
+        return self.predict_shape(X), None
 
-    def region(self, X, centers, alpha_q: float, coverage: float, shapes=None) -> EllipsoidRegions:
-        """Calibrated ellipsoids ``alpha_q C(x)`` around ``centers``; ``shapes`` reuses ``C(x)`` if known."""
-        C = self.predict_shape(X) if shapes is None else shapes
-        return EllipsoidRegions(centers=np.asarray(centers, dtype=np.float64), shapes=geometry.scale(C, alpha_q),
+    @property
+    def moves_centre(self) -> bool:
+        """Whether :meth:`predict_parts` gives a centre correction (fitted state)."""
+        return False
+
+    def _parts(self, X, shapes, offsets):
+        if shapes is None:
+            return self.predict_parts(X)
+        if offsets is None and self.moves_centre:
+            offsets = self.predict_parts(X)[1]
+        return shapes, offsets
+
+    def conformity_scores(self, X, R, shapes=None, offsets=None) -> np.ndarray:
+        """Mahalanobis distances ``(r_i - delta_i)^T C(x_i)^{-1} (r_i - delta_i)`` (N,) of checked rows
+        (``delta`` is zero unless the method corrects the centre); ``shapes, offsets`` reuse what
+        :meth:`predict_parts` gave for ``X``."""
+        check_is_fitted(self, "n_features_in_", "scored")
+        C, delta = self._parts(X, shapes, offsets)
+        return geometry.mahalanobis(R if delta is None else R - delta, C)
+
+    def region(self, X, centers, alpha_q: float, coverage: float, shapes=None, offsets=None) -> EllipsoidRegions:
+        """Calibrated ellipsoids ``alpha_q C(x)`` around ``centers`` (plus the method's correction);
+        ``shapes, offsets`` reuse what :meth:`predict_parts` gave for ``X``."""
+        C, delta = self._parts(X, shapes, offsets)
+        centers = np.asarray(centers, dtype=np.float64)
+        return EllipsoidRegions(centers=centers if delta is None else centers + delta, shapes=geometry.scale(C, alpha_q),
                                 coverage=float(coverage), alpha_q=float(alpha_q))
 
 

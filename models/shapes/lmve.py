@@ -14,6 +14,12 @@ training residuals and chosen in a third:
 3. *selection*: of the grid's networks (and the init-phase ones), the one of smallest calibrated
    volume on a held-out slice of the training rows (never the calibration rows).
 
+Beyond the paper, which fixes the centre, ``mean_head=True`` gives the network ``n`` more outputs:
+a correction ``delta(x)`` to the fitted centre, so the region's centre is ``mu(x) + delta(x)``. Its
+output weights start at zero (the network starts from the fitted centre, the best candidate) and the
+train phase learns it jointly with the shape, scoring ``(r - delta)^T C^{-1} (r - delta)``. The
+calibration scores the same quantity, so the split-conformal guarantee is unchanged.
+
 All grid configurations train at once, in lockstep, as one batched model
 (:mod:`models._lockstep`); each phase stops early on the held-out slice. Training needs torch
 (imported inside :meth:`LMVEShape.fit`); a fitted LMVE is plain float64 arrays evaluated in
@@ -130,6 +136,9 @@ class LMVEShape(EllipsoidShapeEstimator):
     drop_constant : bool, default=True
         Columns constant on the training rows are not network inputs (their first-layer weights are
         zero in ``layers_``); the hidden widths ``4d, d`` count the varying columns only.
+    mean_head : bool, default=False
+        Learn a correction ``delta(x)`` to the centre jointly with the shape (beyond the paper; see
+        the module's docstring). Regions are centred on ``mu(x) + delta(x)``.
 
     Attributes
     ----------
@@ -183,6 +192,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         halve_every: int | str | None = "auto",
         drop_constant: bool = True,
         tol: float = 1e-4,
+        mean_head: bool = False,
     ):
         self.learning_rates_init = learning_rates_init
         self.learning_rates_train = learning_rates_train
@@ -211,6 +221,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         self.halve_every = halve_every
         self.drop_constant = drop_constant
         self.tol = tol
+        self.mean_head = mean_head
 
     # ------------------------------------------------------------------ helpers
     def _hidden(self, d: int) -> list[int]:
@@ -270,6 +281,8 @@ class LMVEShape(EllipsoidShapeEstimator):
             raise bad("retire", "'auto', True or False")
         if self.precision not in ("auto", "float32", "bfloat16"):
             raise bad("precision", "'auto', 'float32' or 'bfloat16'")
+        if not isinstance(self.mean_head, (bool, np.bool_)):
+            raise bad("mean_head", "True or False")
 
     def _n_validation(self, m: int) -> int:
         """Held-out rows: ``validation_fraction`` of ``m``, raised to ``min_validation_rows`` (at most half)."""
@@ -350,6 +363,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         self.floor_weight_ = float(self.floor_weight)
         self.floor_shape_ = job.ge_shape.double().cpu().numpy() * s**2
         self.output_ = job.output
+        self.mean_head_ = bool(self.mean_head)
         self._fold()
         return self
 
@@ -361,8 +375,10 @@ class LMVEShape(EllipsoidShapeEstimator):
         self._K = (1.0 - w) * self.eps * np.eye(n) + w * self.floor_shape_
         self._clip = bool(np.isfinite(self.input_low_).any() or np.isfinite(self.input_high_).any())
 
-    def predict_shape(self, X) -> np.ndarray:
-        """(N, n, n) shapes ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64), ``F = R^T R`` or ``L L^T``."""
+    def predict_parts(self, X) -> tuple[np.ndarray, np.ndarray | None]:
+        """One forward pass: the (N, n, n) shapes ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64,
+        ``F = R^T R`` or ``L L^T``) and the (N, n) centre corrections ``s delta(x)`` (``None``
+        without a mean head)."""
         h = np.minimum(np.maximum(X, self.input_low_), self.input_high_) if self._clip else X
         last = len(self.layers_) - 1
         for i, (W, b) in enumerate(self.layers_):
@@ -371,7 +387,7 @@ class LMVEShape(EllipsoidShapeEstimator):
             if i < last:
                 np.maximum(h, 0.0, out=h)
         n = self.n_targets_
-        out = h.reshape(h.shape[0], n, n)
+        out = h[:, : n * n].reshape(h.shape[0], n, n)
         if self.output_ == "gram":
             C = np.matmul(out.transpose(0, 2, 1), out)
         else:
@@ -381,12 +397,22 @@ class LMVEShape(EllipsoidShapeEstimator):
             C = L @ np.transpose(L, (0, 2, 1))
         C *= self._k
         C += self._K
-        return C
+        offset = h[:, n * n:] * self.target_scale_ if self.mean_head_ else None
+        return C, offset
+
+    @property
+    def moves_centre(self) -> bool:
+        return bool(getattr(self, "mean_head_", False))
+
+    def predict_shape(self, X) -> np.ndarray:
+        """(N, n, n) shapes ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64), ``F = R^T R`` or ``L L^T``."""
+        return self.predict_parts(X)[0]
 
     def to_arrays(self):
         params = {"n_layers": len(self.layers_), "eps": self.eps, "target_scale": self.target_scale_,
                   "floor_weight": self.floor_weight_, "output": self.output_, "n_features": self.n_features_in_,
-                  "loss": self.loss, "batch_size": self.batch_size,
+                  "loss": self.loss, "batch_size": self.batch_size, "mean_head": self.mean_head_,
+                  "n_targets": self.n_targets_,
                   "config": None if getattr(self, "config_", None) is None else asdict(self.config_),
                   "history": getattr(self, "history_", None)}
         arrays = {"input_low": self.input_low_, "input_high": self.input_high_, "floor_shape": self.floor_shape_}
@@ -396,11 +422,14 @@ class LMVEShape(EllipsoidShapeEstimator):
 
     @classmethod
     def from_arrays(cls, params, arrays):
-        est = cls(eps=float(params["eps"]), loss=params.get("loss", "paper"), batch_size=params.get("batch_size"))
+        mean_head = bool(params.get("mean_head", False))
+        est = cls(eps=float(params["eps"]), loss=params.get("loss", "paper"), batch_size=params.get("batch_size"),
+                  mean_head=mean_head)
         k = int(params["n_layers"])
         est.layers_ = [(np.asarray(arrays[f"W_{i}"], float), np.asarray(arrays[f"b_{i}"], float)) for i in range(k)]
         est.n_features_in_ = int(params["n_features"])
-        est.n_targets_ = int(round(np.sqrt(est.layers_[-1][1].shape[0])))
+        est.n_targets_ = int(params.get("n_targets") or round(np.sqrt(est.layers_[-1][1].shape[0])))
+        est.mean_head_ = mean_head
         est.input_low_, est.input_high_ = np.asarray(arrays["input_low"], float), np.asarray(arrays["input_high"], float)
         est.floor_shape_ = np.asarray(arrays["floor_shape"], float)
         est.floor_weight_, est.target_scale_ = float(params["floor_weight"]), float(params["target_scale"])

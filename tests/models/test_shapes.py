@@ -84,20 +84,28 @@ def hetero_fit():
     return fitted, X, Y, centers, pool
 
 
-@pytest.mark.parametrize("method", ["ge", "nle", "lmve", "copula"])
-def test_conformal_validity_over_random_splits(hetero_fit, method):
-    """Mean coverage over 200 random calibration/test splits lies in [eta - tol, eta + 1/(m_c+1) + tol]."""
-    fitted, X, Y, centers, pool = hetero_fit
-    reg, eta, m_c, tol = fitted[method], 0.9, 400, 0.01
-    rng = np.random.default_rng(11)
+def coverage_over_random_splits(reg, X, Y, pool, seed: int, centers=None, m_c: int = 400, check=None) -> float:
+    """Mean test coverage of ``reg`` over 200 random calibration/test splits of ``pool`` (``m_c``
+    calibration rows each); ``check(region, te)`` runs on every split."""
+    rng = np.random.default_rng(seed)
     cov = []
     for _ in range(200):
         p = rng.permutation(pool)
         ca, te = p[:m_c], p[m_c:]
-        reg.conformalize(X[ca], Y[ca], centers=centers[ca])
-        cov.append(reg.predict_region(X[te], centers=centers[te]).contains(Y[te]).mean())
-    mean = float(np.mean(cov))
-    assert eta - tol <= mean <= eta + 1 / (m_c + 1) + tol, mean
+        reg.conformalize(X[ca], Y[ca], centers=None if centers is None else centers[ca])
+        region = reg.predict_region(X[te], centers=None if centers is None else centers[te])
+        if check is not None:
+            check(region, te)
+        cov.append(region.contains(Y[te]).mean())
+    return float(np.mean(cov))
+
+
+@pytest.mark.parametrize("method", ["ge", "nle", "lmve", "copula"])
+def test_conformal_validity_over_random_splits(hetero_fit, method):
+    """Mean coverage over 200 random calibration/test splits lies in [eta - tol, eta + 1/(m_c+1) + tol]."""
+    fitted, X, Y, centers, pool = hetero_fit
+    mean = coverage_over_random_splits(fitted[method], X, Y, pool, seed=11, centers=centers)
+    assert 0.9 - 0.01 <= mean <= 0.9 + 1 / 401 + 0.01, mean
 
 
 def test_lmve_and_nle_beat_ge_on_heteroscedastic_data(hetero_fit):
@@ -312,3 +320,62 @@ def test_lmve_auto_settings_switch_only_above_the_full_batch_size():
     assert h["networks"] == 2 and sorted(h["network_steps"]) == [80, 200]
     assert len({(r["lr_init"], r["dropout"]) for r in large.grid_results_ if r["stage"] == "train"}) == 1
     assert np.all(np.isfinite(large.predict_shape(Xl[:50])))
+
+
+@pytest.fixture(scope="module")
+def mean_head_fit():
+    """A centre that misses the mean entirely (the training mean), LMVE with and without a mean head."""
+    rng = np.random.default_rng(3)
+    m = 3000
+    X = rng.normal(size=(m, 3))
+    mean = np.stack([np.sin(2 * X[:, 0]), X[:, 1] ** 2 - 1], axis=1)
+    Y = mean + rng.normal(size=(m, 2)) * (0.15 + 0.2 * np.abs(X[:, 2:3]))
+    tr, pool = np.arange(1400), np.arange(1400, m)
+    fitted = {head: SplitConformalRegressor(LMVEShape(mean_head=head, random_state=0, device="cpu", **FAST_LMVE),
+                                            centre=ConstantCentre(), coverage=0.9).fit(X[tr], Y[tr])
+              for head in (False, True)}
+    return fitted, X, Y, mean, pool
+
+
+def test_lmve_mean_head_learns_the_mean_the_centre_misses(mean_head_fit):
+    """The head's regions are centred much nearer the true mean and are much smaller, at the level."""
+    fitted, X, Y, mean, pool = mean_head_fit
+    ca, te = pool[:600], pool[600:]
+    out = {}
+    for head, reg in fitted.items():
+        region = reg.conformalize(X[ca], Y[ca]).predict_region(X[te])
+        rmse = float(np.sqrt(np.mean(np.sum((region.centers - mean[te]) ** 2, axis=1))))
+        out[head] = (rmse, region.volume().mean(), region.contains(Y[te]).mean())
+    (rmse0, vol0, cov0), (rmse1, vol1, cov1) = out[False], out[True]
+    assert not fitted[False].shape_.moves_centre and fitted[True].shape_.moves_centre
+    assert rmse1 < 0.5 * rmse0, out
+    assert vol1 < 0.6 * vol0, out
+    assert abs(cov1 - 0.9) < 0.03 and abs(cov0 - 0.9) < 0.03, out
+
+
+def test_lmve_mean_head_keeps_conformal_validity(mean_head_fit):
+    """Mean coverage over 200 random calibration/test splits lies in [eta - tol, eta + 1/(m_c+1) + tol],
+    and a region holds a point exactly when its score is within the threshold (scores and regions
+    share the corrected centre)."""
+    fitted, X, Y, _, pool = mean_head_fit
+    reg = fitted[True]
+
+    def scores_agree(region, te):
+        np.testing.assert_array_equal(region.contains(Y[te]), reg.conformity_scores(X[te], Y[te]) <= reg.alpha_q_)
+
+    mean = coverage_over_random_splits(reg, X, Y, pool, seed=5, check=scores_agree)
+    assert 0.9 - 0.01 <= mean <= 0.9 + 1 / 401 + 0.01, mean
+
+
+def test_lmve_mean_head_starts_at_the_fitted_centre():
+    """With a train phase of zero useful steps (init candidates only) the correction is exactly zero:
+    the head's output weights start at zero and the init phase does not move them."""
+    X, Y = heteroscedastic(400, seed=8)
+    est = LMVEShape(mean_head=True, learning_rates_train=(1e-12,), max_steps=50, eval_every=25, patience=1,
+                    device="cpu").fit(X, Y)
+    assert est.moves_centre
+    C, delta = est.predict_parts(X[:50])
+    np.testing.assert_allclose(delta, 0.0, atol=1e-6)
+    np.testing.assert_array_equal(C, est.predict_shape(X[:50]))
+    with pytest.raises(InputError, match="mean_head must be True or False"):
+        LMVEShape(mean_head="yes").fit(X, Y)
