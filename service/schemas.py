@@ -83,6 +83,9 @@ class MethodInfo(BaseModel):
     n_calibration: int
     max_coverage: float = Field(description="the highest coverage this method answers with a bounded region: "
                                             "m / (m + 1)")
+    learned_centre: bool = Field(default=False, description="true: this method's regions are centred on the bundle's "
+                                                            "centre plus a correction it learned (LMVE trained with "
+                                                            "--learned-centre), so their `center` differs from it")
 
 
 class ModelInfo(BaseModel):

@@ -19,7 +19,8 @@ async def model_info(loaded: CurrentModel, monitor: AppMonitor):
                      target_names=m["target_names"], d=m["d"], n=m["n"], coverage=m["coverage"],
                      primary_method=model.primary_method,
                      methods={k: {"kind": v["kind"], "alpha_q": v.get("alpha_q"), "n_calibration": v["n_calibration"],
-                                  "max_coverage": model.methods[k].calibrator_.max_coverage}
+                                  "max_coverage": model.methods[k].calibrator_.max_coverage,
+                                  "learned_centre": bool(getattr(model.methods[k].shape_, "moves_centre", False))}
                               for k, v in m["methods"].items()},
                      metrics=m.get("metrics", {}), calibration=m.get("calibration", {}),
                      centre={"type": m["centre"]["type"], **_centre_choice(m)},
