@@ -35,8 +35,20 @@ CENTRES = ("paper", "scaled", "knn", "hgb", "mlp")
 
 
 def bundle(name: str, centre: str) -> Path:
+    """The bundle ``name`` (trained once, then cached). ``uji-*-dense``: the same UJIIndoorLoc bundle with
+    the kNN centre and NLE searching dense rows (how they searched before the sparse fingerprint search),
+    the reference that measures it."""
     path = CACHE / name
     if (path / "manifest.json").is_file():
+        return path
+    if name.endswith("-dense"):
+        from models.bundle import load_bundle, save_bundle
+
+        model = load_bundle(bundle(name[: -len("-dense")], centre))
+        model.centre._index(model.centre.X_fit_, model.centre.Y_fit_, None)
+        model.methods["nle"].shape_._build_index(None)
+        save_bundle(model, path, dataset=model.manifest.get("dataset"))
+        np.save(CACHE / f"{name}_rows.npy", np.load(CACHE / f"{name[: -len('-dense')]}_rows.npy"))
         return path
     from models.bundle import save_bundle
     from training.datasets import load_dataset
@@ -82,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if TrainingSettings().data_dir is not None:
         names["uji-knn"] = "knn"
+        names["uji-knn-dense"] = "knn"
     CACHE.mkdir(parents=True, exist_ok=True)
     paths = {n: bundle(n, c) for n, c in names.items()}
     servers = {n: serve(p) for n, p in paths.items()}

@@ -157,7 +157,8 @@ class KNNCentre(BaseEstimator):
     ``n_neighbors`` closest training rows, weighted by inverse distance (``weights="distance"``).
 
     A thin wrapper of ``sklearn.neighbors.KNeighborsRegressor`` that a bundle stores as its
-    reference rows (``X_fit_``, ``Y_fit_``); loading rebuilds the index.
+    reference rows (``X_fit_``, ``Y_fit_``); loading rebuilds the index. Sparse fingerprints are
+    searched as sparse vectors (:mod:`models.neighbours`; ``sparse_offset_``, stored).
     """
 
     def __init__(self, n_neighbors: int = 3, weights: str = "distance"):
@@ -172,26 +173,38 @@ class KNNCentre(BaseEstimator):
         if self.weights not in ("distance", "uniform"):
             raise InputError(f"weights must be 'distance' or 'uniform'; got {self.weights!r}", field="weights",
                              expected="'distance' or 'uniform'", received=repr(self.weights))
-        return self._index(X, Y)
+        from models.neighbours import sparse_offset
 
-    def _index(self, X: np.ndarray, Y: np.ndarray) -> "KNNCentre":
+        return self._index(X, Y, sparse_offset(X))
+
+    def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None) -> "KNNCentre":
         from sklearn.neighbors import KNeighborsRegressor
 
-        self.X_fit_, self.Y_fit_ = X, Y
+        from models.neighbours import search_input
+
+        self.X_fit_, self.Y_fit_, self.sparse_offset_ = X, Y, offset
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         k = min(self.n_neighbors, X.shape[0])
-        self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights).fit(X, Y)
+        self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights,
+                                          algorithm="auto" if offset is None else "brute").fit(search_input(X, offset), Y)
         return self
 
     def predict(self, X) -> np.ndarray:
-        return np.asarray(self.model_.predict(X), dtype=np.float64).reshape(len(X), self.n_targets_)
+        from models.neighbours import search_input
+
+        P = self.model_.predict(search_input(X, self.sparse_offset_))
+        return np.asarray(P, dtype=np.float64).reshape(len(X), self.n_targets_)
 
     def to_arrays(self):
-        return self.get_params(), {"X": self.X_fit_, "Y": self.Y_fit_}
+        arrays = {"X": self.X_fit_, "Y": self.Y_fit_}
+        if self.sparse_offset_ is not None:
+            arrays["sparse_offset"] = self.sparse_offset_
+        return self.get_params(), arrays
 
     @classmethod
     def from_arrays(cls, params, arrays):
-        return cls(**params)._index(np.asarray(arrays["X"], float), np.asarray(arrays["Y"], float))
+        offset = np.asarray(arrays["sparse_offset"], float) if "sparse_offset" in arrays else None
+        return cls(**params)._index(np.asarray(arrays["X"], float), np.asarray(arrays["Y"], float), offset)
 
 
 class HGBCentre(BaseEstimator):

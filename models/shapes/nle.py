@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
 from models.exceptions import InputError
+from models.neighbours import search_input, sparse_offset
 from models.shapes.base import EllipsoidShapeEstimator, second_moment
 
 
@@ -26,6 +27,8 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
     ----------
     X_ref_ : ndarray (m, d), R_ref_ : ndarray (m, n)
         The training rows the neighbours come from (NLE stores its training set).
+    sparse_offset_ : ndarray (d,) or None
+        Set when the rows are sparse fingerprints, searched as sparse vectors (:mod:`models.neighbours`).
     global_shape_ : ndarray (n, n)
     n_neighbors_ : int
     """
@@ -49,12 +52,20 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         self.X_ref_ = X
         self.R_ref_ = R
         self.global_shape_ = second_moment(R)
-        self._index = NearestNeighbors(n_neighbors=k).fit(X)
+        self._build_index(sparse_offset(X))
         return self
 
+    def _build_index(self, offset: np.ndarray | None) -> None:
+        """The neighbour index over ``X_ref_``: dense, or sparse about ``offset`` (:mod:`models.neighbours`)."""
+        self.sparse_offset_ = offset
+        self._index = NearestNeighbors(n_neighbors=self.n_neighbors_, algorithm="auto" if offset is None else "brute")
+        self._index.fit(search_input(self.X_ref_, offset))
+
     def to_arrays(self):
-        return ({"n_neighbors": self.n_neighbors_, "local_weight": float(self.local_weight)},
-                {"X_ref": self.X_ref_, "R_ref": self.R_ref_, "global_shape": self.global_shape_})
+        arrays = {"X_ref": self.X_ref_, "R_ref": self.R_ref_, "global_shape": self.global_shape_}
+        if self.sparse_offset_ is not None:
+            arrays["sparse_offset"] = self.sparse_offset_
+        return {"n_neighbors": self.n_neighbors_, "local_weight": float(self.local_weight)}, arrays
 
     @classmethod
     def from_arrays(cls, params, arrays):
@@ -63,12 +74,12 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         est.n_features_in_, est.n_targets_ = est.X_ref_.shape[1], est.R_ref_.shape[1]
         est.n_neighbors_ = int(params["n_neighbors"])
         est.global_shape_ = np.asarray(arrays["global_shape"], float)
-        est._index = NearestNeighbors(n_neighbors=est.n_neighbors_).fit(est.X_ref_)
+        est._build_index(np.asarray(arrays["sparse_offset"], float) if "sparse_offset" in arrays else None)
         return est
 
     def predict_shape(self, X) -> np.ndarray:
         """(N, n, n) local shapes."""
-        idx = self._index.kneighbors(X, return_distance=False)  # (N, k)
+        idx = self._index.kneighbors(search_input(X, self.sparse_offset_), return_distance=False)  # (N, k)
         Rn = self.R_ref_[idx]  # (N, k, n)
         local = np.einsum("nki,nkj->nij", Rn, Rn) / self.n_neighbors_
         w = float(self.local_weight)
