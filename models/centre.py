@@ -180,13 +180,13 @@ class KNNCentre(BaseEstimator):
     def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None) -> "KNNCentre":
         from sklearn.neighbors import KNeighborsRegressor
 
-        from models.neighbours import search_input
+        from models.neighbours import algorithm, search_input
 
         self.X_fit_, self.Y_fit_, self.sparse_offset_ = X, Y, offset
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         k = min(self.n_neighbors, X.shape[0])
         self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights,
-                                          algorithm="auto" if offset is None else "brute").fit(search_input(X, offset), Y)
+                                          algorithm=algorithm(offset)).fit(search_input(X, offset), Y)
         return self
 
     def predict(self, X) -> np.ndarray:
@@ -196,15 +196,16 @@ class KNNCentre(BaseEstimator):
         return np.asarray(P, dtype=np.float64).reshape(len(X), self.n_targets_)
 
     def to_arrays(self):
-        arrays = {"X": self.X_fit_, "Y": self.Y_fit_}
-        if self.sparse_offset_ is not None:
-            arrays["sparse_offset"] = self.sparse_offset_
-        return self.get_params(), arrays
+        from models.neighbours import offset_arrays
+
+        return self.get_params(), {"X": self.X_fit_, "Y": self.Y_fit_, **offset_arrays(self.sparse_offset_)}
 
     @classmethod
     def from_arrays(cls, params, arrays):
-        offset = np.asarray(arrays["sparse_offset"], float) if "sparse_offset" in arrays else None
-        return cls(**params)._index(np.asarray(arrays["X"], float), np.asarray(arrays["Y"], float), offset)
+        from models.neighbours import stored_offset
+
+        return cls(**params)._index(np.asarray(arrays["X"], float), np.asarray(arrays["Y"], float),
+                                    stored_offset(arrays))
 
 
 class HGBCentre(BaseEstimator):

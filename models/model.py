@@ -175,8 +175,8 @@ class RegionModel:
     # ------------------------------------------------------------------ the fallback rule
     def _first_finite(self, candidates, X):
         """``(name, reason, parts)`` of the first candidate whose shapes (and centre corrections) are
-        finite on ``X``; ``parts`` is ``{"shapes": C, "offsets": delta or None}``, empty for a box
-        method, which has no fallback."""
+        finite on ``X``; ``parts`` is ``{"parts": predict_parts(X)}`` for the method's prediction
+        calls, empty for a box method, which has no fallback."""
         reason = candidates[0][1]
         for i, (name, _) in enumerate(candidates):
             shape = self.methods[name].shape_
@@ -184,7 +184,7 @@ class RegionModel:
                 return name, reason, {}
             C, delta = shape.predict_parts(X)
             if (all_finite(C) and (delta is None or all_finite(delta))) or i == len(candidates) - 1:
-                return name, reason, {"shapes": C, "offsets": delta}
+                return name, reason, {"parts": (C, delta)}
             reason = f"{registry.METHODS[name].label} produced non-finite shapes for this batch"
         raise AssertionError("unreachable: the candidate list is never empty")  # pragma: no cover
 

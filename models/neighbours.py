@@ -34,3 +34,18 @@ def search_input(X: np.ndarray, offset: np.ndarray | None):
     from scipy.sparse import csr_matrix
 
     return csr_matrix(X - offset)
+
+
+def algorithm(offset: np.ndarray | None) -> str:
+    """The scikit-learn neighbour algorithm for an index over ``search_input`` rows (CSR: brute force)."""
+    return "auto" if offset is None else "brute"
+
+
+def offset_arrays(offset: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The bundle arrays that record the search: ``sparse_offset`` when sparse, nothing when dense."""
+    return {} if offset is None else {"sparse_offset": offset}
+
+
+def stored_offset(arrays) -> np.ndarray | None:
+    """The offset :func:`offset_arrays` stored (``None``: dense search, also for bundles from before it)."""
+    return np.asarray(arrays["sparse_offset"], float) if "sparse_offset" in arrays else None

@@ -255,7 +255,7 @@ def run_tasks(tasks: list[SplitTask], cache: Path, jobs: int = 1, scheduler: str
     from tqdm.auto import tqdm
 
     todo = [t for t in tasks if not (cache / t.key()).is_file()
-            or (PEER in t.methods and PEER not in json.loads((cache / t.key()).read_text()).get("metrics", {}))]
+            or _needs_peer(t, json.loads((cache / t.key()).read_text()))]
     if todo:
         if scheduler is not None:
             from dask.distributed import Client, as_completed
@@ -315,16 +315,9 @@ PEER_CENTRE = "its own network"
 
 def _peer_ratios(runs) -> dict:
     """``(dataset, method) -> mean over splits of volume / the peer's volume on the same split``."""
-    if PEER not in set(runs.method):
-        return {}
-    peer = runs[runs.method == PEER].set_index(["dataset", "seed"]).volume_paper
-    out = {}
-    for (d, m), g in runs.groupby(["dataset", "method"], sort=False):
-        keys = list(zip(g.dataset, g.seed))
-        shared = [k in peer.index for k in keys]
-        if any(shared):
-            out[(d, m)] = float(np.mean(g.volume_paper.to_numpy()[shared] / peer.loc[[k for k, s in zip(keys, shared) if s]].to_numpy()))
-    return out
+    peer = runs.loc[runs.method == PEER, ["dataset", "seed", "volume_paper"]].rename(columns={"volume_paper": "peer"})
+    paired = runs.merge(peer, on=["dataset", "seed"])
+    return (paired.volume_paper / paired.peer).groupby([paired.dataset, paired.method], sort=False).mean().to_dict()
 
 
 def centre_tables(runs, t1, out: Path, command: str, wall: float, suffix: str = "") -> None:

@@ -92,18 +92,13 @@ class MapieMVSR:
 def evaluate_peer(Xs: np.ndarray, Y: np.ndarray, split, coverage: float, seed: int, num_epochs: int = 300) -> dict:
     """Fit the peer on ``split.train``, calibrate on ``split.calibration`` and measure on ``split.test``
     (features ``Xs`` already preprocessed and standardised as our methods see them): the metrics
-    :func:`training.pipeline.evaluate` gives our methods."""
+    :func:`training.pipeline.evaluate` gives our methods, and the fit seconds."""
     import time
 
-    from training.pipeline import centre_errors
+    from training.pipeline import region_metrics
 
     t0 = time.perf_counter()
     peer = MapieMVSR(coverage=coverage, seed=seed, num_epochs=num_epochs).fit(Xs[split.train], Y[split.train])
     peer.conformalize(Xs[split.calibration], Y[split.calibration])
     seconds = time.perf_counter() - t0
-    region = peer.predict_region(Xs[split.test])
-    Yt = Y[split.test]
-    return {"coverage": float(region.contains(Yt).mean()), "volume_paper": float(region.volume("paper").mean()),
-            "volume": float(region.volume("lebesgue").mean()), "alpha_q": float(region.alpha_q),
-            "n_test": int(len(Yt)), "centre_rmse": centre_errors(Yt, region.centers)["rmse"],
-            "fit_seconds": seconds}
+    return {**region_metrics(peer.predict_region(Xs[split.test]), Y[split.test]), "fit_seconds": seconds}

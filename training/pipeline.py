@@ -156,16 +156,18 @@ def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: flo
     """Per method: test coverage, mean volume (paper convention and true), the RMSE of the regions'
     centres (the shared centre, or LMVE's corrected one), rows (``centers``: the client's estimates,
     for a client-centre model)."""
-    out = {}
-    for name in model.methods:
-        region = model.predict_region(X_raw, method=name, coverage=coverage, centers=centers).regions
-        inside = region.contains(Y)
-        out[name] = {"coverage": float(inside.mean()),
-                     "volume_paper": float(region.volume("paper").mean()),
-                     "volume": float(region.volume("lebesgue").mean()),
-                     "alpha_q": float(region.alpha_q), "n_test": int(len(Y)),
-                     "centre_rmse": centre_errors(Y, region.centers)["rmse"]}
-    return out
+    return {name: region_metrics(model.predict_region(X_raw, method=name, coverage=coverage, centers=centers).regions, Y)
+            for name in model.methods}
+
+
+def region_metrics(region, Y: np.ndarray) -> dict:
+    """A batch of regions against the true points ``Y``: coverage, mean volume (paper convention and
+    true), the threshold, rows, and the RMSE of the regions' centres."""
+    return {"coverage": float(region.contains(Y).mean()),
+            "volume_paper": float(region.volume("paper").mean()),
+            "volume": float(region.volume("lebesgue").mean()),
+            "alpha_q": float(region.alpha_q), "n_test": int(len(Y)),
+            "centre_rmse": centre_errors(Y, region.centers)["rmse"]}
 
 
 def check_calibration_groups(groups, split: Split, eta: float) -> None:

@@ -70,25 +70,18 @@ class EllipsoidShapeEstimator(ShapeEstimator):
         """Whether :meth:`predict_parts` gives a centre correction (fitted state)."""
         return False
 
-    def _parts(self, X, shapes, offsets):
-        if shapes is None:
-            return self.predict_parts(X)
-        if offsets is None and self.moves_centre:
-            offsets = self.predict_parts(X)[1]
-        return shapes, offsets
-
-    def conformity_scores(self, X, R, shapes=None, offsets=None) -> np.ndarray:
+    def conformity_scores(self, X, R, parts=None) -> np.ndarray:
         """Mahalanobis distances ``(r_i - delta_i)^T C(x_i)^{-1} (r_i - delta_i)`` (N,) of checked rows
-        (``delta`` is zero unless the method corrects the centre); ``shapes, offsets`` reuse what
+        (``delta`` is zero unless the method corrects the centre); ``parts`` reuses what
         :meth:`predict_parts` gave for ``X``."""
         check_is_fitted(self, "n_features_in_", "scored")
-        C, delta = self._parts(X, shapes, offsets)
+        C, delta = self.predict_parts(X) if parts is None else parts
         return geometry.mahalanobis(R if delta is None else R - delta, C)
 
-    def region(self, X, centers, alpha_q: float, coverage: float, shapes=None, offsets=None) -> EllipsoidRegions:
+    def region(self, X, centers, alpha_q: float, coverage: float, parts=None) -> EllipsoidRegions:
         """Calibrated ellipsoids ``alpha_q C(x)`` around ``centers`` (plus the method's correction);
-        ``shapes, offsets`` reuse what :meth:`predict_parts` gave for ``X``."""
-        C, delta = self._parts(X, shapes, offsets)
+        ``parts`` reuses what :meth:`predict_parts` gave for ``X``."""
+        C, delta = self.predict_parts(X) if parts is None else parts
         centers = np.asarray(centers, dtype=np.float64)
         return EllipsoidRegions(centers=centers if delta is None else centers + delta, shapes=geometry.scale(C, alpha_q),
                                 coverage=float(coverage), alpha_q=float(alpha_q))

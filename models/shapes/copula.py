@@ -122,7 +122,7 @@ class EmpiricalCopulaBox(ShapeEstimator):
         est.n_features_in_, est.n_targets_ = int(params["n_features"]), est.sigma_floor_.shape[0]
         return est
 
-    def region(self, X, centers, alpha_q: float, coverage: float, shapes=None) -> BoxRegions:
+    def region(self, X, centers, alpha_q: float, coverage: float) -> BoxRegions:
         a = self.thresholds(alpha_q)
         return BoxRegions(centers=np.asarray(centers, dtype=np.float64),
                           half_widths=a * self.predict_scale(X), coverage=float(coverage), alpha_q=float(alpha_q))

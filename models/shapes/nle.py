@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
 from models.exceptions import InputError
-from models.neighbours import search_input, sparse_offset
+from models.neighbours import algorithm, offset_arrays, search_input, sparse_offset, stored_offset
 from models.shapes.base import EllipsoidShapeEstimator, second_moment
 
 
@@ -58,14 +58,13 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
     def _build_index(self, offset: np.ndarray | None) -> None:
         """The neighbour index over ``X_ref_``: dense, or sparse about ``offset`` (:mod:`models.neighbours`)."""
         self.sparse_offset_ = offset
-        self._index = NearestNeighbors(n_neighbors=self.n_neighbors_, algorithm="auto" if offset is None else "brute")
+        self._index = NearestNeighbors(n_neighbors=self.n_neighbors_, algorithm=algorithm(offset))
         self._index.fit(search_input(self.X_ref_, offset))
 
     def to_arrays(self):
-        arrays = {"X_ref": self.X_ref_, "R_ref": self.R_ref_, "global_shape": self.global_shape_}
-        if self.sparse_offset_ is not None:
-            arrays["sparse_offset"] = self.sparse_offset_
-        return {"n_neighbors": self.n_neighbors_, "local_weight": float(self.local_weight)}, arrays
+        return ({"n_neighbors": self.n_neighbors_, "local_weight": float(self.local_weight)},
+                {"X_ref": self.X_ref_, "R_ref": self.R_ref_, "global_shape": self.global_shape_,
+                 **offset_arrays(self.sparse_offset_)})
 
     @classmethod
     def from_arrays(cls, params, arrays):
@@ -74,7 +73,7 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         est.n_features_in_, est.n_targets_ = est.X_ref_.shape[1], est.R_ref_.shape[1]
         est.n_neighbors_ = int(params["n_neighbors"])
         est.global_shape_ = np.asarray(arrays["global_shape"], float)
-        est._build_index(np.asarray(arrays["sparse_offset"], float) if "sparse_offset" in arrays else None)
+        est._build_index(stored_offset(arrays))
         return est
 
     def predict_shape(self, X) -> np.ndarray:
