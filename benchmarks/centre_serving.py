@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 CACHE = ROOT / "benchmarks" / "cache" / "centre_serving"
 OUT = ROOT / "benchmarks" / "results"
 KEY = "bench"
-CENTRES = ("paper", "scaled", "knn", "hgb", "mlp")
+CENTRES = ("paper", "scaled", "knn", "hgb", "mlp", "stack")
 
 
 def bundle(name: str, centre: str) -> Path:

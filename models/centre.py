@@ -8,7 +8,8 @@ in numpy from the support vectors, dual coefficients and intercepts, the arrays 
 :class:`KNNCentre` is weighted k-nearest-neighbour fingerprinting (scikit-learn's
 ``KNeighborsRegressor``), stored as its reference rows. :class:`HGBCentre` is gradient-boosted
 trees (scikit-learn's ``HistGradientBoostingRegressor``, one per target), stored as its trees'
-node arrays and evaluated in numpy, all trees at once. :class:`MLPCentre` is a small ReLU network
+node arrays and evaluated in numpy, all trees at once. :class:`models.stacking.StackCentre` blends
+several of them. :class:`MLPCentre` is a small ReLU network
 trained with the project's batched torch trainer (a grid in lockstep, the best on held-out rows)
 and stored and evaluated as plain weight arrays: serving never imports torch.
 """
@@ -212,22 +213,28 @@ class HGBCentre(BaseEstimator):
     """Gradient-boosted regression trees, one ``HistGradientBoostingRegressor`` per target.
 
     After fitting, every tree of every target is flattened into node arrays (split feature,
-    threshold, children, leaf flag, value) with global indices, which a bundle stores; prediction
-    walks all trees of a target level by level in numpy (``x[feature] <= threshold`` goes left,
-    scikit-learn's rule for numerical features), so serving needs no fitted scikit-learn object.
+    threshold, children, leaf flag, value) with global indices, which a bundle stores. Prediction is
+    numpy (``x[feature] <= threshold`` goes left, scikit-learn's rule for numerical features), so
+    serving needs no fitted scikit-learn object: trees of at most 8 splits (the default's 6) through a
+    table of every tree's leaf value per pattern of its split outcomes, built at fit and load time;
+    deeper trees walked level by level.
 
     Parameters
     ----------
-    max_iter, learning_rate, max_leaf_nodes, early_stopping : as in scikit-learn (defaults 100, 0.1,
-        31, and early stopping on a 10 % validation slice of the rows it is fitted on).
+    max_iter, learning_rate, max_leaf_nodes, min_samples_leaf, early_stopping : as in scikit-learn;
+        the defaults (1000 trees of at most 7 leaves of at least 3 rows, learning rate 0.1, early
+        stopping on a 10 % validation slice only above 10,000 rows, scikit-learn's ``"auto"``) suit
+        the small tabular sets of the paper, where scikit-learn's own defaults (100 trees of 31
+        leaves of at least 20 rows, stopped early) underfit.
     random_state : int, default=0
     """
 
-    def __init__(self, max_iter: int = 100, learning_rate: float = 0.1, max_leaf_nodes: int = 31,
-                 early_stopping: str | bool = True, random_state: int = 0):
+    def __init__(self, max_iter: int = 1000, learning_rate: float = 0.1, max_leaf_nodes: int = 7,
+                 min_samples_leaf: int = 3, early_stopping: str | bool = "auto", random_state: int = 0):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
         self.early_stopping = early_stopping
         self.random_state = random_state
 
@@ -240,9 +247,11 @@ class HGBCentre(BaseEstimator):
         for j in range(Y.shape[1]):
             model = HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
                                                   max_leaf_nodes=self.max_leaf_nodes,
+                                                  min_samples_leaf=self.min_samples_leaf,
                                                   early_stopping=self.early_stopping,
                                                   random_state=self.random_state).fit(X, Y[:, j])
             self.trees_.append(self._flatten(model))
+        self.tables_ = [self._leaf_table(t) for t in self.trees_]
         return self
 
     @staticmethod
@@ -259,19 +268,63 @@ class HGBCentre(BaseEstimator):
                 "leaf": cat["is_leaf"].astype(bool), "value": cat["value"].astype(np.float64), "roots": roots,
                 "baseline": np.asarray(model._baseline_prediction, dtype=np.float64).reshape(1)}
 
+    #: trees of at most this many split nodes are evaluated through a table of their leaves
+    TABLE_BITS = 8
+
+    @classmethod
+    def _leaf_table(cls, t: dict) -> dict | None:
+        """Trees of at most :attr:`TABLE_BITS` split nodes as a lookup: each tree's split nodes
+        (feature, threshold; padded with a never-read split), and its leaf value for every pattern
+        of their outcomes (bit ``b`` set: split ``b`` goes left). ``None`` for larger trees."""
+        n_nodes, roots = len(t["leaf"]), t["roots"]
+        tree_of = np.repeat(np.arange(len(roots)), np.diff(np.append(roots, n_nodes)))
+        inner = np.flatnonzero(~t["leaf"])
+        counts = np.bincount(tree_of[inner], minlength=len(roots))
+        bits = int(counts.max()) if inner.size else 0
+        if bits > cls.TABLE_BITS:
+            return None
+        bits = max(bits, 1)
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        slot = np.zeros(n_nodes, dtype=np.int64)  # a split node's bit within its tree
+        slot[inner] = np.arange(inner.size) - first[tree_of[inner]]
+        feature = np.zeros((len(roots), bits), dtype=np.int64)
+        threshold = np.full((len(roots), bits), np.inf)
+        feature[tree_of[inner], slot[inner]] = t["feature"][inner]
+        threshold[tree_of[inner], slot[inner]] = t["threshold"][inner]
+        codes = np.arange(2**bits)[None, :]
+        node = np.broadcast_to(roots[:, None], (len(roots), 2**bits)).copy()
+        for _ in range(bits):  # a path has at most `bits` splits
+            left = (codes >> slot[node]) & 1
+            node = np.where(t["leaf"][node], node, np.where(left == 1, t["left"][node], t["right"][node]))
+        return {"feature": feature.ravel(), "threshold": threshold.ravel(), "bits": bits,
+                "value": t["value"][node]}
+
     def predict(self, X) -> np.ndarray:
+        """The trees' sum per target: through each tree's leaf table (a comparison per split node, the
+        pattern packed into a byte, one lookup per tree), or by walking deeper trees level by level."""
         out = np.empty((X.shape[0], self.n_targets_))
-        rows = np.arange(X.shape[0])[:, None]
-        for j, t in enumerate(self.trees_):
-            node = np.broadcast_to(t["roots"], (X.shape[0], len(t["roots"]))).copy()  # (N, trees)
-            while True:
-                inner = ~t["leaf"][node]
-                if not inner.any():
-                    break
-                go_left = X[rows, t["feature"][node]] <= t["threshold"][node]
-                node = np.where(inner, np.where(go_left, t["left"][node], t["right"][node]), node)
-            out[:, j] = t["value"][node].sum(axis=1) + t["baseline"][0]
+        for j, (t, table) in enumerate(zip(self.trees_, self.tables_)):
+            if table is not None:
+                went_left = (X[:, table["feature"]] <= table["threshold"]).reshape(len(X), -1, table["bits"])
+                code = np.packbits(went_left, axis=2, bitorder="little")[:, :, 0]
+                leaves = table["value"][np.arange(table["value"].shape[0]), code]
+            else:
+                leaves = t["value"][self._walk(t, X)]
+            out[:, j] = leaves.sum(axis=1) + t["baseline"][0]
         return out
+
+    @staticmethod
+    def _walk(t: dict, X: np.ndarray) -> np.ndarray:
+        """(N, trees) leaf of every row in every tree, level by level (``x[feature] <= threshold`` goes
+        left, scikit-learn's rule for numerical features)."""
+        rows = np.arange(X.shape[0])[:, None]
+        node = np.broadcast_to(t["roots"], (X.shape[0], len(t["roots"]))).copy()  # (N, trees)
+        while True:
+            inner = ~t["leaf"][node]
+            if not inner.any():
+                return node
+            go_left = X[rows, t["feature"][node]] <= t["threshold"][node]
+            node = np.where(inner, np.where(go_left, t["left"][node], t["right"][node]), node)
 
     def to_arrays(self):
         arrays = {f"{k}_{j}": v for j, t in enumerate(self.trees_) for k, v in t.items()}
@@ -284,6 +337,7 @@ class HGBCentre(BaseEstimator):
         est = cls(**params)
         keys = ("feature", "threshold", "left", "right", "leaf", "value", "roots", "baseline")
         est.trees_ = [{k: np.asarray(arrays[f"{k}_{j}"]) for k in keys} for j in range(n_targets)]
+        est.tables_ = [cls._leaf_table(t) for t in est.trees_]
         est.n_features_in_, est.n_targets_ = n_features, n_targets
         return est
 

@@ -15,6 +15,7 @@ from typing import Literal
 
 from models.centre import ClientCentre, ConstantCentre, HGBCentre, KNNCentre, MLPCentre, SVRCentre
 from models.exceptions import InputError, UnknownMethodError
+from models.stacking import StackCentre
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 
 #: training options an estimator receives when its constructor has a parameter of that name
@@ -88,11 +89,13 @@ CENTRES: dict[str, CentreSpec] = {spec.name: spec for spec in (
                HGBCentre, {}),
     CentreSpec("mlp", "a ReLU MLP (128, 64) on standardised targets, trained with the batched torch trainer",
                MLPCentre, {}),
+    CentreSpec("stack", "a non-negative least-squares blend of the other candidates, weighted on their out-of-fold "
+               "predictions (alone: of paper, scaled, knn and hgb)", StackCentre, {}, interpolates=True),
 )}
 
 #: centre classes by the name a bundle records
 CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, HGBCentre, MLPCentre,
-                                                               ClientCentre, ConstantCentre)}
+                                                               StackCentre, ClientCentre, ConstantCentre)}
 
 
 def _resolve(table: dict, name: str, what: str, error: type = InputError):

@@ -90,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "smaller regions, an asymptotic guarantee only)")
     p.add_argument("--cross-fit", type=int, default=None, metavar="K",
                    help="shapes learn from K-fold out-of-fold centre residuals (K >= 2; 0: the centre's in-sample "
-                        "residuals, the paper). Default 0, or 5 group folds with groups; the served centre is "
-                        "still fitted on all training rows")
+                        "residuals, the paper). Default 5 with --centre auto (the selection's folds, no extra "
+                        "fit) or with groups (group folds), else 0; the served centre is still fitted on all "
+                        "training rows")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 

@@ -11,9 +11,11 @@ Per split seed ``s``:
 4. each shape method fitted on the train residuals (LMVE chooses its configuration on a
    held-out slice of the *train* part, never on calibration rows) and calibrated on the
    calibration rows; with ``cross_fit=k`` (beyond the paper) the train residuals are
-   out-of-fold ones: each fold's rows get the centre of an SVR fitted on the other ``k - 1``
-   folds, so the shapes learn from residuals distributed like the calibration and test rows'
-   (a centre's residuals on its own training rows are smaller and shaped by its loss);
+   out-of-fold ones: each fold's rows get the centre fitted on the other ``k - 1`` folds, so the
+   shapes learn from residuals distributed like the calibration and test rows' (a centre's
+   residuals on its own training rows are smaller and shaped by its loss; boosted trees and
+   kNN nearly reproduce their training rows). ``centre="auto"`` does this by default with the
+   selection's folds, whose out-of-fold centres it has already computed;
 5. coverage and volume measured on the test rows.
 """
 
@@ -30,6 +32,7 @@ from models import registry
 from models._validation import check_coverage
 from models.exceptions import InputError
 from models.centre import ClientCentre
+from models.stacking import StackCentre, fold_splits, stack_weights, stacked_out_of_fold
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
@@ -100,7 +103,8 @@ class TrainConfig:
     progress: bool = False
     #: 0: shapes learn from the centre's own training residuals (the paper); k >= 2: from k-fold
     #: out-of-fold residuals (the served centre is still the one fitted on all training rows);
-    #: None: 0 for rows, 5 (group folds) when the dataset has groups
+    #: None: 5 with centre="auto" (the selection's folds: no extra fit) or when the dataset has
+    #: groups (group folds), else 0
     cross_fit: int | None = None
     #: the calibration rule (models.conformal.RULES); None: "rows", or "group-subsample" with groups
     calibration: str | None = None
@@ -110,16 +114,19 @@ class TrainConfig:
     rssi: str = "off"
     not_detected: float | None = None
     rssi_floor: float | None = None
-    #: what centre="auto" chooses from
-    #: "mlp" is not among them by default: on 2 cores one fit takes 10-30 s, six per split (5-fold CV
-    #: and the final fit); ask for it with --centre mlp or a candidates list
-    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb")
+    #: what centre="auto" chooses from ("stack": the blend of the others, weighted on their
+    #: out-of-fold centres, costs no fit of its own); "mlp" is not among them by default: on 2 cores
+    #: one fit takes 10-30 s, six per split (5-fold CV and the final fit); ask for it with --centre
+    #: mlp or a candidates list
+    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb", "stack")
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None
 
     def resolved_cross_fit(self, grouped: bool) -> int:
-        return (5 if grouped else 0) if self.cross_fit is None else self.cross_fit
+        if self.cross_fit is not None:
+            return self.cross_fit
+        return 5 if grouped or self.centre == "auto" else 0
 
     def resolved_rule(self, grouped: bool) -> str:
         from models.conformal import check_rule
@@ -138,6 +145,10 @@ class TrainConfig:
         spec = registry.centre(name)
         accepts = inspect.signature(spec.estimator).parameters
         run = {k: v for k, v in (("seed", self.seed), ("device", self.device)) if k in accepts}  # the MLP's
+        if name == "stack":  # seeded; with centre="auto", a blend of the other candidates
+            run = {"random_state": self.seed}
+            if self.centre == "auto":
+                run["members"] = tuple(n for n in self.centre_candidates if n != "stack")
         return spec.make(**run, **(self.centre_params if name == self.centre else {}))
 
 
@@ -197,17 +208,11 @@ def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: in
     """(m, n) centres of ``X`` (m, d), each row's from a centre (``name``, default the configured
     one) fitted without its fold.
 
-    ``k`` folds shuffled with ``config.seed``; with ``groups``, whole groups per fold (a row's centre
-    then comes from a centre that saw no row of its group).
+    ``k`` folds shuffled with ``config.seed`` (:func:`models.stacking.fold_splits`); with ``groups``,
+    whole groups per fold (a row's centre then comes from a centre that saw no row of its group).
     """
-    from sklearn.model_selection import GroupKFold, KFold
-
     out = np.empty_like(Y, dtype=np.float64)
-    if groups is None:
-        folds = KFold(k, shuffle=True, random_state=config.seed).split(X)
-    else:
-        folds = GroupKFold(k, shuffle=True, random_state=config.seed).split(X, groups=groups)
-    for rest, fold in folds:
+    for rest, fold in fold_splits(len(X), k, config.seed, groups):
         out[fold] = config.make_centre(name).fit(X[rest], Y[rest]).predict(X[fold])
     return out
 
@@ -222,14 +227,26 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: int, gro
                   progress=None) -> tuple[str, dict, dict]:
     """``centre="auto"``: every candidate's ``k``-fold cross-validated error on the train part ``X, Y``
     (group folds with ``groups``); returns the name of smallest RMSE, the errors, and each
-    candidate's out-of-fold centres (reused as cross-fitted centres with the same folds)."""
+    candidate's out-of-fold centres (reused as cross-fitted centres with the same folds).
+
+    The candidate ``"stack"`` blends the others: its out-of-fold centres come from theirs, each fold
+    weighted by the other folds (:func:`models.stacking.stacked_out_of_fold`), so it costs no fit.
+    """
     errors, oof = {}, {}
-    for name in config.centre_candidates:
+    singles = [n for n in config.centre_candidates if n != "stack"]
+    for name in singles:
         if progress is not None:
             progress.set_postfix_str(f"centre auto: {name}")
         t0 = time.perf_counter()
         oof[name] = out_of_fold_centers(X, Y, config, k, groups, name=name)
         errors[name] = {**centre_errors(Y, oof[name]), "seconds": time.perf_counter() - t0}
+    if "stack" in config.centre_candidates and len(singles) >= 2:
+        t0 = time.perf_counter()
+        preds = [oof[n] for n in singles]
+        oof["stack"] = stacked_out_of_fold(preds, Y, fold_splits(len(X), k, config.seed, groups))
+        weights = stack_weights(preds, Y)
+        errors["stack"] = {**centre_errors(Y, oof["stack"]), "seconds": time.perf_counter() - t0,
+                           "weights": {n: [round(float(w), 4) for w in weights[i]] for i, n in enumerate(singles)}}
     chosen = min(errors, key=lambda n: errors[n]["rmse"])
     return chosen, errors, oof
 
@@ -324,10 +341,14 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
             if k == 0 and registry.centre(name).interpolates:
                 k = 5  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
                 _check_cross_fit(k, len(split.train) if train_groups is None else len(np.unique(train_groups)))
+            centre_info["cross_fit"] = k
+            if name == "stack" and oof:  # weighted on the selection's out-of-fold centres: no refit for them
+                centre = config.make_centre("stack").set_params(cv=folds)
+                centre.fit(Xs[split.train], Y[split.train], predictions={n: oof[n] for n in centre.members})
+            else:
+                centre = config.make_centre(name).fit(Xs[split.train], Y[split.train])
             if folds != k:  # the selection's out-of-fold centres serve only with the same folds
                 oof = {}
-            centre_info["cross_fit"] = k
-            centre = config.make_centre(name).fit(Xs[split.train], Y[split.train])
             centers = centre.predict(Xs)
             if k:
                 centers[split.train] = oof[name] if name in oof else out_of_fold_centers(

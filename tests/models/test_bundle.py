@@ -106,7 +106,7 @@ def test_overwrite_replaces_atomically(trained_synthetic, copy_of):
     assert [p.name for p in copy_of.parent.iterdir()] == ["bundle"]
 
 
-@pytest.mark.parametrize("centre", ["paper", "scaled", "knn", "hgb", "mlp"])
+@pytest.mark.parametrize("centre", ["paper", "scaled", "knn", "hgb", "mlp", "stack"])
 def test_every_centre_kind_round_trips_through_a_bundle(centre, tmp_path):
     """Each registered centre, trained by the pipeline, stored and loaded: identical regions."""
     from training.datasets import load_dataset

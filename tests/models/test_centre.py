@@ -79,7 +79,8 @@ def test_knn_centre_matches_sklearn_and_round_trips():
         KNNCentre(n_neighbors=0).fit(X, Y)
 
 
-def test_hgb_centre_numpy_trees_match_sklearn_and_round_trip():
+@pytest.mark.parametrize("leaves", [7, 31])  # 6 splits per tree: leaf tables; 30: the level walk
+def test_hgb_centre_numpy_trees_match_sklearn_and_round_trip(leaves):
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     from models.centre import HGBCentre
@@ -88,10 +89,12 @@ def test_hgb_centre_numpy_trees_match_sklearn_and_round_trip():
     X = rng.normal(size=(400, 5))
     Y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, 1] ** 2, X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=400)])
     Q = np.vstack([rng.normal(size=(60, 5)), X[:10], rng.normal(scale=5, size=(10, 5))])
-    c = HGBCentre(max_iter=60).fit(X, Y)
+    c = HGBCentre(max_iter=60, max_leaf_nodes=leaves).fit(X, Y)
     for j in range(2):
-        ref = HistGradientBoostingRegressor(max_iter=60, early_stopping=True, random_state=0).fit(X, Y[:, j]).predict(Q)
+        ref = HistGradientBoostingRegressor(max_iter=60, max_leaf_nodes=leaves, min_samples_leaf=3,
+                                            early_stopping="auto", random_state=0).fit(X, Y[:, j]).predict(Q)
         np.testing.assert_allclose(c.predict(Q)[:, j], ref, rtol=1e-10, atol=1e-10)
+    assert all((t is None) == (leaves > HGBCentre.TABLE_BITS + 1) for t in c.tables_)
     again = HGBCentre.from_arrays(*c.to_arrays())
     np.testing.assert_array_equal(again.predict(Q), c.predict(Q))
     assert c.predict(Q[:1]).shape == (1, 2)

@@ -38,7 +38,8 @@ def test_auto_centre_picks_the_smallest_cross_validated_error_and_says_so():
     Xs = StandardScaler().fit(X).transform(X)
     oof = out_of_fold_centers(Xs, ds.Y[tr], config, 5, name="knn")
     assert np.isclose(cv["knn"]["rmse"], centre_errors(ds.Y[tr], oof)["rmse"])
-    assert type(result.model.centre).__name__ == ("KNNCentre" if result.centre["name"] == "knn" else "SVRCentre")
+    kinds = {"knn": "KNNCentre", "hgb": "HGBCentre", "stack": "StackCentre", "paper": "SVRCentre", "scaled": "SVRCentre"}
+    assert type(result.model.centre).__name__ == kinds[result.centre["name"]]
 
 
 def test_rssi_step_is_applied_at_serving_and_stored(tmp_path):
@@ -74,7 +75,7 @@ def test_cli_reports_the_centre_choice_and_the_rssi_step(tmp_path, capsys):
     assert "centre: " in printed and "CV RMSE" in printed
     assert "8 of 8 columns are RSSI" in printed and "(most often 100)" in printed
     manifest = json.loads((out / "bundle" / "manifest.json").read_text())
-    assert set(manifest["training"]["centre"]["cv"]) == {"paper", "scaled", "knn", "hgb"}
+    assert set(manifest["training"]["centre"]["cv"]) == {"paper", "scaled", "knn", "hgb", "stack"}
     report = (out / "report.md").read_text()
     assert "- centre: " in report and "- RSSI preprocessing: 8 of 8 columns" in report
 
@@ -109,3 +110,32 @@ def test_cli_centre_candidates_choose_among_the_named_ones_and_bad_names_write_n
     manifest = json.loads((out / "bundle" / "manifest.json").read_text())
     assert set(manifest["training"]["centre"]["cv"]) == {"knn", "hgb"}
     assert manifest["centre"]["type"] in ("KNNCentre", "HGBCentre")
+
+
+def test_auto_centre_stacks_complementary_candidates_with_an_honest_error(tmp_path):
+    """One target is smooth (the SVR's), the other a step (the trees'): the per-target blend beats
+    both, its recorded error is its nested out-of-fold one, and the bundle stores the blend."""
+    from models.stacking import fold_splits, stacked_out_of_fold
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(500, 8))
+    Y = np.column_stack([X.sum(axis=1), 3.0 * (X[:, 2] > 0) + 0.05 * rng.normal(size=500)])
+    ds = Dataset("two-kinds", X, Y, [f"x{i}" for i in range(8)], ["y1", "y2"], sha256="0" * 64)
+    config = TrainConfig(centre="auto", centre_candidates=("scaled", "hgb", "stack"), methods=("ge",), seed=2)
+    result = train(ds, config)
+    cv = result.centre["cv"]
+    assert result.centre["name"] == "stack" and cv["stack"]["rmse"] < 0.8 * min(cv["scaled"]["rmse"], cv["hgb"]["rmse"])
+    w = cv["stack"]["weights"]
+    assert w["scaled"][0] > w["hgb"][0] and w["hgb"][1] > w["scaled"][1]  # each target leans on its own member
+    tr = result.split.train
+    Xs = StandardScaler().fit(X[tr]).transform(X[tr])
+    preds = [out_of_fold_centers(Xs, Y[tr], config, 5, name=n) for n in ("scaled", "hgb")]
+    honest = stacked_out_of_fold(preds, Y[tr], fold_splits(len(tr), 5, config.seed))
+    assert np.isclose(cv["stack"]["rmse"], centre_errors(Y[tr], honest)["rmse"])
+    assert type(result.model.centre).__name__ == "StackCentre"
+    from models.bundle import save_bundle
+
+    save_bundle(result.model, tmp_path / "b")
+    again = load_bundle(tmp_path / "b")
+    np.testing.assert_array_equal(again.predict_center(X[:30]), result.model.predict_center(X[:30]))
