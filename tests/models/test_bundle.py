@@ -114,6 +114,7 @@ def test_every_centre_kind_round_trips_through_a_bundle(centre, tmp_path):
 
     ds = load_dataset("synthetic", n_samples=400, seed=1)
     params = {"max_steps": 300, "eval_every": 50} if centre == "mlp" else {}
+    params = {"members": ("scaled", "knn", "hgb")} if centre == "stack" else params
     result = train(ds, TrainConfig(seed=0, methods=("ge", "nle"), centre=centre, centre_params=params))
     save_bundle(result.model, tmp_path / "b", dataset=ds.info)
     again = load_bundle(tmp_path / "b")
