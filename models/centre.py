@@ -240,19 +240,10 @@ class HGBCentre(BaseEstimator):
 
     def fit(self, X, Y) -> "HGBCentre":
         from sklearn.ensemble import HistGradientBoostingRegressor
-        from threadpoolctl import threadpool_limits
 
         X, Y = check_Xy(X, Y, y_name="Y", min_rows=2)
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         self.trees_ = []
-        # one OpenMP thread: beside torch's OpenMP threads in the same process (an MLP centre or LMVE
-        # fitted before) a thread per core slows these small fits by an order of magnitude
-        with threadpool_limits(1, user_api="openmp"):
-            self._fit_trees(X, Y, HistGradientBoostingRegressor)
-        self.tables_ = [self._leaf_table(t) for t in self.trees_]
-        return self
-
-    def _fit_trees(self, X, Y, HistGradientBoostingRegressor) -> None:
         for j in range(Y.shape[1]):
             model = HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
                                                   max_leaf_nodes=self.max_leaf_nodes,
@@ -260,6 +251,8 @@ class HGBCentre(BaseEstimator):
                                                   early_stopping=self.early_stopping,
                                                   random_state=self.random_state).fit(X, Y[:, j])
             self.trees_.append(self._flatten(model))
+        self.tables_ = [self._leaf_table(t) for t in self.trees_]
+        return self
 
     @staticmethod
     def _flatten(model) -> dict[str, np.ndarray]:
