@@ -240,17 +240,21 @@ class HGBCentre(BaseEstimator):
 
     def fit(self, X, Y) -> "HGBCentre":
         from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
 
         X, Y = check_Xy(X, Y, y_name="Y", min_rows=2)
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         self.trees_ = []
-        for j in range(Y.shape[1]):
-            model = HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
-                                                  max_leaf_nodes=self.max_leaf_nodes,
-                                                  min_samples_leaf=self.min_samples_leaf,
-                                                  early_stopping=self.early_stopping,
-                                                  random_state=self.random_state).fit(X, Y[:, j])
-            self.trees_.append(self._flatten(model))
+        # one OpenMP thread: in a process where torch has run (LMVE, the MLP centre) a thread per core
+        # made these fits about 20x slower on 2 cores (tests/models/test_bundle.py: 630 s against 44 s)
+        with threadpool_limits(1, user_api="openmp"):
+            for j in range(Y.shape[1]):
+                model = HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
+                                                      max_leaf_nodes=self.max_leaf_nodes,
+                                                      min_samples_leaf=self.min_samples_leaf,
+                                                      early_stopping=self.early_stopping,
+                                                      random_state=self.random_state).fit(X, Y[:, j])
+                self.trees_.append(self._flatten(model))
         self.tables_ = [self._leaf_table(t) for t in self.trees_]
         return self
 
