@@ -240,7 +240,7 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: int, gro
         t0 = time.perf_counter()
         oof[name] = out_of_fold_centers(X, Y, config, k, groups, name=name)
         errors[name] = {**centre_errors(Y, oof[name]), "seconds": time.perf_counter() - t0}
-    if "stack" in config.centre_candidates and len(singles) >= 2:
+    if "stack" in config.centre_candidates:  # with at least two others (train checks)
         t0 = time.perf_counter()
         preds = [oof[n] for n in singles]
         oof["stack"] = stacked_out_of_fold(preds, Y, fold_splits(len(X), k, config.seed, groups))
@@ -300,6 +300,11 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         registry.centre(config.centre)
     for name in config.centre_candidates if config.centre == "auto" else ():
         registry.centre(name)
+    others = [n for n in config.centre_candidates if n != "stack"]
+    if config.centre == "auto" and "stack" in config.centre_candidates and len(others) < 2:
+        raise InputError(f"the candidate stack blends the other candidates, so it needs at least two of them; got "
+                         f"{', '.join(config.centre_candidates)}", field="centre_candidates",
+                         expected="stack with at least two other candidates", received=", ".join(others) or "none")
     X, Y = dataset.X, dataset.Y
     grouped = config.grouped(dataset)
     groups = dataset.groups if grouped else None

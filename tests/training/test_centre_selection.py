@@ -139,3 +139,13 @@ def test_auto_centre_stacks_complementary_candidates_with_an_honest_error(tmp_pa
     save_bundle(result.model, tmp_path / "b")
     again = load_bundle(tmp_path / "b")
     np.testing.assert_array_equal(again.predict_center(X[:30]), result.model.predict_center(X[:30]))
+
+
+def test_stack_needs_two_other_candidates_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    for candidates in ("stack", "knn,stack"):
+        assert main(["--dataset", "synthetic", "--n-samples", "1000", "--methods", "ge", "--out", str(out),
+                     "--quiet", "--centre-candidates", candidates]) == 2
+        err = capsys.readouterr().err
+        assert "the candidate stack blends the other candidates, so it needs at least two of them" in err
+        assert not out.exists()
