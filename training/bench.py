@@ -85,8 +85,8 @@ VARIANTS = {
     "auto-centre-mlp": {"centre_name": "auto", "rssi": "auto",
                         "centre_candidates": ("paper", "scaled", "knn", "hgb", "mlp", "stack")},
     # indoor_localization: the fingerprint candidates only (the SVRs' O(n^2) fits on 16,000 rows x 5
-    # folds are beyond this machine, and lost to kNN by 2x in centre_uji.md)
-    "auto-centre-fingerprint": {"centre_name": "auto", "rssi": "auto", "centre_candidates": ("knn", "hgb")},
+    # folds are beyond this machine, and lost to kNN by 2x in centre_uji.md), and their blend
+    "auto-centre-fingerprint": {"centre_name": "auto", "rssi": "auto", "centre_candidates": ("knn", "hgb", "stack")},
     # the auto centre with shapes learned from its 5-fold out-of-fold residuals (the reference for
     # joint-centre-cross-fit: the same residuals, no learned correction)
     "auto-centre-cross-fit": {"centre_name": "auto", "rssi": "auto", "cross_fit": 5},
@@ -96,6 +96,9 @@ VARIANTS = {
     # the same with the Gaussian NLL and a Cholesky output, and on 5-fold out-of-fold residuals
     "joint-centre-nll": {"centre_name": "auto", "rssi": "auto", "lmve": {"mean_head": True, "loss": "nll"}},
     "joint-centre-cross-fit": {"centre_name": "auto", "rssi": "auto", "cross_fit": 5, "lmve": {"mean_head": True}},
+    # the mean head on the auto centre with stack among the candidates (the auto-centre variant's centre)
+    "joint-centre-stack": {"centre_name": "auto", "rssi": "auto", "lmve": {"mean_head": True},
+                           "centre_candidates": ("paper", "scaled", "knn", "hgb", "stack")},
     # the mean head on the auto centre with the MLP among the candidates
     "joint-centre-mlp": {"centre_name": "auto", "rssi": "auto", "lmve": {"mean_head": True},
                          "centre_candidates": ("paper", "scaled", "knn", "hgb", "mlp", "stack")},
