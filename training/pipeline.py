@@ -117,8 +117,8 @@ class TrainConfig:
     #: what centre="auto" chooses from. Not among them by default: "mlp" (on 2 cores one fit takes
     #: 10-30 s, six per split) and "stack" (the blend of the others, weighted on their out-of-fold
     #: centres, no fit of its own: it won the row-split benchmark on ble_rssi, but on the grouped
-    #: synthetic survey it left LMVE larger than GE on 2 of 5 seeds against 1 without it, and the
-    #: grouped protocol is not benchmarked yet); ask for them with a candidates list
+    #: synthetic survey it helped GE and NLE more than LMVE, see benchmarks/results/stack_grouped.md);
+    #: ask for them with a candidates list
     centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb")
 
     def grouped(self, dataset) -> bool:
