@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
@@ -343,6 +343,16 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
                 name, errors, oof = select_centre(Xs[split.train], Y[split.train], config, folds, train_groups, bar)
                 centre_info = {"name": name, "selected_by": f"{folds}-fold {'group ' if grouped else ''}cross-validation "
                                "on the train part (RMSE of the Euclidean error)", "cv": errors}
+                timings["centre_selection"] = time.perf_counter() - t0
+            elif name == "stack":  # its members' out-of-fold centres, once: they weight the blend and, with
+                # the same folds, give the shapes' residuals (nested), instead of a whole blend per fold
+                folds = k or config.make_centre("stack").cv
+                members = config.make_centre("stack").members
+                _, errors, oof = select_centre(Xs[split.train], Y[split.train],
+                                               replace(config, centre="auto", centre_candidates=(*members, "stack")),
+                                               folds, train_groups, bar)
+                centre_info = {"name": name, "selected_by": f"--centre stack, weighted on its members' {folds}-fold "
+                               f"{'group ' if grouped else ''}out-of-fold centres", "cv": errors}
                 timings["centre_selection"] = time.perf_counter() - t0
             if k == 0 and registry.centre(name).interpolates:
                 k = 5  # its in-sample residuals are zero: the shapes learn from out-of-fold ones

@@ -141,6 +141,31 @@ def test_auto_centre_stacks_complementary_candidates_with_an_honest_error(tmp_pa
     np.testing.assert_array_equal(again.predict_center(X[:30]), result.model.predict_center(X[:30]))
 
 
+def test_forced_stack_learns_shapes_from_its_nested_out_of_fold_centres():
+    """``centre="stack"``: the members' out-of-fold centres are computed once; they weight the blend,
+    record every member's error, and give the shapes' residuals (the nested blend, not a whole blend
+    refitted per fold)."""
+    from models.shapes.base import second_moment
+    from models.stacking import fold_splits, stacked_out_of_fold
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(300, 6))
+    Y = np.column_stack([X.sum(axis=1), 2.0 * (X[:, 1] > 0)]) + 0.1 * rng.normal(size=(300, 2))
+    ds = Dataset("two-kinds", X, Y, [f"x{i}" for i in range(6)], ["y1", "y2"], sha256="0" * 64)
+    config = TrainConfig(centre="stack", centre_params={"members": ("scaled", "knn")}, methods=("ge",), seed=3)
+    result = train(ds, config)
+    assert result.centre["name"] == "stack" and set(result.centre["cv"]) == {"scaled", "knn", "stack"}
+    assert result.centre["cross_fit"] == 5
+    tr = result.split.train
+    Xs = StandardScaler().fit(X[tr]).transform(X[tr])
+    preds = [out_of_fold_centers(Xs, Y[tr], config, 5, name=n) for n in ("scaled", "knn")]
+    nested = stacked_out_of_fold(preds, Y[tr], fold_splits(len(tr), 5, config.seed))
+    assert np.isclose(result.centre["cv"]["stack"]["rmse"], centre_errors(Y[tr], nested)["rmse"])
+    np.testing.assert_allclose(result.model.methods["ge"].shape_.covariance_, second_moment(Y[tr] - nested),
+                               rtol=1e-9)
+
+
 def test_stack_needs_two_other_candidates_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "run"
     for candidates in ("stack", "knn,stack"):
