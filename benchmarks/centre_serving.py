@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/centre_serving.py [--rounds 8] [--requests 50]
 
-One bundle per centre kind (paper and scaled SVR, kNN, boosted trees, MLP) trained on the
+One bundle per centre kind (paper and scaled SVR, kNN, boosted trees, MLP, stack) trained on the
 synthetic data set (2,000 readings, 16 features; GE, NLE, LMVE), plus a kNN bundle of
-UJIIndoorLoc (its whole survey as reference rows, 519 features; GE and NLE, the centre is what
-is measured) when the data is present. Each is served by ``lmve-serve`` (one worker) on loopback;
+UJIIndoorLoc (its survey's train part as reference rows, 519 features; GE and NLE, the centre and
+NLE's neighbour searches are what is measured) when the data is present, beside the same bundle
+searching as before (``uji-knn-sparse-v1``: scikit-learn on CSR; ``uji-knn-dense``). Each is served by ``lmve-serve`` (one worker) on loopback;
 from one keep-alive connection, rounds alternate between the servers and between ``/noop``,
 a 1-row and a 256-row ``/predict-region``, so that the shared machine's noise hits all alike.
 Reported per bundle: median and p99 latency of each request kind and the 1-row cost over the
@@ -34,21 +35,29 @@ KEY = "bench"
 CENTRES = ("paper", "scaled", "knn", "hgb", "mlp", "stack")
 
 
+#: the references for the UJIIndoorLoc bundle: the same bundle searching dense rows (before the sparse
+#: fingerprint search), and with scikit-learn's brute force on CSR (sparse search version 1)
+UJI_SEARCHES = {"-dense": (False, 1), "-sparse-v1": (True, 1)}
+
+
 def bundle(name: str, centre: str) -> Path:
-    """The bundle ``name`` (trained once, then cached). ``uji-*-dense``: the same UJIIndoorLoc bundle with
-    the kNN centre and NLE searching dense rows (how they searched before the sparse fingerprint search),
-    the reference that measures it."""
+    """The bundle ``name`` (trained once, then cached). ``uji-knn-dense`` and ``uji-knn-sparse-v1``: the
+    UJIIndoorLoc bundle with its kNN centre and NLE searching as :data:`UJI_SEARCHES` says."""
     path = CACHE / name
     if (path / "manifest.json").is_file():
         return path
-    if name.endswith("-dense"):
+    suffix = next((s for s in UJI_SEARCHES if name.endswith(s)), None)
+    if suffix is not None:
         from models.bundle import load_bundle, save_bundle
 
-        model = load_bundle(bundle(name[: -len("-dense")], centre))
-        model.centre._index(model.centre.X_fit_, model.centre.Y_fit_, None)
-        model.methods["nle"].shape_._build_index(None)
+        base = name[: -len(suffix)]
+        model = load_bundle(bundle(base, centre))
+        sparse, version = UJI_SEARCHES[suffix]
+        c, nle = model.centre, model.methods["nle"].shape_
+        c._index(c.X_fit_, c.Y_fit_, c.sparse_offset_ if sparse else None, version)
+        nle._build_index(nle.sparse_offset_ if sparse else None, version)
         save_bundle(model, path, dataset=model.manifest.get("dataset"))
-        np.save(CACHE / f"{name}_rows.npy", np.load(CACHE / f"{name[: -len('-dense')]}_rows.npy"))
+        np.save(CACHE / f"{name}_rows.npy", np.load(CACHE / f"{base}_rows.npy"))
         return path
     from models.bundle import save_bundle
     from training.datasets import load_dataset
@@ -94,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if TrainingSettings().data_dir is not None:
         names["uji-knn"] = "knn"
-        names["uji-knn-dense"] = "knn"
+        names.update({f"uji-knn{suffix}": "knn" for suffix in UJI_SEARCHES})
     CACHE.mkdir(parents=True, exist_ok=True)
     paths = {n: bundle(n, c) for n, c in names.items()}
     servers = {n: serve(p) for n, p in paths.items()}

@@ -159,7 +159,9 @@ class KNNCentre(BaseEstimator):
 
     A thin wrapper of ``sklearn.neighbors.KNeighborsRegressor`` that a bundle stores as its
     reference rows (``X_fit_``, ``Y_fit_``); loading rebuilds the index. Sparse fingerprints are
-    searched as sparse vectors (:mod:`models.neighbours`; ``sparse_offset_``, stored).
+    searched as sparse vectors (:mod:`models.neighbours`; ``sparse_offset_`` and ``sparse_search_``,
+    stored): from search version 2 by a :class:`models.neighbours.FingerprintIndex`, whose neighbours
+    are averaged by the same rule (:func:`models.neighbours.distance_weighted_mean`).
     """
 
     def __init__(self, n_neighbors: int = 3, weights: str = "distance"):
@@ -178,35 +180,42 @@ class KNNCentre(BaseEstimator):
 
         return self._index(X, Y, sparse_offset(X))
 
-    def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None) -> "KNNCentre":
+    def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None, version: int = 2) -> "KNNCentre":
         from sklearn.neighbors import KNeighborsRegressor
 
-        from models.neighbours import algorithm, search_input
+        from models.neighbours import FingerprintIndex, algorithm, search_input
 
-        self.X_fit_, self.Y_fit_, self.sparse_offset_ = X, Y, offset
+        self.X_fit_, self.Y_fit_, self.sparse_offset_, self.sparse_search_ = X, Y, offset, version
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         k = min(self.n_neighbors, X.shape[0])
-        self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights,
-                                          algorithm=algorithm(offset)).fit(search_input(X, offset), Y)
+        if offset is not None and version >= 2:
+            self.model_ = FingerprintIndex(X, offset)
+        else:
+            self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights,
+                                              algorithm=algorithm(offset)).fit(search_input(X, offset), Y)
         return self
 
     def predict(self, X) -> np.ndarray:
-        from models.neighbours import search_input
+        from models.neighbours import FingerprintIndex, distance_weighted_mean, search_input
 
+        if isinstance(self.model_, FingerprintIndex):
+            idx = self.model_.kneighbors(X, min(self.n_neighbors, self.X_fit_.shape[0]))
+            return distance_weighted_mean(X, self.X_fit_, self.Y_fit_, idx, self.weights)
         P = self.model_.predict(search_input(X, self.sparse_offset_))
         return np.asarray(P, dtype=np.float64).reshape(len(X), self.n_targets_)
 
     def to_arrays(self):
         from models.neighbours import offset_arrays
 
-        return self.get_params(), {"X": self.X_fit_, "Y": self.Y_fit_, **offset_arrays(self.sparse_offset_)}
+        return self.get_params(), {"X": self.X_fit_, "Y": self.Y_fit_,
+                                   **offset_arrays(self.sparse_offset_, self.sparse_search_)}
 
     @classmethod
     def from_arrays(cls, params, arrays):
-        from models.neighbours import stored_offset
+        from models.neighbours import stored_offset, stored_version
 
         return cls(**params)._index(np.asarray(arrays["X"], float), np.asarray(arrays["Y"], float),
-                                    stored_offset(arrays))
+                                    stored_offset(arrays), stored_version(arrays))
 
 
 class HGBCentre(BaseEstimator):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
-
 from models.exceptions import InputError
-from models.neighbours import algorithm, offset_arrays, search_input, sparse_offset, stored_offset
+from models.neighbours import (kneighbors, neighbour_index, offset_arrays, sparse_offset, stored_offset,
+                               stored_version)
 from models.shapes.base import EllipsoidShapeEstimator, second_moment
 
 
@@ -29,6 +28,8 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         The training rows the neighbours come from (NLE stores its training set).
     sparse_offset_ : ndarray (d,) or None
         Set when the rows are sparse fingerprints, searched as sparse vectors (:mod:`models.neighbours`).
+    sparse_search_ : int
+        The sparse search version (:mod:`models.neighbours`), stored so that a bundle searches as calibrated.
     global_shape_ : ndarray (n, n)
     n_neighbors_ : int
     """
@@ -55,16 +56,15 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         self._build_index(sparse_offset(X))
         return self
 
-    def _build_index(self, offset: np.ndarray | None) -> None:
+    def _build_index(self, offset: np.ndarray | None, version: int = 2) -> None:
         """The neighbour index over ``X_ref_``: dense, or sparse about ``offset`` (:mod:`models.neighbours`)."""
-        self.sparse_offset_ = offset
-        self._index = NearestNeighbors(n_neighbors=self.n_neighbors_, algorithm=algorithm(offset))
-        self._index.fit(search_input(self.X_ref_, offset))
+        self.sparse_offset_, self.sparse_search_ = offset, version
+        self._index = neighbour_index(self.X_ref_, offset, version, self.n_neighbors_)
 
     def to_arrays(self):
         return ({"n_neighbors": self.n_neighbors_, "local_weight": float(self.local_weight)},
                 {"X_ref": self.X_ref_, "R_ref": self.R_ref_, "global_shape": self.global_shape_,
-                 **offset_arrays(self.sparse_offset_)})
+                 **offset_arrays(self.sparse_offset_, self.sparse_search_)})
 
     @classmethod
     def from_arrays(cls, params, arrays):
@@ -73,12 +73,12 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         est.n_features_in_, est.n_targets_ = est.X_ref_.shape[1], est.R_ref_.shape[1]
         est.n_neighbors_ = int(params["n_neighbors"])
         est.global_shape_ = np.asarray(arrays["global_shape"], float)
-        est._build_index(stored_offset(arrays))
+        est._build_index(stored_offset(arrays), stored_version(arrays))
         return est
 
     def predict_shape(self, X) -> np.ndarray:
         """(N, n, n) local shapes."""
-        idx = self._index.kneighbors(search_input(X, self.sparse_offset_), return_distance=False)  # (N, k)
+        idx = kneighbors(self._index, X, self.n_neighbors_, self.sparse_offset_)  # (N, k)
         Rn = self.R_ref_[idx]  # (N, k, n)
         local = np.einsum("nki,nkj->nij", Rn, Rn) / self.n_neighbors_
         w = float(self.local_weight)

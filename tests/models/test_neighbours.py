@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from models.centre import KNNCentre
-from models.neighbours import SPARSE_MIN_COLUMNS, search_input, sparse_offset
+from models.neighbours import (SPARSE_MIN_COLUMNS, FingerprintIndex, _smallest, distance_weighted_mean, search_input,
+                               sparse_offset)
 from models.shapes.nle import NearestNeighbourEllipsoid
 
 
@@ -59,3 +60,66 @@ def test_nle_sparse_neighbours_equal_dense_and_round_trip(data):
     np.testing.assert_allclose(sparse.predict_shape(Q), dense.predict_shape(Q), rtol=1e-12, atol=1e-12)
     again = NearestNeighbourEllipsoid.from_arrays(*sparse.to_arrays())
     np.testing.assert_array_equal(again.predict_shape(Q), sparse.predict_shape(Q))
+
+
+def assert_nearest(X, Q, idx):
+    """``idx`` (N, k) holds k nearest rows of X for each row of Q: their float64 squared distances are
+    the k smallest (rows tied at the k-th distance, such as rows with nothing detected, may be any)."""
+    d = ((Q[:, None, :] - X[None]) ** 2).sum(axis=2)
+    k = idx.shape[1]
+    assert all(len(set(r)) == k for r in idx)
+    np.testing.assert_allclose(np.sort(np.take_along_axis(d, idx, axis=1), axis=1), np.sort(d, axis=1)[:, :k],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("k", [1, 3, 16, 17, 200, 1499, 1500, 2000])
+def test_fingerprint_index_finds_the_exact_neighbours_batch_independently(data, k):
+    """Every k (repeated argmin up to 16, the sampled cut above, all rows at k >= m): the float64
+    nearest sets, and a query's neighbours do not depend on the batch it comes in."""
+    X, _, Q = data
+    index = FingerprintIndex(X, sparse_offset(X))
+    idx = index.kneighbors(Q, k)
+    assert idx.shape == (len(Q), min(k, len(X)))
+    assert_nearest(X, Q, idx)
+    alone = np.vstack([index.kneighbors(Q[i:i + 1], k) for i in range(0, 70, 7)])
+    np.testing.assert_array_equal(alone, idx[0:70:7])
+
+
+def test_smallest_falls_back_to_the_whole_row_when_its_sampled_cut_is_too_low():
+    """A row whose strided sample holds its smallest values leaves fewer than k below the cut."""
+    m, k = 400, 20
+    step = max(1, m // (4 * k))
+    row = np.arange(m, dtype=np.float32) + 1000.0
+    row[::step] = np.arange(row[::step].size, dtype=np.float32)  # the sample: the smallest values
+    D = np.vstack([row, np.random.default_rng(0).permutation(row)])  # distinct values: one answer
+    want = [set(np.argsort(r)[:k]) for r in D]
+    assert [set(r) for r in _smallest(D.copy(), k)] == want
+
+
+def test_distance_weighted_mean_is_scikit_learns_rule():
+    """Weights 1/distance, exact matches taking all the weight, and the uniform mean."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    X, Y = fingerprints(400, 80, seed=4)
+    Q = np.vstack([fingerprints(50, 80, seed=5)[0], X[:5]])  # the last five are reference rows
+    idx = FingerprintIndex(X, sparse_offset(X)).kneighbors(Q, 4)
+    for weights in ("distance", "uniform"):
+        want = KNeighborsRegressor(n_neighbors=4, weights=weights).fit(X, Y).predict(Q)
+        np.testing.assert_allclose(distance_weighted_mean(Q, X, Y, idx, weights, chunk=7), want, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(distance_weighted_mean(Q[-5:], X, Y, idx[-5:], "distance"), Y[:5])
+
+
+def test_bundles_record_their_search_version(data):
+    """New fits store version 2; arrays without it (bundles from before) search as version 1, with
+    scikit-learn on CSR as they were calibrated; the two agree up to ties and rounding."""
+    X, Y, Q = data
+    centre, nle = KNNCentre().fit(X, Y), NearestNeighbourEllipsoid().fit(X, Y)
+    for est in (centre, nle):
+        params, arrays = est.to_arrays()
+        assert int(arrays["sparse_search"]) == 2
+        arrays.pop("sparse_search")
+        legacy = type(est).from_arrays(params, arrays)
+        assert legacy.sparse_search_ == 1 and legacy.to_arrays()[1]["sparse_search"] == 1
+    legacy_centre = KNNCentre.from_arrays(centre.get_params(), {"X": X, "Y": Y, "sparse_offset": X.min(axis=0)})
+    assert not isinstance(legacy_centre.model_, FingerprintIndex)
+    np.testing.assert_allclose(legacy_centre.predict(Q), centre.predict(Q), rtol=0, atol=1e-9)
