@@ -161,7 +161,8 @@ class KNNCentre(BaseEstimator):
     reference rows (``X_fit_``, ``Y_fit_``); loading rebuilds the index. Sparse fingerprints are
     searched as sparse vectors (:mod:`models.neighbours`; ``sparse_offset_`` and ``sparse_search_``,
     stored): from search version 2 by a :class:`models.neighbours.FingerprintIndex`, whose neighbours
-    are averaged by the same rule (:func:`models.neighbours.distance_weighted_mean`).
+    are averaged by the same rule (:func:`models.neighbours.distance_weighted_mean`), every row tied
+    at the ``n_neighbors``-th distance included (scikit-learn would pick among them by row order).
     """
 
     def __init__(self, n_neighbors: int = 3, weights: str = "distance"):
@@ -199,8 +200,8 @@ class KNNCentre(BaseEstimator):
         from models.neighbours import FingerprintIndex, distance_weighted_mean, search_input
 
         if isinstance(self.model_, FingerprintIndex):
-            idx = self.model_.kneighbors(X, min(self.n_neighbors, self.X_fit_.shape[0]))
-            return distance_weighted_mean(X, self.X_fit_, self.Y_fit_, idx, self.weights)
+            near = self.model_.neighbourhoods(X, self.n_neighbors)
+            return distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)
         P = self.model_.predict(search_input(X, self.sparse_offset_))
         return np.asarray(P, dtype=np.float64).reshape(len(X), self.n_targets_)
 

@@ -91,31 +91,58 @@ class FingerprintIndex:
         self.rows = csr_matrix((X_ref - self.offset).astype(np.float32))
         self.norms = np.asarray(self.rows.multiply(self.rows).sum(axis=1), dtype=np.float32).ravel()
 
+    def _chunks(self, X: np.ndarray):
+        """``(start, D)`` per chunk of ``CHUNK_ROWS`` queries: ``D`` (c, m) float32, ``|r|^2 - 2 q.r``."""
+        for start in range(0, X.shape[0], CHUNK_ROWS):
+            q = (X[start:start + CHUNK_ROWS] - self.offset).astype(np.float32)
+            D = self.rows @ np.ascontiguousarray(q.T)  # (m, c)
+            D *= -2.0
+            D += self.norms[:, None]
+            yield start, np.ascontiguousarray(D.T)
+
     def kneighbors(self, X: np.ndarray, k: int) -> np.ndarray:
         """(N, k) indices of the ``k`` reference rows nearest to each row of ``X`` (N, d), in no order."""
         m = self.rows.shape[0]
         if k >= m:
             return np.tile(np.arange(m), (X.shape[0], 1))
         out = np.empty((X.shape[0], k), dtype=np.intp)
-        for start in range(0, X.shape[0], CHUNK_ROWS):
-            q = (X[start:start + CHUNK_ROWS] - self.offset).astype(np.float32)
-            D = self.rows @ np.ascontiguousarray(q.T)  # (m, c)
-            D *= -2.0
-            D += self.norms[:, None]
-            out[start:start + CHUNK_ROWS] = _smallest(np.ascontiguousarray(D.T), k)
+        for start, D in self._chunks(X):
+            out[start:start + len(D)] = _smallest(D, k)
+        return out
+
+    def neighbourhoods(self, X: np.ndarray, k: int) -> list[np.ndarray]:
+        """Per row of ``X``, the indices of the reference rows at most as far as its ``k``-th nearest:
+        ``k`` rows, or more when rows tie at the ``k``-th distance, all of which are included, so that
+        the answer does not depend on the order of the reference rows (a fingerprint with nothing
+        detected is equally near every reference row with nothing detected)."""
+        m = self.rows.shape[0]
+        out = []
+        for _, D in self._chunks(X):
+            if k >= m:
+                out += [np.arange(m)] * len(D)
+                continue
+            idx = _smallest(D, k, keep=True)
+            within = D <= np.take_along_axis(D, idx, axis=1).max(axis=1)[:, None]
+            tied = within.sum(axis=1) > k
+            out += [np.flatnonzero(w) if t else i for i, w, t in zip(idx, within, tied)]
         return out
 
 
-def _smallest(D: np.ndarray, k: int) -> np.ndarray:
+def _smallest(D: np.ndarray, k: int, keep: bool = False) -> np.ndarray:
     """(c, k) column indices of the ``k`` smallest entries of each row of ``D`` (c, m), ``k < m``;
-    overwrites ``D``."""
+    overwrites chosen entries of ``D`` unless ``keep``."""
     c, m = D.shape
     out = np.empty((c, k), dtype=np.intp)
     if k <= ARGMIN_K:
         rows = np.arange(c)
+        saved = np.empty((k, c), dtype=D.dtype)
         for j in range(k):
             out[:, j] = a = D.argmin(axis=1)
+            saved[j] = D[rows, a]
             D[rows, a] = np.inf
+        if keep:
+            for j in range(k):
+                D[rows, out[:, j]] = saved[j]
         return out
     step = max(1, m // (4 * k))
     sample = D[:, ::step]
@@ -146,21 +173,29 @@ def kneighbors(index, X: np.ndarray, k: int, offset: np.ndarray | None) -> np.nd
     return index.kneighbors(search_input(X, offset), n_neighbors=k, return_distance=False)
 
 
-def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, idx: np.ndarray,
-                           weights: str, chunk: int = 1024) -> np.ndarray:
-    """(N, n) mean of ``Y_ref`` over each row's neighbours ``idx`` (N, k), by scikit-learn's
-    ``KNeighborsRegressor`` rule: ``"uniform"``, or ``"distance"`` (weights 1 / Euclidean distance,
-    computed in float64; a row with neighbours at distance 0 averages those alone). Rows in chunks of
-    ``chunk`` (the gathered neighbours take N x k x d floats)."""
-    if weights == "uniform":
-        return Y_ref[idx].mean(axis=1)
-    out = np.empty((X.shape[0], Y_ref.shape[1]), dtype=np.float64)
-    for s in range(0, X.shape[0], chunk):
-        i = idx[s:s + chunk]
+def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, neighbours, weights: str,
+                           chunk: int = 1024) -> np.ndarray:
+    """(N, n) mean of ``Y_ref`` over each row's neighbours (``neighbours[i]``: indices into the reference
+    rows, any number per row), by scikit-learn's ``KNeighborsRegressor`` rule: ``"uniform"``, or
+    ``"distance"`` (weights 1 / Euclidean distance, computed in float64; a row with neighbours at
+    distance 0 averages those alone). Rows with the fewest neighbours (no ties) are computed together,
+    ``chunk`` at a time (the gathered neighbours take rows x k x d floats)."""
+    out = np.empty((len(neighbours), Y_ref.shape[1]), dtype=np.float64)
+    if not len(neighbours):
+        return out
+    sizes = np.fromiter(map(len, neighbours), dtype=np.intp, count=len(neighbours))
+    common = np.flatnonzero(sizes == sizes.min())
+    groups = [(rows, np.stack([neighbours[i] for i in rows])) for rows in np.array_split(
+        common, -(-len(common) // chunk))]
+    groups += [(np.array([i]), np.asarray(neighbours[i])[None]) for i in np.flatnonzero(sizes > sizes.min())]
+    for rows, idx in groups:
+        if weights == "uniform":
+            out[rows] = Y_ref[idx].mean(axis=1)
+            continue
         with np.errstate(divide="ignore"):
-            w = 1.0 / np.linalg.norm(X[s:s + chunk, None, :] - X_ref[i], axis=2)
+            w = 1.0 / np.linalg.norm(X[rows, None, :] - X_ref[idx], axis=2)
         exact = np.isinf(w)
         hit = exact.any(axis=1)
         w[hit] = exact[hit]
-        out[s:s + chunk] = np.einsum("nk,nkt->nt", w, Y_ref[i]) / w.sum(axis=1)[:, None]
+        out[rows] = np.einsum("nk,nkt->nt", w, Y_ref[idx]) / w.sum(axis=1)[:, None]
     return out

@@ -77,6 +77,12 @@ VARIANTS = {
     # RSSI step where it applies; writes centre.{csv,md} beside table1_auto-centre
     "auto-centre": {"centre_name": "auto", "rssi": "auto",
                     "centre_candidates": ("paper", "scaled", "knn", "hgb", "stack")},
+    # the same, choosing the candidate of smallest out-of-fold error quantile at the coverage level
+    # (lmve-train --centre-criterion quantile) instead of RMSE
+    "auto-centre-quantile": {"centre_name": "auto", "rssi": "auto", "centre_criterion": "quantile",
+                             "centre_candidates": ("paper", "scaled", "knn", "hgb", "stack")},
+    "auto-centre-fingerprint-quantile": {"centre_name": "auto", "rssi": "auto", "centre_criterion": "quantile",
+                                         "centre_candidates": ("knn", "hgb", "stack")},
     # the same with the shapes learning from the centre's in-sample residuals (before lmve-train's
     # default became the selection's 5-fold out-of-fold residuals)
     "auto-centre-in-sample": {"centre_name": "auto", "rssi": "auto", "cross_fit": 0,
@@ -154,7 +160,7 @@ def _config_and_data(task: SplitTask):
     config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=ours, device="auto",
                          method_params={"lmve": lmve}, centre_params=spec.get("centre", {}),
                          cross_fit=spec.get("cross_fit"), centre=spec.get("centre_name", "paper"),
-                         rssi=spec.get("rssi", "off"),
+                         rssi=spec.get("rssi", "off"), centre_criterion=spec.get("centre_criterion", "rmse"),
                          **({"centre_candidates": spec["centre_candidates"]} if "centre_candidates" in spec else {}))
     ds = _dataset(task.dataset, task.data_dir)
     mult = spec.get("y_multiplier", {}).get(task.dataset)

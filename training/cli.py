@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the centre: auto (default): the candidate of smallest cross-validated error on the train "
                         "part (" + ", ".join(TrainConfig.centre_candidates) + "; group folds with groups); or one of "
                         + "; ".join(f"{c.name}: {c.description}" for c in registry.CENTRES.values()))
+    p.add_argument("--centre-criterion", choices=("rmse", "quantile"), default=None,
+                   help="with --centre auto: what the chosen candidate minimises over its out-of-fold Euclidean "
+                        "errors: rmse (default), or quantile, the error at the --coverage level (the distance a "
+                        "region must reach; heavy-tailed errors such as a fingerprint match's wrong floor weigh "
+                        "less)")
     p.add_argument("--centre-candidates", type=_csv_list, default=None, metavar="NAME,NAME",
                    help="with --centre auto: the candidates to choose from (default "
                         + ",".join(TrainConfig.centre_candidates) + "; add mlp for the network, 10-30 s per fit "
@@ -145,11 +150,15 @@ def _run(args) -> int:
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
                          rssi_floor=args.rssi_floor,
-                         **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}))
+                         **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
+                         **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
     for name in args.centre_candidates or ():
         if name not in registry.CENTRES:
             raise InputError(f"--centre-candidates: unknown centre {name!r}; choose from {', '.join(registry.CENTRES)}",
                              field="--centre-candidates", expected=" | ".join(registry.CENTRES), received=name)
+    if args.centre_criterion and args.centre not in (None, "auto"):
+        raise InputError("--centre-criterion is for --centre auto; --centre names one centre",
+                         field="--centre-criterion", expected="--centre auto", received=f"--centre {args.centre}")
     if args.centre_candidates and args.centre not in (None, "auto"):
         raise InputError("--centre-candidates is for --centre auto; --centre names one centre",
                          field="--centre-candidates", expected="--centre auto", received=f"--centre {args.centre}")

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from models import registry
+from training.pipeline import CRITERIA
 
 
 def label(name: str) -> str:
@@ -43,8 +44,9 @@ def centre_line(centre: dict | None) -> str:
         return centre
     text = centre.get("name", "?")
     if centre.get("cv"):
-        cv = ", ".join(f"{n} {e['rmse']:.4g}" for n, e in sorted(centre["cv"].items(), key=lambda kv: kv[1]["rmse"]))
-        text += f" (chosen by {centre.get('selected_by', 'cross-validation')}; CV RMSE: {cv})"
+        key = centre.get("criterion", "rmse")
+        cv = ", ".join(f"{n} {e[key]:.4g}" for n, e in sorted(centre["cv"].items(), key=lambda kv: kv[1][key]))
+        text += f" (chosen by {centre.get('selected_by', 'cross-validation')}; CV {CRITERIA[key]}: {cv})"
     if centre.get("test"):
         t = centre["test"]
         text += f"; test error RMSE {t['rmse']:.4g}, median {t['median']:.4g}"

@@ -109,6 +109,23 @@ def test_distance_weighted_mean_is_scikit_learns_rule():
     np.testing.assert_array_equal(distance_weighted_mean(Q[-5:], X, Y, idx[-5:], "distance"), Y[:5])
 
 
+def test_knn_centre_averages_every_row_tied_at_the_kth_distance():
+    """A fingerprint with nothing detected is equally near every reference row with nothing detected:
+    the centre averages all of them (whatever their order), not the first three; untied rows keep k."""
+    X, Y = fingerprints(600, 80, seed=6)
+    floor = X.min(axis=0)
+    X[:40] = floor  # at least 40 reference rows with nothing detected, at scattered positions
+    empty = (X == floor).all(axis=1)
+    centre = KNNCentre().fit(X, Y)
+    assert isinstance(centre.model_, FingerprintIndex)
+    np.testing.assert_allclose(centre.predict(floor[None]), Y[empty].mean(axis=0)[None], rtol=0, atol=1e-12)
+    order = np.random.default_rng(0).permutation(len(X))
+    np.testing.assert_allclose(KNNCentre().fit(X[order], Y[order]).predict(floor[None]), centre.predict(floor[None]),
+                               rtol=0, atol=1e-12)
+    Q, _ = fingerprints(30, 80, seed=7)
+    assert all(len(h) == 3 for h in centre.model_.neighbourhoods(Q, 3))
+
+
 def test_bundles_record_their_search_version(data):
     """New fits store version 2; arrays without it (bundles from before) search as version 1, with
     scikit-learn on CSR as they were calibrated; the two agree up to ties and rounding."""

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from models.bundle import load_bundle
 from training.cli import main
@@ -174,3 +175,44 @@ def test_stack_needs_two_other_candidates_and_writes_nothing(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "the candidate stack blends the other candidates, so it needs at least two of them" in err
         assert not out.exists()
+
+
+def test_quantile_criterion_chooses_the_smallest_error_at_the_coverage_level(tmp_path, capsys):
+    """--centre-criterion quantile: every candidate's recorded out-of-fold error quantile at the run's
+    coverage is recomputable, the choice is the smallest one, the report says so; the flag with a
+    forced centre or an unknown criterion is refused before anything is written."""
+    from models.exceptions import InputError
+
+    ds = fingerprints()
+    config = TrainConfig(centre="auto", methods=("ge",), rssi="auto", seed=1, coverage=0.8,
+                         centre_candidates=("scaled", "knn"), centre_criterion="quantile")
+    result = train(ds, config)
+    cv = result.centre["cv"]
+    assert result.centre["criterion"] == "quantile" and "quantile at the coverage level" in result.centre["selected_by"]
+    assert result.centre["name"] == min(cv, key=lambda n: cv[n]["quantile"])
+    from sklearn.preprocessing import StandardScaler
+
+    from training.pipeline import RSSIFloor
+
+    tr = result.split.train
+    X = RSSIFloor().fit(ds.X[tr]).transform(ds.X[tr])
+    Xs = StandardScaler().fit(X).transform(X)
+    for name in ("scaled", "knn"):
+        e = np.linalg.norm(ds.Y[tr] - out_of_fold_centers(Xs, ds.Y[tr], config, 5, name=name), axis=1)
+        assert np.isclose(cv[name]["quantile"], np.quantile(e, 0.8))
+    with pytest.raises(InputError) as err:
+        train(ds, TrainConfig(centre="auto", methods=("ge",), centre_criterion="mae"))
+    assert err.value.field == "centre_criterion"
+
+    csv = tmp_path / "fp.csv"
+    _write_csv(csv, ds)
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--centre", "knn",
+                 "--centre-criterion", "quantile"]) == 2
+    assert "--centre-criterion is for --centre auto" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["--csv", str(csv), "--targets", "x,y", "--methods", "ge", "--out", str(out), "--quiet",
+                 "--groups", "none", "--centre-candidates", "scaled,knn", "--centre-criterion", "quantile"]) == 0
+    assert "CV quantile at the coverage level" in capsys.readouterr().out
+    manifest = json.loads((out / "bundle" / "manifest.json").read_text())
+    assert manifest["training"]["centre"]["criterion"] == "quantile"
