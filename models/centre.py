@@ -184,12 +184,12 @@ class KNNCentre(BaseEstimator):
     def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None, version: int = 2) -> "KNNCentre":
         from sklearn.neighbors import KNeighborsRegressor
 
-        from models.neighbours import FingerprintIndex, algorithm, search_input
+        from models.neighbours import FingerprintIndex, algorithm, fingerprint_search, search_input
 
         self.X_fit_, self.Y_fit_, self.sparse_offset_, self.sparse_search_ = X, Y, offset, version
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         k = min(self.n_neighbors, X.shape[0])
-        if offset is not None and version >= 2:
+        if fingerprint_search(offset, version):
             self.model_ = FingerprintIndex(X, offset)
         else:
             self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights,

@@ -156,10 +156,15 @@ def _smallest(D: np.ndarray, k: int, keep: bool = False) -> np.ndarray:
     return out
 
 
+def fingerprint_search(offset: np.ndarray | None, version: int) -> bool:
+    """Whether a search recorded as (``offset``, ``version``) uses :class:`FingerprintIndex`."""
+    return offset is not None and version >= 2
+
+
 def neighbour_index(X_ref: np.ndarray, offset: np.ndarray | None, version: int, n_neighbors: int):
     """The index a bundle searches ``X_ref`` with: a :class:`FingerprintIndex` (sparse, version 2), or a
     fitted scikit-learn ``NearestNeighbors`` (dense, or sparse version 1: brute force on CSR)."""
-    if offset is not None and version >= 2:
+    if fingerprint_search(offset, version):
         return FingerprintIndex(X_ref, offset)
     from sklearn.neighbors import NearestNeighbors
 

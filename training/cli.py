@@ -156,12 +156,10 @@ def _run(args) -> int:
         if name not in registry.CENTRES:
             raise InputError(f"--centre-candidates: unknown centre {name!r}; choose from {', '.join(registry.CENTRES)}",
                              field="--centre-candidates", expected=" | ".join(registry.CENTRES), received=name)
-    if args.centre_criterion and args.centre not in (None, "auto"):
-        raise InputError("--centre-criterion is for --centre auto; --centre names one centre",
-                         field="--centre-criterion", expected="--centre auto", received=f"--centre {args.centre}")
-    if args.centre_candidates and args.centre not in (None, "auto"):
-        raise InputError("--centre-candidates is for --centre auto; --centre names one centre",
-                         field="--centre-candidates", expected="--centre auto", received=f"--centre {args.centre}")
+    for flag, given in (("--centre-criterion", args.centre_criterion), ("--centre-candidates", args.centre_candidates)):
+        if given and args.centre not in (None, "auto"):
+            raise InputError(f"{flag} is for --centre auto; --centre names one centre",
+                             field=flag, expected="--centre auto", received=f"--centre {args.centre}")
     if args.no_rssi and (args.not_detected is not None or args.rssi_floor is not None):
         raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor configure it: give one or "
                          "the other", field="--no-rssi", expected="--no-rssi alone", received="both")

@@ -362,11 +362,11 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
                 timings["centre_selection"] = time.perf_counter() - t0
             elif name == "stack":  # its members' out-of-fold centres, once: they weight the blend and, with
                 # the same folds, give the shapes' residuals (nested), instead of a whole blend per fold
-                folds = k or config.make_centre("stack").cv
-                members = config.make_centre("stack").members
-                _, errors, oof = select_centre(Xs[split.train], Y[split.train],
-                                               replace(config, centre="auto", centre_candidates=(*members, "stack")),
-                                               folds, train_groups, bar)
+                stack = config.make_centre("stack")
+                folds = k or stack.cv
+                members_config = replace(config, centre="auto", centre_candidates=(*stack.members, "stack"))
+                _, errors, oof = select_centre(Xs[split.train], Y[split.train], members_config, folds,
+                                               train_groups, bar)
                 centre_info = {"name": name, "selected_by": f"--centre stack, weighted on its members' {folds}-fold "
                                f"{'group ' if grouped else ''}out-of-fold centres", "cv": errors}
                 timings["centre_selection"] = time.perf_counter() - t0
