@@ -181,16 +181,17 @@ class KNNCentre(BaseEstimator):
 
         return self._index(X, Y, sparse_offset(X))
 
-    def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None, version: int = 2) -> "KNNCentre":
+    def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None, version: int | None = None) -> "KNNCentre":
         from sklearn.neighbors import KNeighborsRegressor
 
-        from models.neighbours import FingerprintIndex, algorithm, fingerprint_search, search_input
+        from models.neighbours import SEARCH_VERSION, FingerprintIndex, algorithm, fingerprint_search, search_input
 
+        version = SEARCH_VERSION if version is None else version
         self.X_fit_, self.Y_fit_, self.sparse_offset_, self.sparse_search_ = X, Y, offset, version
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         k = min(self.n_neighbors, X.shape[0])
         if fingerprint_search(offset, version):
-            self.model_ = FingerprintIndex(X, offset)
+            self.model_ = FingerprintIndex.of(X, offset, version)
         else:
             self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights,
                                               algorithm=algorithm(offset)).fit(search_input(X, offset), Y)

@@ -20,6 +20,7 @@ from models.centre import ClientCentre
 from models.exceptions import InputError, UnknownMethodError
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.neighbours import shared_distances
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,9 @@ class RegionModel:
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
-        mu = self._centers(centers, X)
-        name, reason, parts = self._first_finite(candidates, X)
+        with shared_distances():
+            mu = self._centers(centers, X)
+            name, reason, parts = self._first_finite(candidates, X)
         alpha, level = self._threshold(name, coverage, thresholds)
         regions = self.methods[name].shape_.region(X, mu, alpha, level, **parts)
         return RegionAnswer(method=name, fallback_reason=reason, regions=regions)
@@ -214,8 +216,9 @@ class RegionModel:
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
         P = self._points(points, X)
-        mu = self._centers(centers, X)
-        name, reason, parts = self._first_finite(candidates, X)
+        with shared_distances():
+            mu = self._centers(centers, X)
+            name, reason, parts = self._first_finite(candidates, X)
         reg = self.methods[name]
         scores = reg.shape_.conformity_scores(X, P - mu, **parts)
         alpha = self._threshold(name, coverage, thresholds)[0]
@@ -229,11 +232,12 @@ class RegionModel:
         shape is not finite scores ``+inf``, i.e. outside). For feedback on served regions."""
         X = self._features(features)
         P = self._points(points, X)
-        residuals = P - self._centers(centers, X)
         out = {}
-        for name, reg in self.methods.items():
-            s = np.asarray(reg.shape_.conformity_scores(X, residuals), dtype=np.float64)
-            out[name] = np.where(np.isfinite(s), s, np.inf)
+        with shared_distances():
+            residuals = P - self._centers(centers, X)
+            for name, reg in self.methods.items():
+                s = np.asarray(reg.shape_.conformity_scores(X, residuals), dtype=np.float64)
+                out[name] = np.where(np.isfinite(s), s, np.inf)
         return out
 
     def recalibrated(self, features, points, groups=None, centers=None, rule: str | None = None,

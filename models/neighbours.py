@@ -7,15 +7,25 @@ the same neighbours, whose distances are sparse products. :func:`sparse_offset` 
 the vector) at fit time; the estimators store it with the search version, so a bundle searches the
 way it was calibrated:
 
-- version 2 (fits since ``sparse_search`` is stored): :class:`FingerprintIndex`, the rows as float32
-  CSR, queries in chunks whose distances stay in cache, the ``k`` smallest per query picked without
-  partitioning all of every row;
-- version 1 (sparse bundles from before): scikit-learn's brute force on CSR input.
+- version 3 (new fits): :class:`FingerprintIndex`, the rows as float32 CSR, queries in chunks whose
+  distances stay in cache, the ``k`` smallest per query picked without partitioning all of every row,
+  rows tied at the ``k``-th distance taken by lowest row index;
+- version 2: the same search, with tied rows taken as a per-query partition happened to leave them;
+- version 1 (sparse bundles from before ``sparse_search`` was stored): scikit-learn's brute force on
+  CSR input.
 
-Rows tied at the ``k``-th distance may be chosen differently by the two, so each bundle keeps its own.
+Rows tied at the ``k``-th distance may be chosen differently by each, so each bundle keeps its own.
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -48,7 +58,11 @@ def algorithm(offset: np.ndarray | None) -> str:
     return "auto" if offset is None else "brute"
 
 
-def offset_arrays(offset: np.ndarray | None, version: int = 2) -> dict[str, np.ndarray]:
+#: the sparse search version of new fits
+SEARCH_VERSION = 3
+
+
+def offset_arrays(offset: np.ndarray | None, version: int = SEARCH_VERSION) -> dict[str, np.ndarray]:
     """The bundle arrays that record the search: ``sparse_offset`` and ``sparse_search`` (the version)
     when sparse, nothing when dense."""
     return {} if offset is None else {"sparse_offset": offset, "sparse_search": np.array(version)}
@@ -68,47 +82,137 @@ def stored_version(arrays) -> int:
 CHUNK_ROWS = 64
 #: up to this ``k`` the smallest distances are found by repeated ``argmin``
 ARGMIN_K = 16
+#: threads that search the chunks of one call (numpy and scipy's sparse product release the GIL)
+SEARCH_THREADS = max(1, min(4, os.cpu_count() or 1))
+#: the most bytes of distances one :func:`shared_distances` scope keeps (beyond: computed again)
+SHARED_BYTES = 64 * 2**20
+
+
+class _Scope:
+    """What one :func:`shared_distances` scope keeps: per index, the query array and its chunks' distances."""
+
+    def __init__(self):
+        self.distances: dict[FingerprintIndex, tuple[np.ndarray, list[np.ndarray]]] = {}
+        self.bytes = 0
+
+
+_shared: ContextVar[_Scope | None] = ContextVar("lmve_shared_distances", default=None)
+_pool: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+_indexes: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+@contextmanager
+def shared_distances():
+    """A scope in which a :class:`FingerprintIndex` searched again with the same query array reuses the
+    distances it computed the first time (the kNN centre and NLE of a bundle search the same reference
+    rows, :meth:`FingerprintIndex.of`, for the same request), up to ``SHARED_BYTES``; they are dropped
+    when the scope ends. Nested scopes share the outer one's."""
+    if _shared.get() is not None:
+        yield
+        return
+    token = _shared.set(_Scope())
+    try:
+        yield
+    finally:
+        _shared.reset(token)
+
+
+def _map(fn, items: list) -> list:
+    """``[fn(i) for i in items]``, on ``SEARCH_THREADS`` threads when there is more than one item."""
+    global _pool
+    if len(items) < 2 or SEARCH_THREADS < 2:
+        return [fn(i) for i in items]
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="lmve-search")
+    return list(_pool.map(fn, items))
 
 
 class FingerprintIndex:
-    """Exact brute-force k-nearest-neighbour search among sparse reference rows (search version 2).
+    """Exact brute-force k-nearest-neighbour search among sparse reference rows (search versions 2 and 3).
 
     The reference rows minus ``offset`` are kept as float32 CSR with their squared norms. For a chunk of
     queries, the squared distances up to each query's own norm, ``|r|^2 - 2 q.r``, come from one sparse
-    product. The ``k`` smallest per query: by repeated ``argmin`` when ``k <= ARGMIN_K``; otherwise every
-    query's distances are cut at the ``j``-th smallest of an evenly strided sample of them, ``j`` chosen so
-    that about 1.5 ``k`` distances fall below the cut, and only those are partitioned (a query with fewer
-    than ``k`` below its cut is partitioned whole). Each query's neighbours depend on that query alone,
-    never on the batch it came in. Rows tied at the ``k``-th distance (fingerprints repeat in surveys)
-    are chosen deterministically but not as scikit-learn chooses them; float32 rounding can swap rows
-    whose distances agree to about 7 significant digits.
+    product; chunks are searched on ``SEARCH_THREADS`` threads. The ``k`` smallest per query: by repeated
+    ``argmin`` when ``k <= ARGMIN_K``; otherwise every query's distances are cut at the ``j``-th smallest
+    of an evenly strided sample of them, ``j`` chosen so that about 1.5 ``k`` distances fall below the
+    cut, and only those are partitioned (a query with fewer than ``k`` below its cut is partitioned
+    whole). Each query's neighbours depend on that query alone, never on the batch it came in or the
+    thread that searched it. Rows tied at the ``k``-th distance (fingerprints repeat in surveys): from
+    ``version`` 3 those of lowest row index (the first ``k`` of a stable sort), in version 2 as a
+    per-query partition leaves them; float32 rounding can swap rows whose distances agree to about 7
+    significant digits.
     """
 
-    def __init__(self, X_ref: np.ndarray, offset: np.ndarray):
+    def __init__(self, X_ref: np.ndarray, offset: np.ndarray, version: int = SEARCH_VERSION):
         from scipy.sparse import csr_matrix
 
+        self.version = int(version)
         self.offset = np.asarray(offset, dtype=np.float64)
         self.rows = csr_matrix((X_ref - self.offset).astype(np.float32))
         self.norms = np.asarray(self.rows.multiply(self.rows).sum(axis=1), dtype=np.float32).ravel()
 
-    def _chunks(self, X: np.ndarray):
-        """``(start, D)`` per chunk of ``CHUNK_ROWS`` queries: ``D`` (c, m) float32, ``|r|^2 - 2 q.r``."""
-        for start in range(0, X.shape[0], CHUNK_ROWS):
-            q = (X[start:start + CHUNK_ROWS] - self.offset).astype(np.float32)
-            D = self.rows @ np.ascontiguousarray(q.T)  # (m, c)
-            D *= -2.0
-            D += self.norms[:, None]
-            yield start, np.ascontiguousarray(D.T)
+    @classmethod
+    def of(cls, X_ref: np.ndarray, offset: np.ndarray, version: int = SEARCH_VERSION) -> "FingerprintIndex":
+        """The index of ``X_ref`` about ``offset``: one object for identical rows, offset and version while any
+        holder lives (a bundle's kNN centre and NLE keep the same train rows), so that
+        :func:`shared_distances` lets the second search reuse the first's distances."""
+        X_ref = np.ascontiguousarray(X_ref, dtype=np.float64)
+        offset = np.ascontiguousarray(offset, dtype=np.float64)
+        digest = hashlib.blake2b(X_ref.data, digest_size=16)
+        digest.update(offset.data)
+        key = (X_ref.shape, int(version), digest.hexdigest())
+        with _lock:
+            index = _indexes.get(key)
+            if index is None:
+                index = _indexes[key] = cls(X_ref, offset, version)
+        return index
+
+    def __deepcopy__(self, memo) -> "FingerprintIndex":
+        """The index itself: it is never modified after construction (a deep-copied estimator keeps sharing it)."""
+        return self
+
+    def _distances(self, X: np.ndarray) -> np.ndarray:
+        """(c, m) float32 ``|r|^2 - 2 q.r`` of the queries ``X`` (c, d) to every reference row."""
+        q = (X - self.offset).astype(np.float32)
+        D = self.rows @ np.ascontiguousarray(q.T)  # (m, c)
+        D *= -2.0
+        D += self.norms[:, None]
+        return np.ascontiguousarray(D.T)
+
+    def _search(self, X: np.ndarray, select) -> list:
+        """``select(D)`` per chunk of ``CHUNK_ROWS`` queries of ``X``, in order; ``select`` must leave ``D``
+        as it found it. The chunks' distances come from (or go to) the :func:`shared_distances` scope."""
+        starts = list(range(0, X.shape[0], CHUNK_ROWS))
+        scope = _shared.get()
+        hit = scope.distances.get(self) if scope is not None else None
+        if hit is not None and hit[0] is X:
+            return _map(select, hit[1])
+        size = 4 * X.shape[0] * self.rows.shape[0]
+        if hit is not None:  # another query array: its distances replace these
+            del scope.distances[self]
+            scope.bytes -= 4 * hit[0].shape[0] * self.rows.shape[0]
+        keep = scope is not None and scope.bytes + size <= SHARED_BYTES
+
+        def task(start):
+            D = self._distances(X[start:start + CHUNK_ROWS])
+            return D, select(D)
+
+        done = _map(task, starts)
+        if keep:
+            scope.distances[self] = (X, [D for D, _ in done])
+            scope.bytes += size
+        return [out for _, out in done]
 
     def kneighbors(self, X: np.ndarray, k: int) -> np.ndarray:
         """(N, k) indices of the ``k`` reference rows nearest to each row of ``X`` (N, d), in no order."""
         m = self.rows.shape[0]
         if k >= m:
             return np.tile(np.arange(m), (X.shape[0], 1))
-        out = np.empty((X.shape[0], k), dtype=np.intp)
-        for start, D in self._chunks(X):
-            out[start:start + len(D)] = _smallest(D, k)
-        return out
+        if not X.shape[0]:
+            return np.empty((0, k), dtype=np.intp)
+        return np.concatenate(self._search(X, lambda D: _smallest(D, k, self.version)))
 
     def neighbourhoods(self, X: np.ndarray, k: int) -> list[np.ndarray]:
         """Per row of ``X``, the indices of the reference rows at most as far as its ``k``-th nearest:
@@ -116,44 +220,69 @@ class FingerprintIndex:
         the answer does not depend on the order of the reference rows (a fingerprint with nothing
         detected is equally near every reference row with nothing detected)."""
         m = self.rows.shape[0]
-        out = []
-        for _, D in self._chunks(X):
-            if k >= m:
-                out += [np.arange(m)] * len(D)
-                continue
-            idx = _smallest(D, k, keep=True)
+        if k >= m:
+            return [np.arange(m)] * X.shape[0]
+
+        def select(D):
+            idx = _smallest(D, k, self.version)
             within = D <= np.take_along_axis(D, idx, axis=1).max(axis=1)[:, None]
             tied = within.sum(axis=1) > k
-            out += [np.flatnonzero(w) if t else i for i, w, t in zip(idx, within, tied)]
-        return out
+            return [np.flatnonzero(w) if t else i for i, w, t in zip(idx, within, tied)]
+
+        return [near for chunk in self._search(X, select) for near in chunk]
 
 
-def _smallest(D: np.ndarray, k: int, keep: bool = False) -> np.ndarray:
+def _smallest(D: np.ndarray, k: int, version: int = SEARCH_VERSION) -> np.ndarray:
     """(c, k) column indices of the ``k`` smallest entries of each row of ``D`` (c, m), ``k < m``;
-    overwrites chosen entries of ``D`` unless ``keep``."""
+    ``D`` is left as it was. Ties at the ``k``-th value: the lowest columns (version 3, and always up
+    to ``ARGMIN_K``, where repeated ``argmin`` takes the first), else as a partition leaves them (2)."""
     c, m = D.shape
-    out = np.empty((c, k), dtype=np.intp)
     if k <= ARGMIN_K:
+        out = np.empty((c, k), dtype=np.intp)
         rows = np.arange(c)
         saved = np.empty((k, c), dtype=D.dtype)
         for j in range(k):
             out[:, j] = a = D.argmin(axis=1)
             saved[j] = D[rows, a]
             D[rows, a] = np.inf
-        if keep:
-            for j in range(k):
-                D[rows, out[:, j]] = saved[j]
+        for j in range(k):
+            D[rows, out[:, j]] = saved[j]
         return out
     step = max(1, m // (4 * k))
     sample = D[:, ::step]
     j = min(sample.shape[1] - 1, (3 * k) // (2 * step) + 8)
     cut = np.partition(sample, j, axis=1)[:, j]
-    for i in range(c):
-        candidates = np.flatnonzero(D[i] <= cut[i])
-        if candidates.size < k:
-            candidates = np.arange(m)
-        out[i] = candidates[np.argpartition(D[i, candidates], k - 1)[:k]]
-    return out
+    if version < 3:
+        out = np.empty((c, k), dtype=np.intp)
+        for i in range(c):
+            candidates = np.flatnonzero(D[i] <= cut[i])
+            if candidates.size < k:
+                candidates = np.arange(m)
+            out[i] = candidates[np.argpartition(D[i, candidates], k - 1)[:k]]
+        return out
+    below = D <= cut[:, None]
+    counts = below.sum(axis=1)
+    below[counts < k] = True  # too few under the cut: the whole row
+    counts[counts < k] = m
+    flat = np.flatnonzero(below)  # row by row, columns ascending
+    rows = np.repeat(np.arange(c), counts)
+    width = int(counts.max())
+    into = rows * width + (np.arange(flat.size) - np.repeat(np.cumsum(counts) - counts, counts))
+    values = np.full(c * width, np.inf, dtype=D.dtype)
+    values[into] = D.ravel()[flat]
+    columns = np.full(c * width, m, dtype=np.intp)  # padding sorts after every real column
+    columns[into] = flat - rows * m
+    return _first_k(values.reshape(c, width), columns.reshape(c, width), k)
+
+
+def _first_k(values: np.ndarray, columns: np.ndarray, k: int) -> np.ndarray:
+    """(r, k): per row, the ``columns`` of the ``k`` smallest ``values``, ties at the ``k``-th value taken
+    in the order of ``columns`` (ascending along each row); every row holds at least ``k`` candidates."""
+    kth = np.partition(values, k - 1, axis=1)[:, k - 1:k]
+    less = values < kth
+    tied = values == kth
+    take = less | (tied & (np.cumsum(tied, axis=1) <= k - less.sum(axis=1, keepdims=True)))
+    return columns[take].reshape(len(values), k)
 
 
 def fingerprint_search(offset: np.ndarray | None, version: int) -> bool:
@@ -162,10 +291,10 @@ def fingerprint_search(offset: np.ndarray | None, version: int) -> bool:
 
 
 def neighbour_index(X_ref: np.ndarray, offset: np.ndarray | None, version: int, n_neighbors: int):
-    """The index a bundle searches ``X_ref`` with: a :class:`FingerprintIndex` (sparse, version 2), or a
+    """The index a bundle searches ``X_ref`` with: a :class:`FingerprintIndex` (sparse, version 2 or 3), or a
     fitted scikit-learn ``NearestNeighbors`` (dense, or sparse version 1: brute force on CSR)."""
     if fingerprint_search(offset, version):
-        return FingerprintIndex(X_ref, offset)
+        return FingerprintIndex.of(X_ref, offset, version)
     from sklearn.neighbors import NearestNeighbors
 
     return NearestNeighbors(n_neighbors=n_neighbors, algorithm=algorithm(offset)).fit(search_input(X_ref, offset))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from models.exceptions import InputError
-from models.neighbours import (kneighbors, neighbour_index, offset_arrays, sparse_offset, stored_offset,
+from models.neighbours import (SEARCH_VERSION, kneighbors, neighbour_index, offset_arrays, sparse_offset, stored_offset,
                                stored_version)
 from models.shapes.base import EllipsoidShapeEstimator, second_moment
 
@@ -56,7 +56,7 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         self._build_index(sparse_offset(X))
         return self
 
-    def _build_index(self, offset: np.ndarray | None, version: int = 2) -> None:
+    def _build_index(self, offset: np.ndarray | None, version: int = SEARCH_VERSION) -> None:
         """The neighbour index over ``X_ref_``: dense, or sparse about ``offset`` (:mod:`models.neighbours`)."""
         self.sparse_offset_, self.sparse_search_ = offset, version
         self._index = neighbour_index(self.X_ref_, offset, version, self.n_neighbors_)
@@ -77,9 +77,17 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         return est
 
     def predict_shape(self, X) -> np.ndarray:
-        """(N, n, n) local shapes."""
+        """(N, n, n) local shapes: the training rows' outer products ``r r^T`` summed over each row's
+        neighbours by one sparse product with the (N, m) neighbour indicator."""
+        from scipy.sparse import csr_matrix
+
         idx = kneighbors(self._index, X, self.n_neighbors_, self.sparse_offset_)  # (N, k)
-        Rn = self.R_ref_[idx]  # (N, k, n)
-        local = np.einsum("nki,nkj->nij", Rn, Rn) / self.n_neighbors_
+        N, k = idx.shape
+        pick = csr_matrix((np.ones(idx.size), idx.ravel(), np.arange(0, idx.size + 1, k)),
+                          shape=(N, self.R_ref_.shape[0]))
+        R = self.R_ref_
+        n = R.shape[1]
+        local = np.asarray(pick @ (R[:, :, None] * R[:, None, :]).reshape(R.shape[0], n * n)).reshape(N, n, n)
+        local /= self.n_neighbors_
         w = float(self.local_weight)
         return w * local + (1.0 - w) * self.global_shape_

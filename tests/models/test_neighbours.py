@@ -1,11 +1,14 @@
 """Sparse fingerprint search: when it is chosen, and that it finds the same neighbours as dense search."""
 
+from copy import deepcopy
+
 import numpy as np
 import pytest
 
+from models import neighbours
 from models.centre import KNNCentre
-from models.neighbours import (SPARSE_MIN_COLUMNS, FingerprintIndex, _smallest, distance_weighted_mean, search_input,
-                               sparse_offset)
+from models.neighbours import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, FingerprintIndex, _smallest, distance_weighted_mean, search_input,
+                               shared_distances, sparse_offset)
 from models.shapes.nle import NearestNeighbourEllipsoid
 
 
@@ -93,7 +96,69 @@ def test_smallest_falls_back_to_the_whole_row_when_its_sampled_cut_is_too_low():
     row[::step] = np.arange(row[::step].size, dtype=np.float32)  # the sample: the smallest values
     D = np.vstack([row, np.random.default_rng(0).permutation(row)])  # distinct values: one answer
     want = [set(np.argsort(r)[:k]) for r in D]
-    assert [set(r) for r in _smallest(D.copy(), k)] == want
+    for version in (2, 3):
+        searched = D.copy()
+        assert [set(r) for r in _smallest(searched, k, version)] == want
+        np.testing.assert_array_equal(searched, D)  # left as found, on every path (distances may be shared)
+    assert [set(r) for r in _smallest(searched, 3)] == [set(np.argsort(r)[:3]) for r in D]
+    np.testing.assert_array_equal(searched, D)
+
+
+@pytest.mark.parametrize("k", [2, 16, 17, 40, 299])
+def test_version_3_takes_the_lowest_rows_among_those_tied_at_the_kth_distance(k):
+    """Heavy ties (few distinct values, as repeated survey fingerprints give): the k smallest, ties at the
+    k-th broken by lowest column, i.e. the first k of a stable sort, on the argmin path, the sampled cut
+    and the rows whose cut leaves fewer than k."""
+    rng = np.random.default_rng(k)
+    D = rng.integers(0, 6, size=(9, 300)).astype(np.float32)
+    D[0] = 1.0  # one value throughout
+    D[1] = 14.5  # its sample holds its smallest values, and for k = 17 fewer than k fall under the cut
+    D[1, ::max(1, 300 // (4 * k))] = np.arange(len(D[1, ::max(1, 300 // (4 * k))]))
+    want = np.sort(np.argsort(D, axis=1, kind="stable")[:, :k], axis=1)
+    np.testing.assert_array_equal(np.sort(_smallest(D.copy(), k, 3), axis=1), want)
+
+
+def test_threads_do_not_change_the_neighbours(data, monkeypatch):
+    """Chunks searched on one thread or several: the same answer, in the same order."""
+    X, _, Q = data
+    index = FingerprintIndex(X, sparse_offset(X))
+    assert len(Q) > 2 * neighbours.CHUNK_ROWS
+    parallel = index.kneighbors(Q, 20), index.neighbourhoods(Q, 3)
+    monkeypatch.setattr(neighbours, "SEARCH_THREADS", 1)
+    serial = index.kneighbors(Q, 20), index.neighbourhoods(Q, 3)
+    np.testing.assert_array_equal(parallel[0], serial[0])
+    assert all(np.array_equal(a, b) for a, b in zip(parallel[1], serial[1]))
+
+
+def test_centre_and_nle_share_one_index_and_a_scope_computes_distances_once(data, monkeypatch):
+    """A kNN centre and NLE fitted on the same rows hold one index, also after loading from arrays and a
+    deep copy. Within ``shared_distances`` the second search of the same query array computes no
+    distances (another array, or a scope over its byte budget, computes them again); answers are the
+    same as without the scope."""
+    X, Y, Q = data
+    centre, nle = KNNCentre().fit(X, Y), NearestNeighbourEllipsoid().fit(X, Y)
+    assert centre.model_ is nle._index
+    loaded = NearestNeighbourEllipsoid.from_arrays(*nle.to_arrays())
+    assert loaded._index is centre.model_ and deepcopy(loaded)._index is centre.model_
+    assert FingerprintIndex.of(X[1:], sparse_offset(X)) is not centre.model_
+    computed = []
+    real = FingerprintIndex._distances
+    monkeypatch.setattr(FingerprintIndex, "_distances", lambda self, q: computed.append(len(q)) or real(self, q))
+    want = centre.predict(Q), nle.predict_shape(Q)
+    assert sum(computed) == 2 * len(Q)
+    computed.clear()
+    with shared_distances():
+        got = centre.predict(Q), nle.predict_shape(Q)
+        assert sum(computed) == len(Q)
+        nle.predict_shape(Q.copy())
+        assert sum(computed) == 2 * len(Q)
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+    computed.clear()
+    monkeypatch.setattr(neighbours, "SHARED_BYTES", 4 * len(Q) * len(X) - 1)
+    with shared_distances():
+        centre.predict(Q), nle.predict_shape(Q)
+    assert sum(computed) == 2 * len(Q)
 
 
 def test_distance_weighted_mean_is_scikit_learns_rule():
@@ -127,13 +192,16 @@ def test_knn_centre_averages_every_row_tied_at_the_kth_distance():
 
 
 def test_bundles_record_their_search_version(data):
-    """New fits store version 2; arrays without it (bundles from before) search as version 1, with
+    """New fits store version 3; version 2 loads as version 2; arrays without a version (bundles from before) search as version 1, with
     scikit-learn on CSR as they were calibrated; the two agree up to ties and rounding."""
     X, Y, Q = data
     centre, nle = KNNCentre().fit(X, Y), NearestNeighbourEllipsoid().fit(X, Y)
     for est in (centre, nle):
         params, arrays = est.to_arrays()
-        assert int(arrays["sparse_search"]) == 2
+        assert int(arrays["sparse_search"]) == SEARCH_VERSION == 3
+        arrays["sparse_search"] = np.array(2)
+        v2 = type(est).from_arrays(params, arrays)
+        assert v2.sparse_search_ == 2 and (v2.model_ if est is centre else v2._index).version == 2
         arrays.pop("sparse_search")
         legacy = type(est).from_arrays(params, arrays)
         assert legacy.sparse_search_ == 1 and legacy.to_arrays()[1]["sparse_search"] == 1
