@@ -176,10 +176,10 @@ class FingerprintIndex:
     def _distances(self, X: np.ndarray) -> np.ndarray:
         """(c, m) float32 ``|r|^2 - 2 q.r`` of the queries ``X`` (c, d) to every reference row."""
         q = (X - self.offset).astype(np.float32)
-        D = self.rows @ np.ascontiguousarray(q.T)  # (m, c)
-        D *= -2.0
-        D += self.norms[:, None]
-        return np.ascontiguousarray(D.T)
+        q *= -2.0
+        P = self.rows @ np.ascontiguousarray(q.T)  # (m, c): -2 q.r
+        D = np.empty((P.shape[1], P.shape[0]), dtype=np.float32)
+        return np.add(P.T, self.norms, out=D)  # the transpose and the norms in one pass
 
     def _search(self, X: np.ndarray, select) -> list:
         """``select(D)`` per chunk of ``CHUNK_ROWS`` queries of ``X``, in order; ``select`` must leave ``D``
@@ -262,17 +262,20 @@ def _smallest(D: np.ndarray, k: int, version: int = SEARCH_VERSION) -> np.ndarra
         return out
     below = D <= cut[:, None]
     counts = below.sum(axis=1)
-    below[counts < k] = True  # too few under the cut: the whole row
-    counts[counts < k] = m
+    short = np.flatnonzero(counts < k)  # too few under the cut: searched whole, below
+    below[short], counts[short] = False, 0
     flat = np.flatnonzero(below)  # row by row, columns ascending
     rows = np.repeat(np.arange(c), counts)
-    width = int(counts.max())
+    width = max(k, int(counts.max()))
     into = rows * width + (np.arange(flat.size) - np.repeat(np.cumsum(counts) - counts, counts))
     values = np.full(c * width, np.inf, dtype=D.dtype)
     values[into] = D.ravel()[flat]
     columns = np.full(c * width, m, dtype=np.intp)  # padding sorts after every real column
     columns[into] = flat - rows * m
-    return _first_k(values.reshape(c, width), columns.reshape(c, width), k)
+    out = _first_k(values.reshape(c, width), columns.reshape(c, width), k)
+    for i in short:
+        out[i] = _first_k(D[i:i + 1], np.arange(m)[None], k)[0]
+    return out
 
 
 def _first_k(values: np.ndarray, columns: np.ndarray, k: int) -> np.ndarray:
