@@ -118,6 +118,15 @@ def shared_distances():
         _shared.reset(token)
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's threads: it starts its own pool (and lock) when it searches."""
+    global _pool, _lock
+    _pool, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _map(fn, items: list) -> list:
     """``[fn(i) for i in items]``, on ``SEARCH_THREADS`` threads when there is more than one item."""
     global _pool
