@@ -208,3 +208,25 @@ def test_bundles_record_their_search_version(data):
     legacy_centre = KNNCentre.from_arrays(centre.get_params(), {"X": X, "Y": Y, "sparse_offset": X.min(axis=0)})
     assert not isinstance(legacy_centre.model_, FingerprintIndex)
     np.testing.assert_allclose(legacy_centre.predict(Q), centre.predict(Q), rtol=0, atol=1e-9)
+
+
+def test_a_forked_child_searches_with_its_own_threads(data):
+    """After the parent's pool has run, a forked child (which has none of its threads) still searches,
+    with the parent's answer, instead of waiting forever on the parent's pool."""
+    import os
+    import time
+
+    X, _, Q = data
+    index = FingerprintIndex(X, sparse_offset(X))
+    want = index.kneighbors(Q, 20)  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os._exit(0 if np.array_equal(index.kneighbors(Q, 20), want) else 1)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's search did not finish in 60 s")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
