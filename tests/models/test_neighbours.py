@@ -112,8 +112,8 @@ def test_version_3_takes_the_lowest_rows_among_those_tied_at_the_kth_distance(k)
     rng = np.random.default_rng(k)
     D = rng.integers(0, 6, size=(9, 300)).astype(np.float32)
     D[0] = 1.0  # one value throughout
-    D[1] = 14.5  # its sample holds its smallest values, and for k = 17 fewer than k fall under the cut
-    D[1, ::max(1, 300 // (4 * k))] = np.arange(len(D[1, ::max(1, 300 // (4 * k))]))
+    D[1] = 14.5  # its sample (every (m // k)-th) holds its smallest values: for k = 17 fewer than k
+    D[1, ::300 // k] = np.arange(len(D[1, ::300 // k]))  # fall under the cut, and it is searched whole
     want = np.sort(np.argsort(D, axis=1, kind="stable")[:, :k], axis=1)
     np.testing.assert_array_equal(np.sort(_smallest(D.copy(), k, 3), axis=1), want)
 
