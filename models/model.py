@@ -18,9 +18,9 @@ from models import registry
 from models._validation import all_finite, check_matrix, check_same_rows
 from models.centre import ClientCentre
 from models.exceptions import InputError, UnknownMethodError
+from models.neighbours import shared_distances
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
-from models.neighbours import shared_distances
 
 
 @dataclass(frozen=True)

@@ -230,3 +230,32 @@ def test_a_forked_child_searches_with_its_own_threads(data):
         os.waitpid(pid, 0)
         pytest.fail("the forked child's search did not finish in 60 s")
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+def test_a_fingerprint_bundle_searches_once_per_request_before_and_after_saving(tmp_path, monkeypatch):
+    """A bundle trained with the kNN centre and NLE on sparse fingerprints: its centre and NLE hold one
+    index (also once loaded from disk), and a /predict-region-sized call computes each query's distances
+    once; the loaded bundle answers as the trained one."""
+    from models.bundle import load_bundle, save_bundle
+    from training.datasets import Dataset
+    from training.pipeline import TrainConfig, train
+
+    X, Y = fingerprints(800, 80, seed=8)
+    ds = Dataset(name="fingerprints", X=X, Y=Y, feature_names=[f"ap{i}" for i in range(80)],
+                 target_names=["x", "y"], sha256="0" * 64)
+    model = train(ds, TrainConfig(seed=0, methods=("ge", "nle"), centre="knn", use_groups=False)).model
+    save_bundle(model, tmp_path / "bundle")
+    loaded = load_bundle(tmp_path / "bundle")
+    Q, _ = fingerprints(150, 80, seed=9)
+    computed = []
+    real = FingerprintIndex._distances
+    monkeypatch.setattr(FingerprintIndex, "_distances", lambda self, q: computed.append(len(q)) or real(self, q))
+    for m in (model, loaded):
+        assert m.centre.sparse_search_ == SEARCH_VERSION and m.centre.model_ is m.methods["nle"].shape_._index
+        computed.clear()
+        answer = m.predict_region(Q, method="nle")
+        assert sum(computed) == len(Q)
+    computed.clear()
+    loaded.assess(Q, Y[:150], method="nle")
+    assert sum(computed) == len(Q)
+    np.testing.assert_array_equal(answer.regions.shapes, model.predict_region(Q, method="nle").regions.shapes)
