@@ -82,7 +82,8 @@ def stored_version(arrays) -> int:
 CHUNK_ROWS = 64
 #: up to this ``k`` the smallest distances are found by repeated ``argmin``
 ARGMIN_K = 16
-#: threads that search the chunks of one call (numpy and scipy's sparse product release the GIL)
+#: threads that search the chunks of one call (numpy and scipy's sparse product release the GIL);
+#: :func:`set_search_threads` changes it (the service: ``LMVE_SEARCH_THREADS``)
 SEARCH_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: the most bytes of distances one :func:`shared_distances` scope keeps (beyond: computed again)
 SHARED_BYTES = 64 * 2**20
@@ -116,6 +117,25 @@ def shared_distances():
         yield
     finally:
         _shared.reset(token)
+
+
+def default_search_threads(workers: int = 1) -> int:
+    """One thread per core left to each of ``workers`` processes, at least 1 and at most 4."""
+    return max(1, min(4, (os.cpu_count() or 1) // max(1, int(workers))))
+
+
+def set_search_threads(n: int) -> None:
+    """From now on, search the chunks of one call on ``n`` threads (1: on the calling thread)."""
+    global SEARCH_THREADS, _pool
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        from models.exceptions import InputError
+
+        raise InputError(f"search threads must be a positive integer; got {n!r}", field="search_threads",
+                         expected="a positive integer", received=repr(n))
+    with _lock:
+        old, _pool, SEARCH_THREADS = _pool, None, n
+    if old is not None:
+        old.shutdown(wait=False)
 
 
 def _after_fork_in_child() -> None:

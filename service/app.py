@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
+from models import neighbours
 from models.exceptions import BundleError
 from service.errors import install_error_handlers
 from service.metrics import Metrics
@@ -73,6 +74,7 @@ def _document_request_bodies(app: FastAPI, models) -> None:
 
 def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
+    neighbours.set_search_threads(settings.search_threads or neighbours.default_search_threads(settings.workers))
     store = store or ModelStore(settings.bundle)
     metrics = Metrics()
     state = ServiceState(settings.state_db)

@@ -32,6 +32,9 @@ class ServiceSettings(BaseSettings):
                                                               "LMVE_TORCH_THREADS is its former name)",
                                  validation_alias=AliasChoices("compute_threads", "LMVE_COMPUTE_THREADS",
                                                                "LMVE_TORCH_THREADS"))
+    search_threads: int | None = Field(default=None, ge=1, description="threads per request for the fingerprint "
+                                       "neighbour searches (kNN centre, NLE); default: the cores divided among the "
+                                       "workers, at least 1 and at most 4")
     enable_noop: bool = Field(default=False, description="expose POST /noop (the framework's ceiling, for load "
                                                          "tests)")
 
