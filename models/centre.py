@@ -181,7 +181,8 @@ class KNNCentre(BaseEstimator):
 
         return self._index(X, Y, sparse_offset(X))
 
-    def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None, version: int | None = None) -> "KNNCentre":
+    def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None,
+               version: int | None = None) -> "KNNCentre":
         from sklearn.neighbors import KNeighborsRegressor
 
         from models.neighbours import SEARCH_VERSION, FingerprintIndex, algorithm, fingerprint_search, search_input

@@ -7,8 +7,8 @@ import pytest
 
 from models import neighbours
 from models.centre import KNNCentre
-from models.neighbours import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, FingerprintIndex, _smallest, distance_weighted_mean, search_input,
-                               shared_distances, sparse_offset)
+from models.neighbours import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, FingerprintIndex, _smallest, distance_weighted_mean,
+                               search_input, shared_distances, sparse_offset)
 from models.shapes.nle import NearestNeighbourEllipsoid
 
 
@@ -192,8 +192,9 @@ def test_knn_centre_averages_every_row_tied_at_the_kth_distance():
 
 
 def test_bundles_record_their_search_version(data):
-    """New fits store version 3; version 2 loads as version 2; arrays without a version (bundles from before) search as version 1, with
-    scikit-learn on CSR as they were calibrated; the two agree up to ties and rounding."""
+    """New fits store version 3; version 2 loads as version 2; arrays without a version (bundles from
+    before) search as version 1, with scikit-learn on CSR as they were calibrated; the searches agree up
+    to ties and rounding."""
     X, Y, Q = data
     centre, nle = KNNCentre().fit(X, Y), NearestNeighbourEllipsoid().fit(X, Y)
     for est in (centre, nle):
