@@ -82,22 +82,20 @@ def stored_version(arrays) -> int:
 CHUNK_ROWS = 64
 #: up to this ``k`` the smallest distances are found by repeated ``argmin``
 ARGMIN_K = 16
+
+
+def default_search_threads(workers: int = 1) -> int:
+    """One thread per core left to each of ``workers`` processes, at least 1 and at most 4."""
+    return max(1, min(4, (os.cpu_count() or 1) // max(1, int(workers))))
+
+
 #: threads that search the chunks of one call (numpy and scipy's sparse product release the GIL);
 #: :func:`set_search_threads` changes it (the service: ``LMVE_SEARCH_THREADS``)
-SEARCH_THREADS = max(1, min(4, os.cpu_count() or 1))
+SEARCH_THREADS = default_search_threads()
 #: the most bytes of distances one :func:`shared_distances` scope keeps (beyond: computed again)
 SHARED_BYTES = 64 * 2**20
-
-
-class _Scope:
-    """What one :func:`shared_distances` scope keeps: per index, the query array and its chunks' distances."""
-
-    def __init__(self):
-        self.distances: dict[FingerprintIndex, tuple[np.ndarray, list[np.ndarray]]] = {}
-        self.bytes = 0
-
-
-_shared: ContextVar[_Scope | None] = ContextVar("lmve_shared_distances", default=None)
+#: what the current :func:`shared_distances` scope keeps: per index, the query array and its chunks' distances
+_shared: ContextVar[dict | None] = ContextVar("lmve_shared_distances", default=None)
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 _indexes: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -112,16 +110,11 @@ def shared_distances():
     if _shared.get() is not None:
         yield
         return
-    token = _shared.set(_Scope())
+    token = _shared.set({})
     try:
         yield
     finally:
         _shared.reset(token)
-
-
-def default_search_threads(workers: int = 1) -> int:
-    """One thread per core left to each of ``workers`` processes, at least 1 and at most 4."""
-    return max(1, min(4, (os.cpu_count() or 1) // max(1, int(workers))))
 
 
 def set_search_threads(n: int) -> None:
@@ -215,14 +208,13 @@ class FingerprintIndex:
         as it found it. The chunks' distances come from (or go to) the :func:`shared_distances` scope."""
         starts = list(range(0, X.shape[0], CHUNK_ROWS))
         scope = _shared.get()
-        hit = scope.distances.get(self) if scope is not None else None
+        hit = scope.get(self) if scope is not None else None
         if hit is not None and hit[0] is X:
             return _map(select, hit[1])
-        size = 4 * X.shape[0] * self.rows.shape[0]
         if hit is not None:  # another query array: its distances replace these
-            del scope.distances[self]
-            scope.bytes -= 4 * hit[0].shape[0] * self.rows.shape[0]
-        keep = scope is not None and scope.bytes + size <= SHARED_BYTES
+            del scope[self]
+        kept = 0 if scope is None else sum(D.nbytes for _, chunks in scope.values() for D in chunks)
+        keep = scope is not None and kept + 4 * X.shape[0] * self.rows.shape[0] <= SHARED_BYTES
 
         def task(start):
             D = self._distances(X[start:start + CHUNK_ROWS])
@@ -230,8 +222,7 @@ class FingerprintIndex:
 
         done = _map(task, starts)
         if keep:
-            scope.distances[self] = (X, [D for D, _ in done])
-            scope.bytes += size
+            scope[self] = (X, [D for D, _ in done])
         return [out for _, out in done]
 
     def kneighbors(self, X: np.ndarray, k: int) -> np.ndarray:
