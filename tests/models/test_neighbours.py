@@ -1,4 +1,4 @@
-"""Sparse fingerprint search: when it is chosen, and that it finds the same neighbours as dense search."""
+"""Exact neighbour search in numpy: sparse fingerprints and dense rows, against scikit-learn's answers."""
 
 from copy import deepcopy
 
@@ -7,8 +7,8 @@ import pytest
 
 from models import neighbours
 from models.centre import KNNCentre
-from models.neighbours import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, FingerprintIndex, _smallest, distance_weighted_mean,
-                               search_input, shared_distances, sparse_offset)
+from models.neighbours import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, DenseIndex, FingerprintIndex, _smallest,
+                               distance_weighted_mean, search_input, shared_distances, sparse_offset)
 from models.shapes.nle import NearestNeighbourEllipsoid
 
 
@@ -75,10 +75,19 @@ def assert_nearest(X, Q, idx):
                                rtol=1e-6)
 
 
+@pytest.fixture(params=["whole rows", "argmin and cut"])
+def paths(request, monkeypatch):
+    """Version 3 searches few reference rows whole; the argmin and sampled-cut paths (for many rows) are
+    exercised on the same small data by lowering that bound to 0."""
+    if request.param != "whole rows":
+        monkeypatch.setattr(neighbours, "WHOLE_COLUMNS", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("k", [1, 3, 16, 17, 200, 1499, 1500, 2000])
-def test_fingerprint_index_finds_the_exact_neighbours_batch_independently(data, k):
-    """Every k (repeated argmin up to 16, the sampled cut above, all rows at k >= m): the float64
-    nearest sets, and a query's neighbours do not depend on the batch it comes in."""
+def test_fingerprint_index_finds_the_exact_neighbours_batch_independently(data, k, paths):
+    """Every k (one partition of whole rows; repeated argmin up to 16, the sampled cut above; all rows at
+    k >= m): the float64 nearest sets, and a query's neighbours do not depend on the batch it comes in."""
     X, _, Q = data
     index = FingerprintIndex(X, sparse_offset(X))
     idx = index.kneighbors(Q, k)
@@ -88,7 +97,7 @@ def test_fingerprint_index_finds_the_exact_neighbours_batch_independently(data, 
     np.testing.assert_array_equal(alone, idx[0:70:7])
 
 
-def test_smallest_falls_back_to_the_whole_row_when_its_sampled_cut_is_too_low():
+def test_smallest_falls_back_to_the_whole_row_when_its_sampled_cut_is_too_low(paths):
     """A row whose strided sample holds its smallest values leaves fewer than k below the cut."""
     m, k = 400, 20
     step = max(1, m // (4 * k))
@@ -105,7 +114,7 @@ def test_smallest_falls_back_to_the_whole_row_when_its_sampled_cut_is_too_low():
 
 
 @pytest.mark.parametrize("k", [2, 16, 17, 40, 299])
-def test_version_3_takes_the_lowest_rows_among_those_tied_at_the_kth_distance(k):
+def test_version_3_takes_the_lowest_rows_among_those_tied_at_the_kth_distance(k, paths):
     """Heavy ties (few distinct values, as repeated survey fingerprints give): the k smallest, ties at the
     k-th broken by lowest column, i.e. the first k of a stable sort, on the argmin path, the sampled cut
     and the rows whose cut leaves fewer than k."""
@@ -169,8 +178,11 @@ def test_distance_weighted_mean_is_scikit_learns_rule():
     Q = np.vstack([fingerprints(50, 80, seed=5)[0], X[:5]])  # the last five are reference rows
     idx = FingerprintIndex(X, sparse_offset(X)).kneighbors(Q, 4)
     for weights in ("distance", "uniform"):
-        want = KNeighborsRegressor(n_neighbors=4, weights=weights).fit(X, Y).predict(Q)
-        np.testing.assert_allclose(distance_weighted_mean(Q, X, Y, idx, weights, chunk=7), want, rtol=0, atol=1e-9)
+        # scikit-learn's own distance to an exact match is a rounding error, not 0 (1.9: about 1e-7), which
+        # leaves its neighbours a sliver of the weight: it is the reference on the rows that match none
+        want = KNeighborsRegressor(n_neighbors=4, weights=weights).fit(X, Y).predict(Q[:50])
+        np.testing.assert_allclose(distance_weighted_mean(Q[:50], X, Y, idx[:50], weights, chunk=7), want, rtol=0,
+                                   atol=1e-9)
     np.testing.assert_array_equal(distance_weighted_mean(Q[-5:], X, Y, idx[-5:], "distance"), Y[:5])
 
 
@@ -260,3 +272,101 @@ def test_a_fingerprint_bundle_searches_once_per_request_before_and_after_saving(
     loaded.assess(Q, Y[:150], method="nle")
     assert sum(computed) == len(Q)
     np.testing.assert_array_equal(answer.regions.shapes, model.predict_region(Q, method="nle").regions.shapes)
+
+
+# ---------------------------------------------------------------------------------------------- dense rows
+def dense_rows(m: int, d: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(m, d)), rng.normal(size=(m, 2)) * 5
+
+
+@pytest.mark.parametrize("k", [1, 3, 16, 17, 70, 599, 600, 700])
+def test_dense_index_finds_scikit_learns_neighbours(k):
+    """On continuous rows (no ties) the numpy search returns the neighbours scikit-learn's exact search
+    returns, for every k (argmin, the sampled cut, all rows), one row at a time or in chunks."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X, _ = dense_rows(600, 16, seed=11)
+    Q, _ = dense_rows(150, 16, seed=12)
+    index = DenseIndex(X)
+    idx = index.kneighbors(Q, k)
+    if k >= len(X):
+        np.testing.assert_array_equal(idx, np.tile(np.arange(len(X)), (len(Q), 1)))
+        return
+    want = NearestNeighbors(n_neighbors=k, algorithm="brute").fit(X).kneighbors(Q, return_distance=False)
+    np.testing.assert_array_equal(np.sort(idx, axis=1), np.sort(want, axis=1))
+    alone = np.vstack([index.kneighbors(Q[i:i + 1], k) for i in range(0, 150, 13)])
+    np.testing.assert_array_equal(alone, idx[::13])
+
+
+def test_dense_index_takes_tied_rows_by_row_index_and_neighbourhoods_include_them():
+    """Repeated reference rows tie exactly: kneighbors takes the lowest-indexed (the first k of a stable
+    sort of the exact distances), neighbourhoods every tied row, whatever the rows' order."""
+    X, Y = dense_rows(300, 6, seed=13)
+    X[100:140] = X[5]  # 41 copies of one row
+    Q = np.vstack([X[5] + 1e-3, dense_rows(20, 6, seed=14)[0]])
+    exact = ((Q[:, None, :] - X[None]) ** 2).sum(axis=2)
+    for k in (3, 20, 30):
+        want = np.argsort(exact, axis=1, kind="stable")[:, :k]
+        np.testing.assert_array_equal(np.sort(DenseIndex(X).kneighbors(Q, k), axis=1), np.sort(want, axis=1))
+    near = DenseIndex(X).neighbourhoods(Q, 3)
+    np.testing.assert_array_equal(near[0], np.r_[5, 100:140])
+    assert all(len(h) == 3 for h in near[1:])
+    centre = KNNCentre().fit(X, Y)
+    np.testing.assert_allclose(centre.predict(Q[:1]), Y[np.r_[5, 100:140]].mean(axis=0)[None], rtol=0, atol=1e-12)
+    order = np.random.default_rng(1).permutation(len(X))
+    np.testing.assert_allclose(KNNCentre().fit(X[order], Y[order]).predict(Q), centre.predict(Q), rtol=0,
+                               atol=1e-12)
+
+
+def test_dense_knn_centre_equals_scikit_learn_and_round_trips():
+    """A dense fit searches with numpy (search version 3, stored as ``dense_search``) and answers as
+    ``KNeighborsRegressor`` does on rows without ties; the stored arrays load to the same answers;
+    arrays without ``dense_search`` (bundles from before) keep scikit-learn's search, as calibrated."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    X, Y = dense_rows(800, 16, seed=15)
+    Q, _ = dense_rows(300, 16, seed=16)
+    centre = KNNCentre().fit(X, Y)
+    assert isinstance(centre.model_, DenseIndex) and centre.sparse_offset_ is None
+    for weights in ("distance", "uniform"):
+        want = KNeighborsRegressor(n_neighbors=3, weights=weights).fit(X, Y).predict(Q)
+        np.testing.assert_allclose(KNNCentre(weights=weights).fit(X, Y).predict(Q), want, rtol=0, atol=1e-9)
+    params, arrays = centre.to_arrays()
+    assert int(arrays["dense_search"]) == SEARCH_VERSION and "sparse_offset" not in arrays
+    again = KNNCentre.from_arrays(params, arrays)
+    assert again.model_ is centre.model_  # one index for the same rows
+    np.testing.assert_array_equal(again.predict(Q), centre.predict(Q))
+    arrays.pop("dense_search")
+    legacy = KNNCentre.from_arrays(params, arrays)
+    assert not isinstance(legacy.model_, DenseIndex) and "dense_search" not in legacy.to_arrays()[1]
+    np.testing.assert_allclose(legacy.predict(Q), centre.predict(Q), rtol=0, atol=1e-9)
+
+
+def test_dense_nle_equals_its_definition_and_shares_the_centres_distances(monkeypatch):
+    """NLE on dense rows: the local moment over scikit-learn's k nearest rows, by the gather (small
+    batches) and the sparse product (large ones) alike; loaded from its arrays, the same; a kNN centre on
+    the same rows shares the index, so a request computes its distances once."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X, R = dense_rows(1000, 16, seed=17)
+    Q, _ = dense_rows(400, 16, seed=18)
+    nle = NearestNeighbourEllipsoid().fit(X, R)  # k = 50
+    assert isinstance(nle._index, DenseIndex)
+    idx = NearestNeighbors(n_neighbors=50, algorithm="brute").fit(X).kneighbors(Q, return_distance=False)
+    local = np.einsum("nki,nkj->nij", R[idx], R[idx]) / 50
+    want = 0.95 * local + 0.05 * nle.global_shape_
+    assert 50 * 10 <= nle.GATHER_PAIRS < 50 * 400
+    np.testing.assert_allclose(nle.predict_shape(Q[:10]), want[:10], rtol=1e-12, atol=1e-12)  # gathered
+    np.testing.assert_allclose(nle.predict_shape(Q), want, rtol=1e-12, atol=1e-12)  # sparse product
+    again = NearestNeighbourEllipsoid.from_arrays(*nle.to_arrays())
+    assert again.sparse_search_ == SEARCH_VERSION
+    np.testing.assert_array_equal(again.predict_shape(Q), nle.predict_shape(Q))
+    centre = KNNCentre().fit(X, R)
+    assert centre.model_ is nle._index
+    computed = []
+    real = DenseIndex._distances
+    monkeypatch.setattr(DenseIndex, "_distances", lambda self, q: computed.append(len(q)) or real(self, q))
+    with shared_distances():
+        centre.predict(Q), nle.predict_shape(Q)
+    assert sum(computed) == len(Q)

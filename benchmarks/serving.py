@@ -1,0 +1,241 @@
+"""Serving speed of every bundle kind against a bare FastAPI no-op, through real servers on loopback.
+
+    .venv/bin/python benchmarks/serving.py [--bundles default,synthetic-knn,...] [--rounds 3] [--seconds 2]
+
+Bundles (trained once, cached under ``benchmarks/cache/serving/``): ``default`` (what ``scripts/serve.sh``
+trains: ``lmve-train --dataset synthetic``), ``synthetic-<centre>`` for each centre kind (2,000 synthetic
+readings, GE, NLE and LMVE), and ``uji-knn`` (UJIIndoorLoc's TrainingData, kNN centre, 520 WAP columns)
+when the data set is present. Each is served by ``lmve-serve`` (one worker); beside them runs
+``benchmarks/noop_app.py`` (one uvicorn worker), a bare FastAPI app that parses the same body with pydantic
+and answers ``{}``. The scenarios, each measured with ``wrk`` (Debian package) in ``--rounds`` rounds that
+alternate between the bundle's server and the no-op, so that the shared machine's noise hits both alike:
+
+- ``single_over_noop``: single-row ``POST /predict-region`` (route ``/predict-region``) and ``/nle/predict-region``
+  (route ``/nle/predict-region``), requests/s over the no-op's on the same body, ``wrk -t1 -c8``; the median of
+  the per-round ratios;
+- ``contains_over_noop``: the same for single-row ``POST /contains``;
+- ``p99_256_ms``: the p99 latency of 256-row ``/predict-region`` requests from one connection;
+- ``rows_per_s_1024``: rows per second in 1,024-row ``/predict-region`` requests from two connections.
+
+Writes ``benchmarks/results/serving.{json,md}``: the json is ``{"commit", "command", "date", "machine",
+"rows": [{"bundle", "centre", "route", "scenario", "value"}]}``; the md the same as a table, with the
+targets of issue 32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
+
+from run_load import KEY, free_port, wrk  # noqa: E402
+
+CACHE = ROOT / "benchmarks" / "cache" / "serving"
+OUT = ROOT / "benchmarks" / "results"
+CENTRES = ("paper", "scaled", "knn", "hgb", "stack", "mlp")
+#: scenario -> (target, "min" or "max")
+TARGETS = {"single_over_noop": (0.5, "min"), "contains_over_noop": (0.5, "min"), "p99_256_ms": (50.0, "max"),
+           "rows_per_s_1024": (100_000.0, "min")}
+NLE_TARGET = 0.4
+UJI_P99_TARGET = 40.0
+
+
+def bundle(name: str) -> tuple[Path, str]:
+    """``(bundle directory, centre kind)`` of bundle ``name``, trained once and cached with its request rows."""
+    path = CACHE / name
+    if not (path / "bundle" / "manifest.json").is_file():
+        _train(name, path)
+    manifest = json.loads((path / "bundle" / "manifest.json").read_text())
+    return path / "bundle", manifest["centre"]["type"]
+
+
+def _train(name: str, path: Path) -> None:
+    from models.bundle import save_bundle
+    from training.datasets import load_dataset
+    from training.pipeline import TrainConfig, train
+
+    print(f"training bundle {name} ...", flush=True)
+    if name == "default":
+        subprocess.run([str(Path(sys.executable).parent / "lmve-train"), "--dataset", "synthetic", "--out", str(path),
+                        "--quiet"], check=True)
+        ds = load_dataset("synthetic")
+    else:
+        if name.startswith("uji-"):
+            ds = load_dataset("indoor_localization")
+            config = TrainConfig(seed=0, methods=("ge", "nle", "lmve"), centre=name.split("-", 1)[1], rssi="auto",
+                                 use_groups=False, method_params={"lmve": {"max_steps": 400}})
+        else:
+            ds = load_dataset("synthetic", n_samples=2000, seed=0)
+            config = TrainConfig(seed=0, methods=("ge", "nle", "lmve"), centre=name.split("-", 1)[1],
+                                 use_groups=False, method_params={"lmve": {"max_steps": 400}})
+        result = train(ds, config)
+        save_bundle(result.model, path / "bundle", dataset=ds.info)
+    rng = np.random.default_rng(0)
+    pick = rng.choice(len(ds.X), size=1024, replace=len(ds.X) < 1024)
+    np.savez(path / "rows.npz", X=ds.X[pick], Y=ds.Y[pick])
+
+
+def _wait(base: str, proc: subprocess.Popen, path: str) -> None:
+    import httpx
+
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server at {base} exited with {proc.returncode}")
+        try:
+            if httpx.get(base + path, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the server at {base} did not become ready")
+
+
+def serve_bundle(path: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "LMVE_API_KEY": KEY, "LMVE_LOG_LEVEL": "warning", "LMVE_MAX_BODY_BYTES": "50000000",
+           "LMVE_MAX_ROWS": "4096"}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "lmve-serve"), "--bundle", str(path), "--port",
+                             str(port), "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    _wait(base, proc, "/readyz")
+    return proc, base
+
+
+def serve_noop() -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "uvicorn"), "benchmarks.noop_app:app", "--port",
+                             str(port), "--log-level", "warning"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    _wait(base, proc, "/readyz")
+    return proc, base
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "models", "service"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return out.stdout.strip() + ("+uncommitted models/service changes" if dirty else "")
+
+
+def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args) -> list[dict]:
+    """The scenarios of one bundle (see the module docstring), as result rows."""
+    rows = np.load(CACHE / name / "rows.npz")
+    X, Y = rows["X"], rows["Y"]
+    bodies = {"one": {"features": X[:1].tolist()}, "contains": {"features": X[:1].tolist(), "points": Y[:1].tolist()},
+              "256": {"features": X[:256].tolist()}, "1024": {"features": X[:1024].tolist()}}
+    for key, body in bodies.items():
+        (tmp / f"{name}-{key}.json").write_text(json.dumps(body))
+    proc, base = serve_bundle(path)
+    out = []
+    try:
+        wrk(base + "/predict-region", tmp / f"{name}-one.json", 1, 2)  # warm-up
+        paired = {("/predict-region", "single_over_noop", "one"): [], ("/nle/predict-region", "single_over_noop", "one"): [],
+                  ("/contains", "contains_over_noop", "contains"): []}
+        for _ in range(args.rounds):
+            for (route, scenario, body), ratios in paired.items():
+                a = wrk(noop + route, tmp / f"{name}-{body}.json", args.seconds, 8)
+                b = wrk(base + route, tmp / f"{name}-{body}.json", args.seconds, 8)
+                if a["errors"] or b["errors"]:
+                    raise RuntimeError(f"{name} {route}: {b['errors']} errors (no-op {a['errors']})")
+                ratios.append(b["rps"] / a["rps"])
+        for (route, scenario, _), ratios in paired.items():
+            out.append({"bundle": name, "centre": centre, "route": route, "scenario": scenario,
+                        "value": round(statistics.median(ratios), 3), "rounds": [round(r, 3) for r in ratios]})
+        r = wrk(base + "/predict-region", tmp / f"{name}-256.json", args.latency_seconds, 1)
+        out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "p99_256_ms",
+                    "value": round(r["p99_ms"], 2), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"]})
+        r = wrk(base + "/predict-region", tmp / f"{name}-1024.json", args.latency_seconds, 2)
+        out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "rows_per_s_1024",
+                    "value": round(1024 * r["rps"]), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"]})
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for row in out:
+        print(f"{row['bundle']:<18} {row['route']:<20} {row['scenario']:<20} {row['value']}", flush=True)
+    return out
+
+
+def target_of(row: dict) -> tuple[float, str]:
+    if row["route"].startswith("/nle/"):
+        return NLE_TARGET, "min"
+    if row["scenario"] == "p99_256_ms" and row["bundle"].startswith("uji"):
+        return UJI_P99_TARGET, "max"
+    return TARGETS[row["scenario"]]
+
+
+def write(rows: list[dict], command: str, args) -> None:
+    result = {"commit": _commit(), "command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+              "server": "lmve-serve, 1 uvicorn worker; baseline benchmarks/noop_app.py, 1 uvicorn worker",
+              "client": "wrk -t1, same machine", "rows": rows}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "serving.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["## Serving speed against a bare FastAPI no-op", "",
+             f"Command: `{command}` at commit `{result['commit']}`, {result['date']}, on this {os.cpu_count()}-core "
+             f"machine (client and servers share the cores). {args.rounds} rounds of {args.seconds} s per ratio, "
+             "alternating with the no-op (`wrk -t1 -c8`); p99 from one connection, rows/s from two "
+             f"({args.latency_seconds} s each). Targets from issue 32.", "",
+             "| bundle | centre | route | scenario | value | target | met |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        target, sense = target_of(row)
+        met = row["value"] >= target if sense == "min" else row["value"] < target
+        lines.append(f"| {row['bundle']} | {row['centre']} | `{row['route']}` | {row['scenario']} | {row['value']:g} | "
+                     f"{'>=' if sense == 'min' else '<'} {target:g} | {'yes' if met else '**no**'} |")
+    (OUT / "serving.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bundles", default=None,
+                   help="comma-separated: default, synthetic-<centre> (" + ", ".join(CENTRES) + "), uji-knn; "
+                        "default: all (uji-knn when the data set is present)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=int, default=2, help="seconds of each wrk run in a paired round")
+    p.add_argument("--latency-seconds", type=int, default=5, help="seconds of the 256- and 1,024-row runs")
+    args = p.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("wrk is not installed: apt-get install wrk", file=sys.stderr)
+        return 2
+    if args.bundles:
+        names = args.bundles.split(",")
+    else:
+        from training.settings import TrainingSettings
+
+        names = ["default", *(f"synthetic-{c}" for c in CENTRES)]
+        if TrainingSettings().data_dir is not None:
+            names.append("uji-knn")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    paths = {n: bundle(n) for n in names}
+    command = "python benchmarks/serving.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    tmp = Path(tempfile.mkdtemp(prefix="lmve-serving-"))
+    noop_proc, noop = serve_noop()
+    rows: list[dict] = []
+    try:
+        for n, (path, centre) in paths.items():
+            rows += measure(n, path, centre, noop, tmp, args)
+    finally:
+        noop_proc.terminate()
+        noop_proc.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
+    write(rows, command.strip(), args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
