@@ -217,22 +217,27 @@ class ExactIndex:
     def _search(self, X: np.ndarray, select) -> list:
         """``select(D)`` per chunk of ``CHUNK_ROWS`` queries of ``X``, in order; ``select`` must leave ``D``
         as it found it. The chunks' distances come from (or go to) the :func:`shared_distances` scope."""
-        starts = list(range(0, X.shape[0], CHUNK_ROWS))
         scope = _shared.get()
-        hit = scope.get(self) if scope is not None else None
-        if hit is not None and hit[0] is X:
-            return _map(select, hit[1])
-        if hit is not None:  # another query array: its distances replace these
-            del scope[self]
-        kept = 0 if scope is None else sum(D.nbytes for _, chunks in scope.values() for D in chunks)
-        keep = scope is not None and kept + self.itemsize * X.shape[0] * self.n_rows <= SHARED_BYTES
+        if scope is not None:
+            hit = scope.get(self)
+            if hit is not None and hit[0] is X:
+                return _map(select, hit[1])
+            if hit is not None:  # another query array: its distances replace these
+                del scope[self]
+            kept = sum(D.nbytes for _, chunks in scope.values() for D in chunks)
+            keep = kept + self.itemsize * X.shape[0] * self.n_rows <= SHARED_BYTES
+        if X.shape[0] <= CHUNK_ROWS:  # one chunk, on this thread
+            D = self._distances(X)
+            if scope is not None and keep:
+                scope[self] = (X, [D])
+            return [select(D)]
 
         def task(start):
             D = self._distances(X[start:start + CHUNK_ROWS])
             return D, select(D)
 
-        done = _map(task, starts)
-        if keep:
+        done = _map(task, list(range(0, X.shape[0], CHUNK_ROWS)))
+        if scope is not None and keep:
             scope[self] = (X, [D for D, _ in done])
         return [out for _, out in done]
 
@@ -424,12 +429,16 @@ def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, 
         if weights == "uniform":
             out[rows] = Y_ref[idx].mean(axis=1)
             continue
-        diff = X[rows, None, :] - X_ref[idx]
-        with np.errstate(divide="ignore"):
-            w = 1.0 / np.sqrt(np.einsum("nkd,nkd->nk", diff, diff))
-        exact = np.isinf(w)
-        hit = exact.any(axis=1)
-        if hit.any():
+        diff = X_ref[idx]  # a gathered copy: the differences in place
+        diff -= X[rows, None, :]
+        d = np.sqrt(np.einsum("nkd,nkd->nk", diff, diff))
+        exact = d == 0.0
+        if exact.any():  # rows with exact matches average those alone
+            hit = exact.any(axis=1)
+            d[exact] = 1.0
+            w = 1.0 / d
             w[hit] = exact[hit]
+        else:
+            w = 1.0 / d
         out[rows] = np.einsum("nk,nkt->nt", w, Y_ref[idx]) / w.sum(axis=1)[:, None]
     return out

@@ -21,7 +21,7 @@ from models import neighbours
 from models.exceptions import BundleError
 from service.errors import install_error_handlers
 from service.metrics import Metrics
-from service.middleware import LimitBodySize, LimitConcurrency, RequestMetrics, RequireAPIKey, Timeout
+from service.middleware import Guards
 from service.monitor import FeedbackCollector, Monitor
 from service.settings import ServiceSettings
 from service.state import ServiceState
@@ -108,9 +108,10 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
 
     from service.routers import admin, feedback, health, model, regions
 
-    # the API key is checked by RequireAPIKey for every route outside service.auth.PUBLIC_PATHS
+    # the API key is checked by service.middleware.Guards for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
     app.include_router(regions.router)
+    app.router.routes[0:0] = regions.PLAIN_ROUTES  # they answer; regions.router documents them
     app.include_router(model.router)
     app.include_router(feedback.router)
     app.include_router(admin.router)
@@ -120,11 +121,8 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])
-    # add_middleware wraps: the last added runs first
-    app.add_middleware(Timeout, seconds=settings.request_timeout_s, metrics=metrics)
-    app.add_middleware(LimitConcurrency, limit=settings.max_concurrency, metrics=metrics)
-    app.add_middleware(LimitBodySize, max_bytes=settings.max_body_bytes, metrics=metrics)
-    if settings.api_key is not None:
-        app.add_middleware(RequireAPIKey, api_key=settings.api_key.get_secret_value(), metrics=metrics)
-    app.add_middleware(RequestMetrics, metrics=metrics)
+    # the last added runs first: the guards before CORS and the routes
+    app.add_middleware(Guards, metrics=metrics, max_bytes=settings.max_body_bytes, limit=settings.max_concurrency,
+                       seconds=settings.request_timeout_s,
+                       api_key=None if settings.api_key is None else settings.api_key.get_secret_value())
     return app

@@ -1,6 +1,6 @@
 """The API key: where a client presents it and how it is compared (in constant time).
 
-The check itself runs in :class:`service.middleware.RequireAPIKey`, before routing and
+The check itself runs in :class:`service.middleware.Guards`, before routing and
 before any body is read, for every route but the health and documentation ones: a new router
 cannot forget it. Admin routes add :func:`service.deps.require_admin_key` on top.
 """
@@ -26,14 +26,3 @@ def presented_key(x_api_key: str | None, authorization: str | None) -> str | Non
 def key_matches(presented: str | None, expected: str) -> bool:
     """Constant-time comparison (``secrets.compare_digest``); a missing key never matches."""
     return presented is not None and secrets.compare_digest(presented.encode(), expected.encode())
-
-
-def scope_key(scope) -> str | None:
-    """:func:`presented_key` from a raw ASGI scope's headers (latin-1, as HTTP/1.1 defines them)."""
-    x_api_key = authorization = None
-    for name, value in scope.get("headers") or ():
-        if name == b"x-api-key":
-            x_api_key = value.decode("latin-1")
-        elif name == b"authorization":
-            authorization = value.decode("latin-1")
-    return presented_key(x_api_key, authorization)

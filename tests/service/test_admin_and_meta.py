@@ -30,7 +30,10 @@ def test_model_metadata(client, bundle_dir):
 def test_metrics_count_requests_batches_and_model(client):
     client.post("/predict-region", json={"features": [ROW] * 3})
     client.post("/predict-region", json={"features": [ROW[:2]]})
+    client.post("/nle/contains", json={"features": [ROW], "points": [[0.0, 0.0]]})
     text = client.get("/metrics").text
+    # the routes that answer (plain Starlette routes, service.routers.regions.PLAIN_ROUTES) label by template
+    assert 'lmve_http_requests_total{method="POST",route="/{method}/contains",status="200"} 1.0' in text
     assert 'lmve_http_requests_total{method="POST",route="/predict-region",status="200"} 1.0' in text
     assert 'lmve_http_requests_total{method="POST",route="/predict-region",status="422"} 1.0' in text
     assert 'lmve_batch_rows_sum{route="predict-region"} 3.0' in text
