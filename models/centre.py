@@ -231,9 +231,12 @@ class HGBCentre(BaseEstimator):
     After fitting, every tree of every target is flattened into node arrays (split feature,
     threshold, children, leaf flag, value) with global indices, which a bundle stores. Prediction is
     numpy (``x[feature] <= threshold`` goes left, scikit-learn's rule for numerical features), so
-    serving needs no fitted scikit-learn object: trees of at most 8 splits (the default's 6) through a
-    table of every tree's leaf value per pattern of its split outcomes, built at fit and load time;
-    deeper trees walked level by level.
+    serving needs no fitted scikit-learn object: when every tree has at most 8 splits (the default's
+    6), through a plan built at fit and load time (:meth:`_table_plan`: every tree's leaf value per
+    pattern of its split outcomes, the splits as ranks among each feature's thresholds); deeper trees
+    walked level by level. scikit-learn's own ``predict`` costs about 100 us a call on one row and
+    its thread pool; the plan about 28 us on one row, 8 ms on 1,024 rows (1,000 trees per target; the
+    trees' previous float comparisons through ``np.packbits``: 53 us and 59 ms).
 
     Parameters
     ----------
@@ -271,7 +274,13 @@ class HGBCentre(BaseEstimator):
                                                       early_stopping=self.early_stopping,
                                                       random_state=self.random_state).fit(X, Y[:, j])
                 self.trees_.append(self._flatten(model))
+        return self._prepare()
+
+    def _prepare(self) -> "HGBCentre":
+        """The leaf tables and the prediction plan of the fitted trees."""
         self.tables_ = [self._leaf_table(t) for t in self.trees_]
+        self.plan_ = (self._table_plan(self.tables_, self.trees_, self.n_features_in_)
+                      if all(t is not None for t in self.tables_) else None)
         return self
 
     @staticmethod
@@ -319,19 +328,77 @@ class HGBCentre(BaseEstimator):
         return {"feature": feature.ravel(), "threshold": threshold.ravel(), "bits": bits,
                 "value": t["value"][node]}
 
+    @staticmethod
+    def _table_plan(tables: list[dict], trees: list[dict], n_features: int) -> dict:
+        """Every target's trees in one set of arrays, for :meth:`predict`.
+
+        Each tree is padded to ``bits`` splits (a padded split never decides: threshold +inf, its table
+        repeated) and each target to the same number of trees (padding trees are worth 0). A split
+        ``x[f] <= t`` becomes ``bin(x[f]) <= rank(t)``, ``bin`` and ``rank`` counting the thresholds of
+        ``f`` below the value (the same outcome for every ``x``), so the features gathered per split are
+        small integers, not floats. Splits are stored bit-major, ``(bits, targets x trees)``."""
+        n, bits = len(tables), max(t["bits"] for t in tables)
+        n_trees = max(len(t["roots"]) for t in trees)
+        feature = np.zeros((n, n_trees, bits), dtype=np.int64)
+        threshold = np.full((n, n_trees, bits), np.inf)
+        value = np.zeros((n, n_trees, 2**bits))
+        for j, t in enumerate(tables):
+            m, b = len(trees[j]["roots"]), t["bits"]
+            feature[j, :m, :b] = t["feature"].reshape(m, b)
+            threshold[j, :m, :b] = t["threshold"].reshape(m, b)
+            value[j, :m] = np.tile(t["value"], (1, 2 ** (bits - b)))  # code & (2^b - 1) picks the leaf
+        feature = feature.transpose(2, 0, 1).reshape(bits, -1)
+        threshold = threshold.transpose(2, 0, 1).reshape(bits, -1)
+        cuts = [np.unique(threshold[(feature == f) & np.isfinite(threshold)]) for f in range(n_features)]
+        width = max([1] + [len(c) for c in cuts])
+        dtype = np.uint8 if width < 255 else np.uint16
+        rank = np.empty(feature.shape, dtype=dtype)
+        for f, c in enumerate(cuts):
+            on = feature == f
+            rank[on] = np.searchsorted(c, threshold[on], side="left")
+        padded = np.full((n_features, width), np.inf)
+        for f, c in enumerate(cuts):
+            padded[f, :len(c)] = c
+        return {"bits": bits, "n_trees": n_trees, "feature": feature.ravel(), "rank": rank.ravel(),
+                "cuts": cuts, "padded_cuts": padded, "dtype": dtype, "value": value.ravel(),
+                "offset": np.arange(n * n_trees, dtype=np.intp) << bits,
+                "baseline": np.array([t["baseline"][0] for t in trees])}
+
+    #: rows per block of :meth:`predict` (its gathered bins take rows x bits x trees bytes: 1.5 MB for 2 x 1,000
+    #: trees of 6 splits; 1,024 rows in one block took twice as long as in blocks of 128)
+    BLOCK_ROWS = 128
+
     def predict(self, X) -> np.ndarray:
-        """The trees' sum per target: through each tree's leaf table (a comparison per split node, the
-        pattern packed into a byte, one lookup per tree), or by walking deeper trees level by level."""
+        """The trees' sum per target. Through the plan (:meth:`_table_plan`): each row's features as bins
+        among their thresholds, every split's outcome a comparison of small integers, the bits of each
+        tree's pattern or-ed together, one lookup per tree; or by walking deeper trees level by level."""
+        plan = getattr(self, "plan_", None)
+        if plan is None:
+            return np.column_stack([self.trees_[j]["value"][self._walk(self.trees_[j], X)].sum(axis=1)
+                                    + self.trees_[j]["baseline"][0] for j in range(self.n_targets_)])
         out = np.empty((X.shape[0], self.n_targets_))
-        for j, (t, table) in enumerate(zip(self.trees_, self.tables_)):
-            if table is not None:
-                went_left = (X[:, table["feature"]] <= table["threshold"]).reshape(len(X), -1, table["bits"])
-                code = np.packbits(went_left, axis=2, bitorder="little")[:, :, 0]
-                leaves = table["value"][np.arange(table["value"].shape[0]), code]
-            else:
-                leaves = t["value"][self._walk(t, X)]
-            out[:, j] = leaves.sum(axis=1) + t["baseline"][0]
+        for s in range(0, X.shape[0], self.BLOCK_ROWS):
+            out[s:s + self.BLOCK_ROWS] = self._predict_block(X[s:s + self.BLOCK_ROWS], plan)
         return out
+
+    def _predict_block(self, X: np.ndarray, plan: dict) -> np.ndarray:
+        cuts = plan["padded_cuts"]
+        if X.shape[0] * cuts.size <= 65536:  # bins by one broadcast comparison
+            binned = (cuts < X[:, :, None]).sum(axis=2, dtype=plan["dtype"])
+        else:  # by one binary search per feature
+            binned = np.empty(X.shape, dtype=plan["dtype"])
+            for f, c in enumerate(plan["cuts"]):
+                binned[:, f] = np.searchsorted(c, X[:, f], side="left")
+        bits = plan["bits"]  # below, rows along the last axis: each split gathers one contiguous row of bins
+        left = np.ascontiguousarray(binned.T)[plan["feature"]] <= plan["rank"][:, None]
+        left = left.view(np.uint8).reshape(bits, -1, X.shape[0])
+        code = left[0].copy()  # at most 8 bits: a byte per tree and row
+        for b in range(1, bits):
+            code |= left[b] << b
+        code = code.astype(np.intp)
+        code += plan["offset"][:, None]
+        leaves = plan["value"].take(code).reshape(self.n_targets_, plan["n_trees"], X.shape[0])
+        return leaves.sum(axis=1).T + plan["baseline"]
 
     @staticmethod
     def _walk(t: dict, X: np.ndarray) -> np.ndarray:
@@ -357,9 +424,8 @@ class HGBCentre(BaseEstimator):
         est = cls(**params)
         keys = ("feature", "threshold", "left", "right", "leaf", "value", "roots", "baseline")
         est.trees_ = [{k: np.asarray(arrays[f"{k}_{j}"]) for k in keys} for j in range(n_targets)]
-        est.tables_ = [cls._leaf_table(t) for t in est.trees_]
         est.n_features_in_, est.n_targets_ = n_features, n_targets
-        return est
+        return est._prepare()
 
 
 class MLPCentre(BaseEstimator):

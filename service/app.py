@@ -20,6 +20,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from models import neighbours
 from models.exceptions import BundleError
 from service.errors import install_error_handlers
+from service.memory import keep_freed_memory
 from service.metrics import Metrics
 from service.middleware import Guards
 from service.monitor import FeedbackCollector, Monitor
@@ -75,6 +76,7 @@ def _document_request_bodies(app: FastAPI, models) -> None:
 def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
     neighbours.set_search_threads(settings.search_threads or neighbours.default_search_threads(settings.workers))
+    keep_freed_memory(settings.heap_keep_mb)
     store = store or ModelStore(settings.bundle)
     metrics = Metrics()
     state = ServiceState(settings.state_db)

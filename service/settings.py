@@ -35,6 +35,8 @@ class ServiceSettings(BaseSettings):
     search_threads: int | None = Field(default=None, ge=1, description="threads per request for the fingerprint "
                                        "neighbour searches (kNN centre, NLE); default: the cores divided among the "
                                        "workers, at least 1 and at most 4")
+    heap_keep_mb: int = Field(default=256, ge=0, description="freed memory a worker keeps for its next requests "
+                              "instead of returning it to the kernel (glibc; service.memory); 0: glibc's defaults")
     enable_noop: bool = Field(default=False, description="expose POST /noop (the framework's ceiling, for load "
                                                          "tests)")
 

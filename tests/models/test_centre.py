@@ -124,3 +124,28 @@ def test_mlp_centre_learns_a_smooth_map_and_round_trips_without_torch_at_predict
         MLPCentre(max_steps=200, dropouts=(0.0,), learning_rates=(1e-2,)).fit(X, Y).predict(Xt))
     with pytest.raises(InputError, match="held_out must lie in"):
         MLPCentre(held_out=0.7).fit(X, Y)
+
+
+def test_hgb_centre_plan_pads_targets_and_sends_rows_at_a_threshold_left():
+    """Targets stopped early at different numbers of trees (padding trees worth 0), rows whose features sit
+    exactly at split thresholds (``x <= t`` goes left), batches binned by broadcast comparison and by
+    binary search, in several blocks: scikit-learn's predictions throughout."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from models.centre import HGBCentre
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(500, 4))
+    Y = np.column_stack([np.sin(3 * X[:, 0]) + X[:, 1], 0.2 * X[:, 2] + rng.normal(size=500)])
+    c = HGBCentre(max_iter=300, early_stopping=True).fit(X, Y)
+    counts = [len(t["roots"]) for t in c.trees_]
+    assert counts[0] != counts[1] and c.plan_["n_trees"] == max(counts)
+    Q = rng.normal(size=(3 * HGBCentre.BLOCK_ROWS + 5, 4))
+    thresholds = c.trees_[0]["threshold"][~c.trees_[0]["leaf"]]
+    features = c.trees_[0]["feature"][~c.trees_[0]["leaf"]]
+    Q[np.arange(40), features[:40]] = thresholds[:40]  # a feature exactly at one of its thresholds
+    for j in range(2):
+        ref = HistGradientBoostingRegressor(max_iter=300, max_leaf_nodes=7, min_samples_leaf=3, early_stopping=True,
+                                            random_state=0).fit(X, Y[:, j])
+        for rows in (Q[:3], Q):  # broadcast bins; binary search, four blocks
+            np.testing.assert_allclose(c.predict(rows)[:, j], ref.predict(rows), rtol=1e-12, atol=1e-12)
