@@ -20,6 +20,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.svm import SVR
 
+from models import neighbours
 from models._validation import check_Xy
 from models.exceptions import InputError
 
@@ -203,12 +204,10 @@ class KNNCentre(BaseEstimator):
         included): numpy on the index prepared at fit or load time. Bundles from before the numpy search
         (no ``dense_search`` / ``sparse_search`` of at least 3 / 2) keep scikit-learn's
         ``KNeighborsRegressor.predict``, as calibrated (about 150 us per call whatever the batch)."""
-        from models.neighbours import ExactIndex, distance_weighted_mean, search_input
-
-        if isinstance(self.model_, ExactIndex):
+        if isinstance(self.model_, neighbours.ExactIndex):
             near = self.model_.neighbourhoods(X, self.n_neighbors)
-            return distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)
-        P = self.model_.predict(search_input(X, self.sparse_offset_))
+            return neighbours.distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)
+        P = self.model_.predict(neighbours.search_input(X, self.sparse_offset_))
         return np.asarray(P, dtype=np.float64).reshape(len(X), self.n_targets_)
 
     def to_arrays(self):

@@ -414,6 +414,8 @@ def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, 
     ``"distance"`` (weights 1 / Euclidean distance, computed in float64; a row with neighbours at
     distance 0 averages those alone). Rows with the fewest neighbours (no ties) are computed together,
     ``chunk`` at a time (the gathered neighbours take rows x k x d floats)."""
+    if isinstance(neighbours, np.ndarray) and len(neighbours) <= chunk:  # (N, k): one group, the request path
+        return _weighted_mean(X, X_ref, Y_ref, neighbours, weights)
     out = np.empty((len(neighbours), Y_ref.shape[1]), dtype=np.float64)
     if not len(neighbours):
         return out
@@ -426,19 +428,24 @@ def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, 
                   for rows in (common[s:s + chunk] for s in range(0, len(common), chunk))]
         groups += [(np.array([i]), np.asarray(neighbours[i])[None]) for i in np.flatnonzero(sizes > sizes.min())]
     for rows, idx in groups:
-        if weights == "uniform":
-            out[rows] = Y_ref[idx].mean(axis=1)
-            continue
-        diff = X_ref[idx]  # a gathered copy: the differences in place
-        diff -= X[rows, None, :]
-        d = np.sqrt(np.einsum("nkd,nkd->nk", diff, diff))
-        exact = d == 0.0
-        if exact.any():  # rows with exact matches average those alone
-            hit = exact.any(axis=1)
-            d[exact] = 1.0
-            w = 1.0 / d
-            w[hit] = exact[hit]
-        else:
-            w = 1.0 / d
-        out[rows] = np.einsum("nk,nkt->nt", w, Y_ref[idx]) / w.sum(axis=1)[:, None]
+        out[rows] = _weighted_mean(X[rows], X_ref, Y_ref, idx, weights)
     return out
+
+
+def _weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, idx: np.ndarray, weights: str) -> np.ndarray:
+    """(N, n): :func:`distance_weighted_mean` of rows ``X`` with ``k`` neighbours each, ``idx`` (N, k)."""
+    if weights == "uniform":
+        return Y_ref[idx].mean(axis=1)
+    diff = X_ref[idx]  # a gathered copy: the differences in place
+    diff -= X[:, None, :]
+    d = np.sqrt(np.einsum("nkd,nkd->nk", diff, diff))
+    exact = d == 0.0
+    if exact.any():  # rows with exact matches average those alone
+        hit = exact.any(axis=1)
+        d[exact] = 1.0
+        w = 1.0 / d
+        w[hit] = exact[hit]
+    else:
+        w = 1.0 / d
+    w /= w.sum(axis=1, keepdims=True)
+    return np.einsum("nk,nkt->nt", w, Y_ref[idx])
