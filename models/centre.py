@@ -158,8 +158,8 @@ class KNNCentre(BaseEstimator):
     """Weighted k-nearest-neighbour regression (fingerprint matching): the mean position of the
     ``n_neighbors`` closest training rows, weighted by inverse distance (``weights="distance"``).
 
-    ``sklearn.neighbors.KNeighborsRegressor``'s answer, which a bundle stores as its
-    reference rows (``X_fit_``, ``Y_fit_``); loading rebuilds the index. Rows are searched by a
+    It answers as ``sklearn.neighbors.KNeighborsRegressor`` does; a bundle stores its reference rows
+    (``X_fit_``, ``Y_fit_``) and loading rebuilds the index. Rows are searched by a
     :class:`models.neighbours.ExactIndex` (sparse fingerprints as sparse vectors from search version 2,
     dense rows from version 3; ``sparse_offset_`` and ``sparse_search_``, stored), whose neighbours are
     averaged by scikit-learn's rule (:func:`models.neighbours.distance_weighted_mean`), every row tied
@@ -352,11 +352,10 @@ class HGBCentre(BaseEstimator):
         width = max([1] + [len(c) for c in cuts])
         dtype = np.uint8 if width < 255 else np.uint16
         rank = np.empty(feature.shape, dtype=dtype)
+        padded = np.full((n_features, width), np.inf)
         for f, c in enumerate(cuts):
             on = feature == f
             rank[on] = np.searchsorted(c, threshold[on], side="left")
-        padded = np.full((n_features, width), np.inf)
-        for f, c in enumerate(cuts):
             padded[f, :len(c)] = c
         return {"bits": bits, "n_trees": n_trees, "feature": feature.ravel(), "rank": rank.ravel(),
                 "cuts": cuts, "padded_cuts": padded, "dtype": dtype, "value": value.ravel(),
@@ -371,7 +370,7 @@ class HGBCentre(BaseEstimator):
         """The trees' sum per target. Through the plan (:meth:`_table_plan`): each row's features as bins
         among their thresholds, every split's outcome a comparison of small integers, the bits of each
         tree's pattern or-ed together, one lookup per tree; or by walking deeper trees level by level."""
-        plan = getattr(self, "plan_", None)
+        plan = self.plan_
         if plan is None:
             return np.column_stack([self.trees_[j]["value"][self._walk(self.trees_[j], X)].sum(axis=1)
                                     + self.trees_[j]["baseline"][0] for j in range(self.n_targets_)])

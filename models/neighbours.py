@@ -226,11 +226,6 @@ class ExactIndex:
                 del scope[self]
             kept = sum(D.nbytes for _, chunks in scope.values() for D in chunks)
             keep = kept + self.itemsize * X.shape[0] * self.n_rows <= SHARED_BYTES
-        if X.shape[0] <= CHUNK_ROWS:  # one chunk, on this thread
-            D = self._distances(X)
-            if scope is not None and keep:
-                scope[self] = (X, [D])
-            return [select(D)]
 
         def task(start):
             D = self._distances(X[start:start + CHUNK_ROWS])

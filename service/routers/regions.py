@@ -152,11 +152,11 @@ class _PlainRoute(Route):
 
 
 async def _predict_region_with(request: Request):
-    return await _run(_predict, *await _predict_call(request), request.path_params["method"])
+    return await predict_region_with(request.path_params["method"], request)
 
 
 async def _contains_with(request: Request):
-    return await _run(_contains, *await _contains_call(request), request.path_params["method"])
+    return await contains_with(request.path_params["method"], request)
 
 
 #: the same four routes as plain Starlette routes, which ``create_app`` puts ahead of FastAPI's: they answer
