@@ -35,6 +35,7 @@ import numpy as np
 
 from models._validation import check_coverage, is_positive_int
 from models.exceptions import InputError
+from models.neighbours import SPARSE_DENSITY, SPARSE_MIN_COLUMNS
 from models.shapes.base import EllipsoidShapeEstimator
 
 #: the paper's grid and budget (Appendix): use as ``LMVEShape(**PAPER_GRID)``
@@ -374,18 +375,45 @@ class LMVEShape(EllipsoidShapeEstimator):
         self._k = (1.0 - w) * self.target_scale_**2
         self._K = (1.0 - w) * self.eps * np.eye(n) + w * self.floor_shape_
         self._clip = bool(np.isfinite(self.input_low_).any() or np.isfinite(self.input_high_).any())
+        W0, b0 = self.layers_[0]
+        # clipped inputs of many columns (fingerprints) minus their lower bound are mostly zero
+        self._floor_out = (self.input_low_ @ W0 + b0 if np.isfinite(self.input_low_).all()
+                           and W0.shape[0] >= SPARSE_MIN_COLUMNS else None)
+
+    def _first_layer(self, h: np.ndarray) -> np.ndarray:
+        """``h W0 + b0``; as ``(h - low) W0 + (low W0 + b0)`` when the clipped rows ``h`` minus the clip box's
+        lower bound ``low`` are sparse (``SPARSE_DENSITY``: fingerprints, where nothing-detected is the
+        floor): a CSR product over the nonzeros, for 256 UJIIndoorLoc rows (519 x 1,836 weights) 2.0 ms
+        instead of BLAS's 8.1 ms, one thread. The two agree to about ``1e-15`` of the layer's output
+        (the summation order differs); a single row gathers its nonzero columns' weights instead of
+        building a CSR matrix (scipy's constructor costs tens of microseconds)."""
+        W, b = self.layers_[0]
+        if self._floor_out is not None:
+            D = h - self.input_low_
+            if len(D) == 1:
+                nz = np.flatnonzero(D[0])
+                if nz.size <= SPARSE_DENSITY * D.size:
+                    return (D[0, nz] @ W[nz] + self._floor_out)[None]
+            elif np.count_nonzero(D) <= SPARSE_DENSITY * D.size:
+                from scipy.sparse import csr_matrix
+
+                out = csr_matrix(D) @ W
+                out += self._floor_out
+                return out
+        out = h @ W
+        out += b
+        return out
 
     def predict_parts(self, X) -> tuple[np.ndarray, np.ndarray | None]:
         """One forward pass: the (N, n, n) shapes ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64,
         ``F = R^T R`` or ``L L^T``) and the (N, n) centre corrections ``s delta(x)`` (``None``
         without a mean head)."""
         h = np.minimum(np.maximum(X, self.input_low_), self.input_high_) if self._clip else X
-        last = len(self.layers_) - 1
-        for i, (W, b) in enumerate(self.layers_):
+        h = self._first_layer(h)
+        for W, b in self.layers_[1:]:
+            np.maximum(h, 0.0, out=h)
             h = h @ W
             h += b
-            if i < last:
-                np.maximum(h, 0.0, out=h)
         n = self.n_targets_
         out = h[:, : n * n].reshape(h.shape[0], n, n)
         if self.output_ == "gram":

@@ -297,6 +297,44 @@ def test_lmve_constant_columns_are_not_inputs_and_get_zero_weights():
     assert kept.n_input_columns_ == X.shape[1] + 1 and kept.layers_[0][0].shape[1] == 4 * (X.shape[1] + 1)
 
 
+@pytest.mark.parametrize("output", ["gram", "cholesky"])
+def test_lmve_numpy_forward_equals_the_torch_graph_it_was_trained_as(output):
+    from models.shapes._lmve_torch import factor_product
+
+    X, Y = heteroscedastic(300, seed=5)
+    est = LMVEShape(max_steps=50, eval_every=25, patience=2, output=output, floor_weight=0.2).fit(X, Y)
+    Q = X[:40] * 1.5  # some rows outside the training box: clipped first
+    h = torch.as_tensor(np.clip(Q, est.input_low_, est.input_high_), dtype=torch.float64)
+    for i, (W, b) in enumerate(est.layers_):
+        h = torch.nn.functional.linear(h, torch.as_tensor(W.T), torch.as_tensor(b))
+        h = torch.relu(h) if i < len(est.layers_) - 1 else h
+    n, w, s = Y.shape[1], est.floor_weight_, est.target_scale_
+    F = factor_product(h.reshape(-1, n, n), output).numpy()
+    expected = (1 - w) * (s**2 * F + est.eps * np.eye(n)) + w * est.floor_shape_
+    np.testing.assert_allclose(est.predict_shape(Q), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_lmve_sparse_inputs_take_the_sparse_first_layer_and_answer_as_the_dense_product():
+    rng = np.random.default_rng(0)
+    m, d = 400, 80  # fingerprints: most columns at the floor (nothing detected), a few heard per row
+    X = np.full((m, d), -110.0)
+    heard = rng.random((m, d)) < 0.05
+    X[heard] = rng.uniform(-95, -40, heard.sum())
+    X[0] = -30.0  # every column reaches above the floor somewhere
+    Y = rng.normal(size=(m, 2)) * (1 + heard[:, :2])
+    est = LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X, Y)
+    assert est._floor_out is not None
+    dense = LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X, Y)
+    dense._floor_out = None  # the plain BLAS product, as before the sparse path
+    Q = X[1:60]
+    np.testing.assert_allclose(est.predict_shape(Q), dense.predict_shape(Q), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(est.predict_shape(Q[:1]), dense.predict_shape(Q[:1]), rtol=1e-12, atol=1e-15)
+    loud = np.full((3, d), -50.0)  # dense rows: the plain product, same answer
+    np.testing.assert_allclose(est.predict_shape(loud), dense.predict_shape(loud), rtol=1e-12, atol=1e-15)
+    # few columns (below SPARSE_MIN_COLUMNS) never take it
+    assert LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X[:, :8], Y)._floor_out is None
+
+
 def test_lmve_auto_settings_switch_only_above_the_full_batch_size():
     from models._lockstep import cpu_has_native_bf16
     from models.shapes.lmve import FULL_BATCH_ROWS
