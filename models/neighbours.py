@@ -256,9 +256,11 @@ class ExactIndex:
             return np.broadcast_to(np.arange(m), (X.shape[0], m))
 
         def select(D):
+            c = D.shape[0]
             within = D <= np.partition(D, k - 1, axis=1)[:, k - 1:k]
-            if within.sum() == within.shape[0] * k:  # every row has exactly k: no ties
-                return np.nonzero(within)[1].reshape(within.shape[0], k)
+            flat = np.flatnonzero(within)  # row by row: row i's columns offset by i m
+            if flat.size == c * k:  # every row has exactly k: no ties
+                return flat.reshape(1, k) if c == 1 else flat.reshape(c, k) - np.arange(0, c * m, m)[:, None]
             return list(map(np.flatnonzero, within))
 
         chunks = self._search(X, select) if X.shape[0] else [np.empty((0, k), dtype=np.intp)]
@@ -431,16 +433,18 @@ def _weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, idx: np.
     """(N, n): :func:`distance_weighted_mean` of rows ``X`` with ``k`` neighbours each, ``idx`` (N, k)."""
     if weights == "uniform":
         return Y_ref[idx].mean(axis=1)
-    diff = X_ref[idx]  # a gathered copy: the differences in place
+    # ``take`` and in-place ufuncs: a single row's numpy calls are most of its cost (about 1 us each)
+    diff = X_ref.take(idx, axis=0)  # a gathered copy: the differences in place
     diff -= X[:, None, :]
-    d = np.sqrt(np.einsum("nkd,nkd->nk", diff, diff))
-    exact = d == 0.0
-    if exact.any():  # rows with exact matches average those alone
+    w = np.einsum("nkd,nkd->nk", diff, diff)
+    np.sqrt(w, out=w)  # the distances
+    if np.count_nonzero(w) != w.size:  # rows with exact matches average those alone
+        exact = w == 0.0
         hit = exact.any(axis=1)
-        d[exact] = 1.0
-        w = 1.0 / d
+        w[exact] = 1.0
+        np.reciprocal(w, out=w)
         w[hit] = exact[hit]
     else:
-        w = 1.0 / d
-    w /= w.sum(axis=1, keepdims=True)
-    return np.einsum("nk,nkt->nt", w, Y_ref[idx])
+        np.reciprocal(w, out=w)
+    w /= np.add.reduce(w, axis=1, keepdims=True)
+    return np.einsum("nk,nkt->nt", w, Y_ref.take(idx, axis=0))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import logging
 import signal
 import threading
@@ -73,6 +74,14 @@ def _document_request_bodies(app: FastAPI, models) -> None:
     app.openapi = openapi
 
 
+def _telemetry(settings: ServiceSettings) -> dict:
+    """FastAPI's ``telemetry`` argument from ``LMVE_OTEL`` (nothing on a FastAPI from before native OpenTelemetry,
+    which has no such argument and no per-request check)."""
+    if "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
+        return {}
+    return {"telemetry": {"tracing": settings.otel, "metrics": settings.otel, "logs": settings.otel}}
+
+
 def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
     neighbours.set_search_threads(settings.search_threads or neighbours.default_search_threads(settings.workers))
@@ -103,7 +112,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
             if task is not None:
                 task.cancel()
 
-    app = FastAPI(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, **_telemetry(settings))
     app.state.settings, app.state.store, app.state.metrics = settings, store, metrics
     app.state.service_state, app.state.monitor, app.state.follower = state, monitor, follower
     install_error_handlers(app)

@@ -37,6 +37,10 @@ class ServiceSettings(BaseSettings):
                                        "workers, at least 1 and at most 4")
     heap_keep_mb: int = Field(default=256, ge=0, description="freed memory a worker keeps for its next requests "
                               "instead of returning it to the kernel (glibc; service.memory); 0: glibc's defaults")
+    otel: bool = Field(default=False, description="FastAPI's native OpenTelemetry (traces, metrics and logs through "
+                       "the globally configured OTel providers; FastAPI >= 0.165). Off by default: the Prometheus "
+                       "metrics at /metrics cover every request, and FastAPI's per-request check whether OTel is "
+                       "configured costs about 2.5 us, 2 % of a single-row request")
     enable_noop: bool = Field(default=False, description="expose POST /noop (the framework's ceiling, for load "
                                                          "tests)")
 

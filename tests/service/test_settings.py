@@ -1,4 +1,4 @@
-"""Service settings that reach into the models: the fingerprint search's threads."""
+"""Service settings that reach past the routes: the fingerprint search's threads, OpenTelemetry."""
 
 import pytest
 from pydantic import ValidationError
@@ -7,6 +7,7 @@ from models import neighbours
 from models.exceptions import InputError
 from service.app import create_app
 from service.settings import ServiceSettings
+from tests.service.conftest import features
 
 
 @pytest.fixture
@@ -34,3 +35,27 @@ def test_bad_search_threads_are_refused_naming_the_field(restore_threads, monkey
     with pytest.raises(InputError) as info:
         neighbours.set_search_threads(0)
     assert info.value.field == "search_threads" and info.value.received == "0"
+
+
+def test_otel_turns_fastapi_native_tracing_on_and_leaves_it_off_by_default(make_client, test_rows):
+    import inspect
+
+    from fastapi import FastAPI
+
+    if "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
+        pytest.skip("this FastAPI has no native OpenTelemetry")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)  # the process's global provider, which FastAPI uses
+    body = {"features": features(test_rows[0][:1])}
+    assert make_client().post("/predict-region", json=body).status_code == 200
+    assert exporter.get_finished_spans() == ()  # off by default, although a provider is configured
+    assert make_client(otel=True).post("/predict-region", json=body).status_code == 200
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert any("/predict-region" in n for n in names), names
