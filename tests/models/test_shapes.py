@@ -1,6 +1,7 @@
 """Shape methods: statistical properties (Lemma 1, Theorem 1, volumes) and error paths."""
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -333,6 +334,21 @@ def test_lmve_sparse_inputs_take_the_sparse_first_layer_and_answer_as_the_dense_
     np.testing.assert_allclose(est.predict_shape(loud), dense.predict_shape(loud), rtol=1e-12, atol=1e-15)
     # few columns (below SPARSE_MIN_COLUMNS) never take it
     assert LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X[:, :8], Y)._floor_out is None
+
+
+def test_copula_numpy_forward_equals_scikit_learns_mlp():
+    from sklearn.neural_network import MLPRegressor
+
+    X, Y = heteroscedastic(300, seed=6)
+    R = Y - Y.mean(axis=0)
+    est = EmpiricalCopulaBox(max_iter=200).fit(X, R)
+    mean_abs = np.abs(R).mean(axis=0)
+    with warnings.catch_warnings():  # 200 iterations: scikit-learn may warn that it did not converge
+        warnings.simplefilter("ignore")
+        mlp = MLPRegressor(hidden_layer_sizes=(32,), alpha=10.0, max_iter=200, random_state=0).fit(X, np.abs(R) / mean_abs)
+    Q = np.vstack([X[:50], X[:5] * 3.0])
+    expected = np.maximum(mlp.predict(Q) * mean_abs, 0.01 * mean_abs)
+    np.testing.assert_allclose(est.predict_scale(Q), expected, rtol=1e-12, atol=1e-14)
 
 
 def test_lmve_auto_settings_switch_only_above_the_full_batch_size():
