@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
 
-from run_load import KEY, free_port, wrk  # noqa: E402
+from run_load import KEY, commit, free_port, wrk  # noqa: E402
 
 CACHE = ROOT / "benchmarks" / "cache" / "serving"
 OUT = ROOT / "benchmarks" / "results"
@@ -133,13 +133,6 @@ def serve_noop() -> tuple[subprocess.Popen, str]:
     return proc, base
 
 
-def _commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "models", "service"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    return out.stdout.strip() + ("+uncommitted models/service changes" if dirty else "")
-
-
 def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args) -> list[dict]:
     """The scenarios of one bundle (see the module docstring), as result rows."""
     rows = np.load(CACHE / name / "rows.npz")
@@ -196,7 +189,7 @@ def target_of(row: dict) -> tuple[float, str] | None:
 
 
 def write(rows: list[dict], command: str, args) -> None:
-    result = {"commit": _commit(), "command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    result = {"commit": commit(), "command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
               "server": "lmve-serve, 1 uvicorn worker; baseline benchmarks/noop_app.py, 1 uvicorn worker",
               "client": "wrk -t1, same machine", "rows": rows}

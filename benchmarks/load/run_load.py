@@ -9,8 +9,8 @@ throughput and latency, the scenarios this script ran before, are ``benchmarks/s
 FastAPI no-op and for every bundle kind.
 
 Writes ``benchmarks/results/load.json``: the scenarios with ``name``, ``rps``, ``p50_ms``, ``p99_ms``,
-``errors``, ``requests`` and the run's metadata. Needs ``wrk`` (Debian package). ``KEY``, :func:`free_port`
-and :func:`wrk` serve ``benchmarks/serving.py`` and ``compare.py`` too.
+``errors``, ``requests`` and the run's metadata. Needs ``wrk`` (Debian package). ``KEY``, :func:`free_port`,
+:func:`wrk` and :func:`commit` serve ``benchmarks/serving.py`` and ``compare.py`` too.
 """
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def commit() -> str:
+    """The checkout's commit, flagged when ``models/`` or ``service/`` have uncommitted changes."""
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "models", "service"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return out.stdout.strip() + ("+uncommitted models/service changes" if dirty else "")
 
 
 def ensure_bundle(path: Path) -> Path:
@@ -129,8 +137,7 @@ def main(argv=None) -> int:
         m = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
         cpu = m.group(1) if m else ""
     result = {"command": "python benchmarks/load/run_load.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                                       text=True).stdout.strip(),
+              "commit": commit(),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "machine": {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()},
               "server": "lmve-serve, 1 uvicorn worker, LMVE_COMPUTE_THREADS=1, synthetic bundle (d=%d)" % manifest["d"],

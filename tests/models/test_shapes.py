@@ -1,5 +1,6 @@
 """Shape methods: statistical properties (Lemma 1, Theorem 1, volumes) and error paths."""
 
+import copy
 import re
 import warnings
 
@@ -325,8 +326,8 @@ def test_lmve_sparse_inputs_take_the_sparse_first_layer_and_answer_as_the_dense_
     Y = rng.normal(size=(m, 2)) * (1 + heard[:, :2])
     est = LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X, Y)
     assert est._floor_out is not None
-    dense = LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X, Y)
-    dense._floor_out = None  # the plain BLAS product, as before the sparse path
+    dense = copy.deepcopy(est)
+    dense._floor_out = None  # the same network through the plain BLAS product
     Q = X[1:60]
     np.testing.assert_allclose(est.predict_shape(Q), dense.predict_shape(Q), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(est.predict_shape(Q[:1]), dense.predict_shape(Q[:1]), rtol=1e-12, atol=1e-15)
