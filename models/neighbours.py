@@ -217,7 +217,7 @@ class ExactIndex:
     def _search(self, X: np.ndarray, select) -> list:
         """``select(D)`` per chunk of ``CHUNK_ROWS`` queries of ``X``, in order; ``select`` must leave ``D``
         as it found it. The chunks' distances come from (or go to) the :func:`shared_distances` scope."""
-        scope = _shared.get()
+        scope, keep = _shared.get(), False
         if scope is not None:
             hit = scope.get(self)
             if hit is not None and hit[0] is X:
@@ -227,9 +227,9 @@ class ExactIndex:
             kept = sum(D.nbytes for _, chunks in scope.values() for D in chunks)
             keep = kept + self.itemsize * X.shape[0] * self.n_rows <= SHARED_BYTES
 
-        def task(start):
+        def task(start):  # a chunk's distances outlive it only to be shared: all of them are (N, m)
             D = self._distances(X[start:start + CHUNK_ROWS])
-            return D, select(D)
+            return (D if keep else None), select(D)
 
         done = _map(task, list(range(0, X.shape[0], CHUNK_ROWS)))
         if scope is not None and keep:

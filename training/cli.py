@@ -22,11 +22,31 @@ from models.exceptions import InputError, LMVEError
 from training.datasets import (DATASETS, group_by_position, load_csv, load_dataset, share_of_repeated_positions,
                                with_groups)
 from training.pipeline import METHODS, TrainConfig, train
+from training.stages import StageMeter
 from training import run_command
 
 
 def _csv_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _screen_rows(text: str) -> int | str:
+    if text.strip().lower() == "off":
+        return "off"
+    try:
+        rows = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a row count (at least 50) or 'off'; got {text!r}") from None
+    if rows < 50:
+        raise argparse.ArgumentTypeError(f"expected a row count of at least 50 or 'off'; got {rows}")
+    return rows
+
+
+def _screen_setting(flag: int | str | None) -> int | None:
+    """``TrainConfig.centre_screen_rows`` from ``--centre-screen`` (absent: the default)."""
+    if flag is None:
+        return TrainConfig.centre_screen_rows
+    return None if flag == "off" else flag
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "residuals, the paper). Default 5 with --centre auto (the selection's folds, no extra "
                         "fit) or with groups (group folds), else 0; the served centre is still fitted on all "
                         "training rows")
+    p.add_argument("--centre-screen", type=_screen_rows, default=None, metavar="ROWS|off",
+                   help="with --centre auto on a train part above ROWS rows (default 5000): every candidate is "
+                        "first fitted on ROWS rows of one fold and dropped when more than 25 %% behind the best, "
+                        "then the survivors race fold by fold on all rows, dropped when more than 10 %% behind; "
+                        "the report and manifest say what each was fitted on and why it was dropped. off: every "
+                        "candidate on every fold, whatever the size")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -112,6 +138,78 @@ def _run(args) -> int:
     from models.shapes.lmve import PAPER_GRID
     from training.report import centre_line, metrics_table, plot_test_regions, write_report
 
+    t0 = time.perf_counter()
+    meter = StageMeter()
+    with meter.stage("load"):
+        dataset = _load(args)
+    methods = tuple(dict.fromkeys(["ge", "nle", *args.methods]))  # GE and NLE always, as fallbacks
+    lmve_params = {}
+    if args.lmve_grid == "paper":
+        lmve_params.update({k: v for k, v in PAPER_GRID.items() if k != "max_steps"})
+    if args.lmve_max_steps is not None:
+        lmve_params["max_steps"] = args.lmve_max_steps
+    if args.lmve_batch_size is not None:
+        lmve_params["batch_size"] = args.lmve_batch_size
+    if args.lmve_loss != "paper":
+        lmve_params["loss"] = args.lmve_loss
+    if args.learned_centre:
+        lmve_params["mean_head"] = True
+    config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
+                         method_params={"lmve": lmve_params}, centre=args.centre or "auto", progress=not args.quiet,
+                         cross_fit=args.cross_fit, use_groups=args.groups != "none",
+                         calibration=None if args.group_rule == "subsample" else "group-pooled",
+                         rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
+                         rssi_floor=args.rssi_floor, centre_screen_rows=_screen_setting(args.centre_screen),
+                         **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
+                         **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
+    for name in args.centre_candidates or ():
+        if name not in registry.CENTRES:
+            raise InputError(f"--centre-candidates: unknown centre {name!r}; choose from {', '.join(registry.CENTRES)}",
+                             field="--centre-candidates", expected=" | ".join(registry.CENTRES), received=name)
+    for flag, given in (("--centre-criterion", args.centre_criterion), ("--centre-candidates", args.centre_candidates),
+                        ("--centre-screen", args.centre_screen)):
+        if given and args.centre not in (None, "auto"):
+            raise InputError(f"{flag} is for --centre auto; --centre names one centre",
+                             field=flag, expected="--centre auto", received=f"--centre {args.centre}")
+    if args.no_rssi and (args.not_detected is not None or args.rssi_floor is not None):
+        raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor configure it: give one or "
+                         "the other", field="--no-rssi", expected="--no-rssi alone", received="both")
+    if args.centre_columns and args.centre is not None:
+        raise InputError("--centre-columns makes your estimates the centre; leave --centre out",
+                         field="--centre", expected="no --centre with --centre-columns", received=args.centre)
+    result = train(dataset, config, meter=meter)
+    out = args.out or Path("artifacts") / dataset.name
+    grouped = config.grouped(dataset)
+    pre = result.model.preprocess
+    training = {"seed": args.seed, "coverage": args.coverage,
+                "cross_fit": result.centre.get("cross_fit", config.resolved_cross_fit(grouped)),
+                "centre": result.centre, "preprocess": pre.describe() if pre is not None else "none",
+                "rows": {"train": len(result.split.train),
+                                                "calibration": len(result.split.calibration),
+                                                "test": len(result.split.test)}}
+    calibration = guarantee(dataset, result, grouped)
+    with meter.stage("save bundle"):
+        manifest = save_bundle(result.model, out / "bundle", dataset=dataset.info, metrics=result.metrics,
+                               training=training, calibration=calibration)
+    test = result.split.test
+    with meter.stage("plot"):
+        plot_test_regions(out / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed,
+                          centers=None if dataset.centers is None else dataset.centers[test])
+    write_report(out, dataset.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
+    print(f"\n{dataset.name}: {dataset.X.shape[0]} rows, d={dataset.X.shape[1]}, n={dataset.Y.shape[1]}; "
+          f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s, peak memory "
+          f"{max(st['peak_rss_mib'] for st in meter.stages.values()):.0f} MiB (per stage: {out / 'report.md'})")
+    print(metrics_table(result.metrics, config.coverage))
+    print(f"guarantee: {calibration['guarantee']}")
+    print(f"centre: {centre_line(result.centre)}")
+    print(f"RSSI preprocessing: {training['preprocess']}")
+    print(f"\nbundle  {out / 'bundle'}  (id {manifest['bundle_id']})\nreport  {out / 'report.md'}\n"
+          f"plot    {out / 'test_regions.png'}")
+    return 0
+
+
+def _load(args):
+    """The dataset the flags name, grouped by position when most rows share their position (a survey)."""
     group_cols = None if args.groups in (None, "none") else _csv_list(args.groups)
     if args.csv is not None:
         if not args.targets:
@@ -132,67 +230,7 @@ def _run(args) -> int:
                   f"grouping by position ({dataset.grouping['n_groups']} positions). Test and calibration hold "
                   "whole positions, so the guarantee is for readings at positions not in the survey. "
                   "--groups none keeps the row protocol.")
-    methods = tuple(dict.fromkeys(["ge", "nle", *args.methods]))  # GE and NLE always, as fallbacks
-    lmve_params = {}
-    if args.lmve_grid == "paper":
-        lmve_params.update({k: v for k, v in PAPER_GRID.items() if k != "max_steps"})
-    if args.lmve_max_steps is not None:
-        lmve_params["max_steps"] = args.lmve_max_steps
-    if args.lmve_batch_size is not None:
-        lmve_params["batch_size"] = args.lmve_batch_size
-    if args.lmve_loss != "paper":
-        lmve_params["loss"] = args.lmve_loss
-    if args.learned_centre:
-        lmve_params["mean_head"] = True
-    config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
-                         method_params={"lmve": lmve_params}, centre=args.centre or "auto", progress=not args.quiet,
-                         cross_fit=args.cross_fit, use_groups=args.groups != "none",
-                         calibration=None if args.group_rule == "subsample" else "group-pooled",
-                         rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
-                         rssi_floor=args.rssi_floor,
-                         **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
-                         **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
-    for name in args.centre_candidates or ():
-        if name not in registry.CENTRES:
-            raise InputError(f"--centre-candidates: unknown centre {name!r}; choose from {', '.join(registry.CENTRES)}",
-                             field="--centre-candidates", expected=" | ".join(registry.CENTRES), received=name)
-    for flag, given in (("--centre-criterion", args.centre_criterion), ("--centre-candidates", args.centre_candidates)):
-        if given and args.centre not in (None, "auto"):
-            raise InputError(f"{flag} is for --centre auto; --centre names one centre",
-                             field=flag, expected="--centre auto", received=f"--centre {args.centre}")
-    if args.no_rssi and (args.not_detected is not None or args.rssi_floor is not None):
-        raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor configure it: give one or "
-                         "the other", field="--no-rssi", expected="--no-rssi alone", received="both")
-    if args.centre_columns and args.centre is not None:
-        raise InputError("--centre-columns makes your estimates the centre; leave --centre out",
-                         field="--centre", expected="no --centre with --centre-columns", received=args.centre)
-    t0 = time.perf_counter()
-    result = train(dataset, config)
-    out = args.out or Path("artifacts") / dataset.name
-    grouped = config.grouped(dataset)
-    pre = result.model.preprocess
-    training = {"seed": args.seed, "coverage": args.coverage,
-                "cross_fit": result.centre.get("cross_fit", config.resolved_cross_fit(grouped)),
-                "centre": result.centre, "preprocess": pre.describe() if pre is not None else "none",
-                "rows": {"train": len(result.split.train),
-                                                "calibration": len(result.split.calibration),
-                                                "test": len(result.split.test)}}
-    calibration = guarantee(dataset, result, grouped)
-    manifest = save_bundle(result.model, out / "bundle", dataset=dataset.info, metrics=result.metrics,
-                           training=training, calibration=calibration)
-    test = result.split.test
-    plot_test_regions(out / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed,
-                      centers=None if dataset.centers is None else dataset.centers[test])
-    write_report(out, dataset.info, result.metrics, config.coverage, manifest, result.timings)
-    print(f"\n{dataset.name}: {dataset.X.shape[0]} rows, d={dataset.X.shape[1]}, n={dataset.Y.shape[1]}; "
-          f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s")
-    print(metrics_table(result.metrics, config.coverage))
-    print(f"guarantee: {calibration['guarantee']}")
-    print(f"centre: {centre_line(result.centre)}")
-    print(f"RSSI preprocessing: {training['preprocess']}")
-    print(f"\nbundle  {out / 'bundle'}  (id {manifest['bundle_id']})\nreport  {out / 'report.md'}\n"
-          f"plot    {out / 'test_regions.png'}")
-    return 0
+    return dataset
 
 
 def _group_builtin(dataset, columns: list[str]):

@@ -155,6 +155,24 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
     return Dataset(name, X, Y, fn, tn, digest)
 
 
+def _sniff_separator(path: Path) -> str | None:
+    """The separator of a CSV (plain or gzip), sniffed from its first 64 KiB by :class:`csv.Sniffer` among
+    ``, ; tab |``, or ``None`` (pandas' python engine then sniffs, about 10x slower: 4.8 s against 0.5 s
+    on UJIIndoorLoc's 19,937 x 529)."""
+    import csv
+    import gzip
+
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", newline="") as f:
+            head = f.read(65536)
+        lines = head.splitlines()
+        sample = "\n".join(lines[:-1] if len(lines) > 1 and not head.endswith("\n") else lines)
+        return csv.Sniffer().sniff(sample, delimiters=",;\t|").delimiter
+    except (csv.Error, OSError, UnicodeDecodeError):
+        return None
+
+
 def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None,
              groups: list[str] | None = None, centre_columns: list[str] | None = None,
              min_rows: int = MIN_ROWS) -> Dataset:
@@ -175,6 +193,7 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     if len(targets) < 2:
         raise InputError(f"--targets must name at least 2 columns (the position coordinates); got {targets}")
     try:
+        sep = sep or _sniff_separator(path)
         df = pd.read_csv(path, sep=sep, engine="python" if sep is None else "c")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"{path} could not be parsed as CSV: {exc}") from None

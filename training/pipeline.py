@@ -32,11 +32,12 @@ from models import registry
 from models._validation import check_coverage
 from models.exceptions import InputError
 from models.centre import ClientCentre
-from models.stacking import StackCentre, fold_splits, stack_weights, stacked_out_of_fold
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from training.datasets import MIN_ROWS, Dataset
+from training.stages import StageMeter
+from training.selection import CRITERIA, centre_errors, out_of_fold_centers, select_centre
 
 METHODS = tuple(registry.METHODS)
 
@@ -123,6 +124,14 @@ class TrainConfig:
     #: what centre="auto" minimises over the candidates' out-of-fold Euclidean errors: "rmse", or
     #: "quantile", the error at the coverage level (the distance a region must reach)
     centre_criterion: str = "rmse"
+    #: centre="auto" on a train part above this many rows screens the candidates on this many rows of
+    #: one fold, then races the survivors fold by fold (training.selection); None: every candidate on
+    #: every fold with all rows, whatever the size
+    centre_screen_rows: int | None = 5000
+    #: dropped at the screen when its error is more than this share above the best candidate's
+    centre_screen_margin: float = 0.25
+    #: dropped between folds of the race when its error so far is more than this share above the best's
+    centre_race_margin: float = 0.10
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None
@@ -164,6 +173,8 @@ class TrainResult:
     timings: dict
     #: the centre used, and with centre="auto" every candidate's cross-validated error
     centre: dict = field(default_factory=dict)
+    #: wall seconds and peak resident MiB per stage (training.stages.StageMeter)
+    stages: dict = field(default_factory=dict)
 
 
 def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None,
@@ -207,63 +218,6 @@ def _check_cross_fit(k, m: int) -> int:
     return k
 
 
-def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: int, groups=None,
-                        name: str | None = None) -> np.ndarray:
-    """(m, n) centres of ``X`` (m, d), each row's from a centre (``name``, default the configured
-    one) fitted without its fold.
-
-    ``k`` folds shuffled with ``config.seed`` (:func:`models.stacking.fold_splits`); with ``groups``,
-    whole groups per fold (a row's centre then comes from a centre that saw no row of its group).
-    """
-    out = np.empty_like(Y, dtype=np.float64)
-    for rest, fold in fold_splits(len(X), k, config.seed, groups):
-        out[fold] = config.make_centre(name).fit(X[rest], Y[rest]).predict(X[fold])
-    return out
-
-
-#: TrainConfig.centre_criterion -> its words in the manifest and the report
-CRITERIA = {"rmse": "RMSE", "quantile": "quantile at the coverage level"}
-
-
-def centre_errors(Y: np.ndarray, P: np.ndarray, level: float | None = None) -> dict:
-    """Root mean squared, median and mean Euclidean error of predictions ``P`` of ``Y`` (target units),
-    and with ``level`` its ``level``-quantile (``"quantile"``)."""
-    e = np.linalg.norm(Y - P, axis=1)
-    out = {"rmse": float(np.sqrt(np.mean(e**2))), "median": float(np.median(e)), "mean": float(np.mean(e))}
-    if level is not None:
-        out["quantile"] = float(np.quantile(e, level))
-    return out
-
-
-def select_centre(X: np.ndarray, Y: np.ndarray, config: TrainConfig, k: int, groups=None,
-                  progress=None) -> tuple[str, dict, dict]:
-    """``centre="auto"``: every candidate's ``k``-fold cross-validated error on the train part ``X, Y``
-    (group folds with ``groups``); returns the name of smallest error by ``config.centre_criterion``,
-    the errors, and each candidate's out-of-fold centres (reused as cross-fitted centres with the same
-    folds).
-
-    The candidate ``"stack"`` blends the others: its out-of-fold centres come from theirs, each fold
-    weighted by the other folds (:func:`models.stacking.stacked_out_of_fold`), so it costs no fit.
-    """
-    errors, oof = {}, {}
-    singles = [n for n in config.centre_candidates if n != "stack"]
-    for name in singles:
-        if progress is not None:
-            progress.set_postfix_str(f"centre auto: {name}")
-        t0 = time.perf_counter()
-        oof[name] = out_of_fold_centers(X, Y, config, k, groups, name=name)
-        errors[name] = {**centre_errors(Y, oof[name], config.coverage), "seconds": time.perf_counter() - t0}
-    if "stack" in config.centre_candidates:  # with at least two others (train checks)
-        t0 = time.perf_counter()
-        preds = [oof[n] for n in singles]
-        oof["stack"] = stacked_out_of_fold(preds, Y, fold_splits(len(X), k, config.seed, groups))
-        weights = stack_weights(preds, Y)
-        errors["stack"] = {**centre_errors(Y, oof["stack"], config.coverage), "seconds": time.perf_counter() - t0,
-                           "weights": {n: [round(float(w), 4) for w in weights[i]] for i, n in enumerate(singles)}}
-    chosen = min(errors, key=lambda n: errors[n][config.centre_criterion])
-    return chosen, errors, oof
-
-
 def fit_preprocess(X_train: np.ndarray, config: TrainConfig) -> RSSIFloor | None:
     """The fitted RSSI step (``None`` when off, or when no column qualifies and none was asked for)."""
     if config.rssi == "off":
@@ -299,9 +253,13 @@ def standardise(X: np.ndarray, split: Split, config: TrainConfig):
     return preprocess, scaler, scaler.transform(X)
 
 
-def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> TrainResult:
-    """Fit, calibrate and test every method of ``config`` on ``dataset``."""
+def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
+          meter: StageMeter | None = None) -> TrainResult:
+    """Fit, calibrate and test every method of ``config`` on ``dataset``; each stage's wall time and peak
+    memory go to ``meter`` (a new :class:`training.stages.StageMeter` by default; ``TrainResult.stages``)."""
     from tqdm.auto import tqdm
+
+    meter = meter or StageMeter()
 
     eta = check_coverage(config.coverage)
     if not config.methods:
@@ -316,6 +274,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
     if config.centre_criterion not in CRITERIA:
         raise InputError(f"centre_criterion must be one of {', '.join(CRITERIA)}; got {config.centre_criterion!r}",
                          field="centre_criterion", expected=" | ".join(CRITERIA), received=repr(config.centre_criterion))
+    _check_screen(config)
     others = [n for n in config.centre_candidates if n != "stack"]
     if config.centre == "auto" and "stack" in config.centre_candidates and len(others) < 2:
         raise InputError(f"the candidate stack blends the other candidates, so it needs at least two of them; got "
@@ -336,70 +295,115 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> 
         _check_cross_fit(k, n_units)
     if grouped:
         check_calibration_groups(groups, split, eta)
-    preprocess, scaler, Xs = standardise(X, split, config)
+    with meter.stage("preprocess"):
+        preprocess, scaler, Xs = standardise(X, split, config)
     timings = {}
-    centre_info = {"name": config.centre}
-
-    steps = ["centre", *config.methods]
-    bar = tqdm(steps, desc=f"{dataset.name}", disable=not config.progress, leave=False)
+    bar = tqdm(["centre", *config.methods], desc=f"{dataset.name}", disable=not config.progress, leave=False)
     methods = {}
-    centers = None
     for step in bar:
         bar.set_postfix_str(step)
         t0 = time.perf_counter()
-        if step == "centre" and dataset.centers is not None:  # the client's own estimates
-            centre = ClientCentre().fit(Xs[split.train], Y[split.train])
-            centers = np.array(dataset.centers, dtype=np.float64)
-            centre_info = {"name": "client", "columns": list(dataset.centre_columns), "cross_fit": 0}
-        elif step == "centre":
-            name, oof, folds = config.centre, {}, None
-            if name == "auto":
-                folds = k or 5
-                name, errors, oof = select_centre(Xs[split.train], Y[split.train], config, folds, train_groups, bar)
-                centre_info = {"name": name, "selected_by": f"{folds}-fold {'group ' if grouped else ''}cross-validation "
-                               f"on the train part ({CRITERIA[config.centre_criterion]} of the Euclidean error)",
-                               "criterion": config.centre_criterion, "cv": errors}
-                timings["centre_selection"] = time.perf_counter() - t0
-            elif name == "stack":  # its members' out-of-fold centres, once: they weight the blend and, with
-                # the same folds, give the shapes' residuals (nested), instead of a whole blend per fold
-                stack = config.make_centre("stack")
-                folds = k or stack.cv
-                members_config = replace(config, centre="auto", centre_candidates=(*stack.members, "stack"))
-                _, errors, oof = select_centre(Xs[split.train], Y[split.train], members_config, folds,
-                                               train_groups, bar)
-                centre_info = {"name": name, "selected_by": f"--centre stack, weighted on its members' {folds}-fold "
-                               f"{'group ' if grouped else ''}out-of-fold centres", "cv": errors}
-                timings["centre_selection"] = time.perf_counter() - t0
-            if k == 0 and registry.centre(name).interpolates:
-                k = 5  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
-                _check_cross_fit(k, len(split.train) if train_groups is None else len(np.unique(train_groups)))
-            centre_info["cross_fit"] = k
-            if name == "stack" and oof:  # weighted on the selection's out-of-fold centres: no refit for them
-                centre = config.make_centre("stack").set_params(cv=folds)
-                centre.fit(Xs[split.train], Y[split.train], predictions={n: oof[n] for n in centre.members})
-            else:
-                centre = config.make_centre(name).fit(Xs[split.train], Y[split.train])
-            if folds != k:  # the selection's out-of-fold centres serve only with the same folds
-                oof = {}
-            centers = centre.predict(Xs)
-            if k:
-                centers[split.train] = oof[name] if name in oof else out_of_fold_centers(
-                    Xs[split.train], Y[split.train], config, k, train_groups, name=name)
+        if step == "centre":
+            centre, centers, centre_info, k = _fit_centre(dataset, config, Xs, split, k, train_groups, bar, meter,
+                                                          timings)
         else:
-            reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta, prefit_centre=True,
-                                          calibration=rule, random_state=config.seed)
-            reg.fit(Xs[split.train], Y[split.train], centers=centers[split.train], groups=train_groups)
-            reg.conformalize(Xs[split.calibration], Y[split.calibration], centers=centers[split.calibration],
-                             groups=None if groups is None else np.asarray(groups)[split.calibration])
-            methods[step] = reg
+            with meter.stage(step):
+                reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta,
+                                              prefit_centre=True, calibration=rule, random_state=config.seed)
+                reg.fit(Xs[split.train], Y[split.train], centers=centers[split.train], groups=train_groups)
+                reg.conformalize(Xs[split.calibration], Y[split.calibration], centers=centers[split.calibration],
+                                 groups=None if groups is None else np.asarray(groups)[split.calibration])
+                methods[step] = reg
         timings[step] = time.perf_counter() - t0
     bar.close()
     model = RegionModel(feature_names=list(dataset.feature_names), target_names=list(dataset.target_names),
                         scaler_mean=scaler.mean_.copy(), scaler_scale=scaler.scale_.copy(), methods=methods,
                         coverage=eta, preprocess=preprocess)
     test_centers = None if dataset.centers is None else dataset.centers[split.test]
-    metrics = evaluate(model, dataset.X[split.test], Y[split.test], centers=test_centers)
+    with meter.stage("test"):
+        metrics = evaluate(model, dataset.X[split.test], Y[split.test], centers=test_centers)
     for name in metrics:
         metrics[name]["fit_seconds"] = timings[name]
     centre_info["test"] = centre_errors(Y[split.test], centers[split.test])
-    return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info)
+    return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
+                       stages=meter.stages)
+
+
+def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Split, k: int, train_groups, bar,
+                meter: StageMeter, timings: dict):
+    """The centre step of :func:`train`: ``(centre, centers, centre_info, k)``, ``centers`` (m, n) for
+    every row (out-of-fold ones for the train rows when ``k``; ``k`` becomes 5 for a centre that
+    interpolates its training rows). Stages ``centre selection`` (with ``centre="auto"`` or
+    ``"stack"``) and ``centre``."""
+    X, Y = Xs[split.train], dataset.Y[split.train]
+    grouped = train_groups is not None
+    if dataset.centers is not None:  # the client's own estimates
+        with meter.stage("centre"):
+            centre = ClientCentre().fit(X, Y)
+        return centre, np.array(dataset.centers, dtype=np.float64), \
+            {"name": "client", "columns": list(dataset.centre_columns), "cross_fit": 0}, k
+    name, oof, folds, info = config.centre, {}, None, {"name": config.centre}
+    if name in ("auto", "stack"):
+        with meter.stage("centre selection"):
+            if name == "auto":
+                folds = k or 5
+                name, errors, oof = select_centre(X, Y, config, folds, train_groups, bar)
+                info = {"name": name, "selected_by": f"{folds}-fold {'group ' if grouped else ''}cross-validation "
+                        f"on the train part ({CRITERIA[config.centre_criterion]} of the Euclidean error)"
+                        + _screen_words(config, len(X)), "criterion": config.centre_criterion, "cv": errors,
+                        "screen": _screen_record(config, len(X))}
+            else:  # its members' out-of-fold centres, once: they weight the blend and, with the same
+                # folds, give the shapes' residuals (nested), instead of a whole blend per fold
+                stack = config.make_centre("stack")
+                folds = k or stack.cv
+                members_config = replace(config, centre="auto", centre_candidates=(*stack.members, "stack"),
+                                         centre_screen_rows=None)  # the blend the user asked for, whole
+                _, errors, oof = select_centre(X, Y, members_config, folds, train_groups, bar)
+                info = {"name": name, "selected_by": f"--centre stack, weighted on its members' {folds}-fold "
+                        f"{'group ' if grouped else ''}out-of-fold centres", "cv": errors}
+        timings["centre_selection"] = meter.stages["centre selection"]["seconds"]
+    with meter.stage("centre"):
+        if k == 0 and registry.centre(name).interpolates:
+            k = 5  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
+            _check_cross_fit(k, len(X) if train_groups is None else len(np.unique(train_groups)))
+        info["cross_fit"] = k
+        if name == "stack" and oof:  # weighted on the selection's out-of-fold centres: no refit for them
+            centre = config.make_centre("stack").set_params(cv=folds)
+            centre.fit(X, Y, predictions={n: oof[n] for n in centre.members})
+        else:
+            centre = config.make_centre(name).fit(X, Y)
+        if folds != k:  # the selection's out-of-fold centres serve only with the same folds
+            oof = {}
+        centers = centre.predict(Xs)
+        if k:
+            centers[split.train] = oof[name] if name in oof else out_of_fold_centers(
+                X, Y, config, k, train_groups, name=name)
+    return centre, centers, info, k
+
+
+def _screen_record(config: TrainConfig, rows: int) -> dict:
+    """The screen's settings and whether this train part was above its size."""
+    n = config.centre_screen_rows
+    return {"rows": n, "margin": config.centre_screen_margin, "race_margin": config.centre_race_margin,
+            "applied": n is not None and rows > n}
+
+
+def _screen_words(config: TrainConfig, rows: int) -> str:
+    n = config.centre_screen_rows
+    if n is None or rows <= n:
+        return ""
+    return (f"; {rows} train rows: screened on {n} rows of fold 1 (dropped above {100 * config.centre_screen_margin:.0f} "
+            f"% behind), then raced fold by fold (dropped above {100 * config.centre_race_margin:.0f} % behind)")
+
+
+def _check_screen(config: TrainConfig) -> None:
+    """Refuse screen settings that cannot work, before any fitting."""
+    n = config.centre_screen_rows
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 50):
+        raise InputError(f"centre_screen_rows must be None (off) or a row count of at least 50; got {n!r}",
+                         field="centre_screen_rows", expected="None or an integer >= 50", received=repr(n))
+    for name in ("centre_screen_margin", "centre_race_margin"):
+        v = getattr(config, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise InputError(f"{name} must be a share >= 0 (0.1: 10 % above the best); got {v!r}", field=name,
+                             expected="a finite number >= 0", received=repr(v))

@@ -45,12 +45,49 @@ def centre_line(centre: dict | None) -> str:
     text = centre.get("name", "?")
     if centre.get("cv"):
         key = centre.get("criterion", "rmse")
-        cv = ", ".join(f"{n} {e[key]:.4g}" for n, e in sorted(centre["cv"].items(), key=lambda kv: kv[1][key]))
+        ranked = sorted(centre["cv"].items(), key=lambda kv: (kv[1].get("status", "kept") != "kept",
+                                                             kv[1].get(key, float("inf"))))
+        cv = ", ".join(f"{n} {e[key]:.4g}" + _dropped(e) if key in e else f"{n}{_dropped(e)}" for n, e in ranked)
         text += f" (chosen by {centre.get('selected_by', 'cross-validation')}; CV {CRITERIA[key]}: {cv})"
     if centre.get("test"):
         t = centre["test"]
         text += f"; test error RMSE {t['rmse']:.4g}, median {t['median']:.4g}"
     return text
+
+
+def _dropped(record: dict) -> str:
+    """`` (dropped at the screen)`` / `` (dropped after 2 folds)`` for a dropped candidate, else ``""``."""
+    if record.get("status") != "dropped":
+        return ""
+    if record.get("stage") == "race":
+        return f" (dropped after {record['folds']} fold{'s' if record['folds'] != 1 else ''})"
+    return " (dropped at the screen)"
+
+
+def candidates_table(centre: dict | None) -> str:
+    """A markdown table of ``centre="auto"``'s candidates: kept or dropped, what each was fitted on, its
+    error, its seconds, and why a dropped one was dropped (``""`` when there was no selection)."""
+    cv = (centre or {}).get("cv") if isinstance(centre, dict) else None
+    if not cv:
+        return ""
+    key = centre.get("criterion", "rmse")
+    lines = [f"| candidate | status | rows per fit | folds | CV {CRITERIA[key]} | seconds | why |",
+             "|---|---|---|---|---|---|---|"]
+    for name, e in cv.items():
+        chosen = " (chosen)" if name == centre.get("name") else ""
+        error = f"{e[key]:.4g}" if key in e else "-"
+        lines.append(f"| {name}{chosen} | {e.get('status', 'kept')} | {e.get('rows', '-')} | {e.get('folds', '-')} | "
+                     f"{error} | {e.get('seconds', 0.0):.1f} | {e.get('reason', '')} |")
+    return "\n".join(lines)
+
+
+def stages_table(stages: dict) -> str:
+    """A markdown table of a run's stages: seconds, share of the total, peak resident memory."""
+    total = sum(s["seconds"] for s in stages.values()) or 1.0
+    lines = ["| stage | seconds | share | peak memory (MiB) |", "|---|---|---|---|"]
+    lines += [f"| {name} | {s['seconds']:.1f} | {100 * s['seconds'] / total:.0f} % | {s['peak_rss_mib']:.0f} |"
+              for name, s in stages.items()]
+    return "\n".join(lines)
 
 
 def metrics_table(metrics: dict, coverage: float) -> str:
@@ -104,11 +141,13 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
 
 
 def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: float, manifest: dict,
-                 timings: dict) -> None:
+                 timings: dict, stages: dict | None = None) -> None:
+    """``OUT/metrics.json`` (the metrics, timings and ``stages``: seconds and peak MiB per stage) and
+    ``OUT/report.md`` (the run in words, the centre's candidates, the metrics, where the time went)."""
     out_dir = Path(out_dir)
     (out_dir / "metrics.json").write_text(json.dumps(
         {"dataset": dataset_info, "coverage": coverage, "metrics": metrics, "timings_seconds": timings,
-         "bundle_id": manifest.get("bundle_id")}, indent=2))
+         "stages": stages or {}, "bundle_id": manifest.get("bundle_id")}, indent=2))
     lmve = manifest.get("methods", {}).get("lmve", {}).get("params", {})
     lines = [f"# lmve training report: {dataset_info['name']}", "",
              f"- rows {dataset_info['rows']}, d = {dataset_info['d']}, n = {dataset_info['n']}, "
@@ -120,4 +159,9 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
              f"- RSSI preprocessing: {manifest.get('training', {}).get('preprocess', 'none')}",
              f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",
              "```", metrics_table(metrics, coverage), "```", "", "![test regions](test_regions.png)", ""]
+    candidates = candidates_table(manifest.get("training", {}).get("centre"))
+    if candidates:
+        lines += ["## Centre candidates", "", candidates, ""]
+    if stages:
+        lines += ["## Where the time went", "", stages_table(stages), ""]
     (out_dir / "report.md").write_text("\n".join(lines))

@@ -1,0 +1,145 @@
+"""training/selection.py: centre="auto" screened and raced above a size, whole below it."""
+
+import json
+
+import numpy as np
+import pytest
+
+from models.exceptions import InputError
+from models.stacking import fold_splits
+from training.datasets import Dataset
+from training.pipeline import TrainConfig, train
+from training.selection import centre_errors, out_of_fold_centers, select_centre
+
+
+def linear(m: int = 900, seed: int = 0, scale: float = 1.0):
+    """Targets linear in 8 features plus a little noise: the scaled SVR fits them, a 3-NN average of
+    8-D neighbours lags, and the paper's SVR (epsilon and C in raw units) cannot follow targets of scale
+    ``scale``."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, 8))
+    W = rng.normal(size=(8, 2))
+    return X, scale * (X @ W + 0.05 * rng.normal(size=(m, 2)))
+
+
+def test_a_candidate_behind_on_the_screen_is_dropped_with_its_reason():
+    X, Y = linear(scale=1000.0)
+    config = TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn"), centre_screen_rows=200, seed=3)
+    chosen, records, oof = select_centre(X, Y, config, 5)
+    assert chosen == "scaled"
+    rest, fold = fold_splits(len(X), 5, config.seed)[0]
+    sub = np.sort(np.random.default_rng(config.seed).choice(rest, 200, replace=False))
+    screen = {n: centre_errors(Y[fold], config.make_centre(n).fit(X[sub], Y[sub]).predict(X[fold]))["rmse"]
+              for n in config.centre_candidates}
+    for name, record in records.items():  # the screen's figures are every candidate's own, recomputable
+        assert record["screen"] == {"rmse": pytest.approx(screen[name]), "rows": 200}
+    best = min(screen.values())
+    paper = records["paper"]
+    assert screen["paper"] > 1.25 * best  # far behind: dropped there, with what it was fitted on and why
+    assert paper["status"] == "dropped" and paper["stage"] == "screen" and paper["folds"] == 1 and paper["rows"] == 200
+    assert paper["rmse"] == pytest.approx(screen["paper"])
+    assert f"its RMSE {screen['paper']:.4g} was {100 * (screen['paper'] / best - 1):.0f} % above scaled's" \
+        in paper["reason"] and "screen margin 25 %" in paper["reason"]
+    assert "paper" not in oof
+    # the winner ran every fold on all the rows: its out-of-fold centres are the ordinary ones
+    assert records["scaled"]["status"] == "kept" and records["scaled"]["folds"] == 5
+    assert records["scaled"]["rows"] == round(np.mean([len(r) for r, _ in fold_splits(len(X), 5, config.seed)]))
+    np.testing.assert_array_equal(oof["scaled"], out_of_fold_centers(X, Y, config, 5, name="scaled"))
+
+
+def test_the_race_drops_a_candidate_behind_after_a_fold_and_the_leader_completes_its_folds():
+    X, Y = linear()
+    config = TrainConfig(centre="auto", centre_candidates=("scaled", "knn"), centre_screen_rows=200,
+                         centre_screen_margin=100.0, seed=1)  # nothing dropped at the screen
+    chosen, records, oof = select_centre(X, Y, config, 5)
+    rest, fold = fold_splits(len(X), 5, config.seed)[0]
+    first = {n: centre_errors(Y[fold], config.make_centre(n).fit(X[rest], Y[rest]).predict(X[fold]))["rmse"]
+             for n in ("scaled", "knn")}
+    assert first["knn"] > 1.1 * first["scaled"]
+    knn = records["knn"]
+    assert knn["status"] == "dropped" and knn["stage"] == "race" and knn["folds"] == 1 and knn["rows"] == len(rest)
+    assert knn["rmse"] == pytest.approx(first["knn"]) and "after 1 of 5 folds" in knn["reason"]
+    assert chosen == "scaled" and records["scaled"]["folds"] == 5 and set(oof) == {"scaled"}
+    np.testing.assert_array_equal(oof["scaled"], out_of_fold_centers(X, Y, config, 5, name="scaled"))
+
+
+def test_at_or_below_the_screen_size_every_candidate_runs_every_fold_as_with_the_screen_off():
+    X, Y = linear(m=300, scale=1000.0)
+    on = TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn", "stack"), centre_screen_rows=300)
+    off = TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn", "stack"), centre_screen_rows=None)
+    chosen_on, rec_on, oof_on = select_centre(X, Y, on, 5)
+    chosen_off, rec_off, oof_off = select_centre(X, Y, off, 5)
+    assert chosen_on == chosen_off and set(oof_on) == set(oof_off) == {"paper", "scaled", "knn", "stack"}
+    for name in oof_on:
+        np.testing.assert_array_equal(oof_on[name], oof_off[name])
+        assert rec_on[name]["status"] == "kept" and rec_on[name]["folds"] == 5 and "screen" not in rec_on[name]
+        assert rec_on[name]["rmse"] == rec_off[name]["rmse"]
+
+
+def test_stack_blends_only_candidates_that_completed_every_fold():
+    X, Y = linear(scale=1000.0)
+    config = TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "stack"), centre_screen_rows=200)
+    chosen, records, oof = select_centre(X, Y, config, 5)
+    assert records["paper"]["status"] == "dropped" and chosen == "scaled"
+    stack = records["stack"]
+    assert stack["status"] == "dropped" and "1 did (scaled)" in stack["reason"] and "stack" not in oof
+
+
+def test_train_records_the_screen_and_refuses_bad_settings_before_fitting():
+    X, Y = linear(m=700, scale=1000.0)
+    ds = Dataset("linear", X, Y, [f"x{i}" for i in range(8)], ["y1", "y2"], sha256="0" * 64)
+    result = train(ds, TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn"), methods=("ge",),
+                                   centre_screen_rows=200))
+    assert result.centre["screen"] == {"rows": 200, "margin": 0.25, "race_margin": 0.1, "applied": True}
+    assert "screened on 200 rows of fold 1" in result.centre["selected_by"]
+    assert set(result.centre["cv"]) == {"paper", "scaled", "knn"}
+    assert {"preprocess", "centre selection", "centre", "ge", "test"} <= set(result.stages)
+    for field, value in (("centre_screen_rows", 10), ("centre_screen_rows", 2.5), ("centre_screen_margin", -0.1),
+                         ("centre_race_margin", float("nan"))):
+        with pytest.raises(InputError) as err:
+            train(ds, TrainConfig(centre="auto", methods=("ge",), **{field: value}))
+        assert err.value.field == field
+
+
+def _write_csv(path, X, Y):
+    lines = [",".join([*(f"x{i}" for i in range(X.shape[1])), "y1", "y2"])]
+    lines += [",".join(f"{v:.6g}" for v in [*x, *y]) for x, y in zip(X, Y)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_cli_manifest_and_report_list_every_candidate_with_what_it_was_fitted_on(tmp_path, capsys):
+    from training.cli import main
+
+    X, Y = linear(m=700, scale=1000.0)
+    csv = tmp_path / "linear.csv"
+    _write_csv(csv, X, Y)
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "y1,y2", "--out", str(out), "--quiet", "--centre", "knn",
+                 "--centre-screen", "200"]) == 2
+    assert "--centre-screen is for --centre auto" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--csv", str(csv), "--targets", "y1,y2", "--out", str(out), "--centre-screen", "10"])
+    assert "expected a row count of at least 50 or 'off'; got 10" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["--csv", str(csv), "--targets", "y1,y2", "--methods", "ge", "--out", str(out), "--quiet",
+                 "--no-rssi", "--centre-candidates", "paper,scaled,knn", "--centre-screen", "200"]) == 0
+    manifest = json.loads((out / "bundle" / "manifest.json").read_text())
+    cv = manifest["training"]["centre"]["cv"]
+    assert set(cv) == {"paper", "scaled", "knn"}
+    for record in cv.values():
+        assert {"status", "rows", "folds", "stage", "seconds", "rmse"} <= set(record)
+        assert (record["status"] == "dropped") == ("reason" in record)
+    assert cv["paper"]["status"] == "dropped"
+    report = (out / "report.md").read_text()
+    assert "## Centre candidates" in report and f"| paper | dropped | 200 | 1 |" in report
+    assert "## Where the time went" in report and "| centre selection |" in report
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {"load", "preprocess", "centre selection", "centre", "ge", "test", "save bundle", "plot"} \
+        <= set(metrics["stages"])
+    assert "(dropped at the screen)" in capsys.readouterr().out
+    off = tmp_path / "off"
+    assert main(["--csv", str(csv), "--targets", "y1,y2", "--methods", "ge", "--out", str(off), "--quiet",
+                 "--no-rssi", "--centre-candidates", "paper,scaled,knn", "--centre-screen", "off"]) == 0
+    manifest = json.loads((off / "bundle" / "manifest.json").read_text())
+    assert manifest["training"]["centre"]["screen"]["applied"] is False
+    assert all(r["status"] == "kept" and r["folds"] == 5 for r in manifest["training"]["centre"]["cv"].values())

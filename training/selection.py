@@ -1,0 +1,186 @@
+"""``centre="auto"``: choosing the centre by cross-validation, in time proportionate to the data.
+
+Every candidate's ``k``-fold out-of-fold error on the train part decides (:func:`select_centre`). On a
+train part of at most ``screen_rows`` rows that is the whole procedure: each candidate fitted ``k``
+times on all its fold's rows, as it always was. Above that size the cost of a kernel SVR (about the
+square of the rows), of boosted trees on hundreds of columns or of a network without a GPU outgrows
+what it can win, so the candidates run in two rungs (successive halving over data, then racing over
+folds), all compared on the same held-out rows:
+
+1. **screen**: each candidate is fitted on ``screen_rows`` rows drawn from fold 1's training rows and
+   scored on fold 1's held-out rows; one whose error exceeds the best by more than ``screen_margin``
+   is dropped;
+2. **race**: the survivors are fitted fold by fold on all the rows; after each fold, one whose error
+   on the folds seen so far exceeds the best by more than ``race_margin`` is dropped. The last one
+   standing completes its folds alone, so the chosen centre's out-of-fold centres are whole (they
+   are the shapes' cross-fitted residuals).
+
+Each candidate's record says what it was fitted on (rows per fit, folds), its error there, and
+whether it was kept, or dropped and why; the manifest and the report carry it. The candidate
+``"stack"`` blends the candidates that completed every fold (it needs two).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from models.stacking import fold_splits, stack_weights, stacked_out_of_fold
+
+#: TrainConfig.centre_criterion -> its words in the manifest and the report
+CRITERIA = {"rmse": "RMSE", "quantile": "quantile at the coverage level"}
+
+
+def centre_errors(Y: np.ndarray, P: np.ndarray, level: float | None = None) -> dict:
+    """Root mean squared, median and mean Euclidean error of predictions ``P`` of ``Y`` (target units),
+    and with ``level`` its ``level``-quantile (``"quantile"``)."""
+    e = np.linalg.norm(Y - P, axis=1)
+    out = {"rmse": float(np.sqrt(np.mean(e**2))), "median": float(np.median(e)), "mean": float(np.mean(e))}
+    if level is not None:
+        out["quantile"] = float(np.quantile(e, level))
+    return out
+
+
+def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
+                        name: str | None = None) -> np.ndarray:
+    """(m, n) centres of ``X`` (m, d), each row's from a centre (``name``, default the configured
+    one) fitted without its fold.
+
+    ``k`` folds shuffled with ``config.seed`` (:func:`models.stacking.fold_splits`); with ``groups``,
+    whole groups per fold (a row's centre then comes from a centre that saw no row of its group).
+    """
+    out = np.empty_like(Y, dtype=np.float64)
+    for rest, fold in fold_splits(len(X), k, config.seed, groups):
+        out[fold] = config.make_centre(name).fit(X[rest], Y[rest]).predict(X[fold])
+    return out
+
+
+def _behind(errors: dict[str, float], margin: float) -> tuple[str, dict[str, float]]:
+    """The best name and, for each name more than ``margin`` above it, its excess share."""
+    best = min(errors, key=errors.get)
+    return best, {n: e / errors[best] - 1.0 for n, e in errors.items()
+                  if errors[best] > 0 and e > (1.0 + margin) * errors[best]}
+
+
+class _Progress:
+    """``centre auto: <what>`` on the caller's progress bar (or nothing)."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def __call__(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"centre auto: {text}")
+
+
+def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
+                  progress=None) -> tuple[str, dict, dict]:
+    """``centre="auto"``: the candidate of smallest ``k``-fold cross-validated error on the train part
+    ``X, Y`` (group folds with ``groups``) by ``config.centre_criterion``, screened and raced above
+    ``config.centre_screen_rows`` rows (module docstring).
+
+    Returns the chosen name, every candidate's record (its errors; ``rows``: rows per fit; ``folds``;
+    ``status``: ``"kept"`` or ``"dropped"``, with a ``reason``; ``seconds``) and the out-of-fold
+    centres of the candidates that completed every fold (reused as cross-fitted centres with the same
+    folds). ``"stack"`` blends those candidates, each fold weighted by the other folds
+    (:func:`models.stacking.stacked_out_of_fold`), so it costs no fit.
+    """
+    say = _Progress(progress)
+    key, level = config.centre_criterion, config.coverage
+    singles = [n for n in config.centre_candidates if n != "stack"]
+    folds = fold_splits(len(X), k, config.seed, groups)
+    screen_rows = config.centre_screen_rows
+    screened = screen_rows is not None and len(X) > screen_rows
+    records = {n: {"seconds": 0.0} for n in singles}
+    alive = list(singles)
+    first = None  # fold 1's predictions when the screen fitted on all of its training rows
+    if screened and len(alive) > 1:
+        alive, first = _screen(X, Y, config, folds[0], records, alive, say)
+    oof = {n: np.empty_like(Y, dtype=np.float64) for n in alive}
+    seen = np.zeros(len(X), dtype=bool)
+    for i, (rest, fold) in enumerate(folds):
+        for name in alive:
+            say(f"{name} fold {i + 1}/{k}")
+            t0 = time.perf_counter()
+            if i == 0 and first is not None and name in first:
+                oof[name][fold] = first[name]
+            else:
+                oof[name][fold] = config.make_centre(name).fit(X[rest], Y[rest]).predict(X[fold])
+            records[name]["seconds"] += time.perf_counter() - t0
+        seen[fold] = True
+        if screened and len(alive) > 1 and i < k - 1:
+            errors = {n: centre_errors(Y[seen], oof[n][seen], level) for n in alive}
+            best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_race_margin)
+            for name, excess in behind.items():
+                records[name].update(errors[name], rows=_fit_rows(folds[:i + 1]), folds=i + 1, stage="race",
+                                     status="dropped",
+                                     reason=f"after {i + 1} of {k} folds its {CRITERIA[key]} {errors[name][key]:.4g} "
+                                            f"was {100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} "
+                                            f"(race margin {100 * config.centre_race_margin:.0f} %)")
+                del oof[name]
+            alive = [n for n in alive if n not in behind]
+    rows = _fit_rows(folds)
+    for name in alive:
+        records[name].update(centre_errors(Y, oof[name], level), rows=rows, folds=k, stage="cv", status="kept")
+    if "stack" in config.centre_candidates:
+        records["stack"] = _stack(Y, oof, alive, folds, config, say)
+        if records["stack"]["status"] == "kept":
+            oof["stack"] = records["stack"].pop("oof")
+    kept = [n for n, r in records.items() if r["status"] == "kept"]
+    chosen = min(kept, key=lambda n: records[n][key])
+    first_keys = ("status", "rmse", "median", "mean", "quantile", "rows", "folds", "stage")
+    ordered = {n: {**{f: records[n][f] for f in first_keys if f in records[n]}, **records[n]}
+               for n in config.centre_candidates if n in records}
+    return chosen, ordered, oof
+
+
+def _fit_rows(folds) -> int:
+    """Rows per fit over ``folds`` (their training rows, averaged)."""
+    return int(round(np.mean([len(rest) for rest, _ in folds])))
+
+
+def _screen(X, Y, config, first_fold, records, alive, say):
+    """Rung 1: every candidate fitted on ``centre_screen_rows`` rows of fold 1's training rows (drawn by
+    ``numpy.random.default_rng(seed).choice``, sorted), scored on its held-out rows (each record's
+    ``screen``); those more than ``centre_screen_margin`` behind the best are dropped.
+    Returns the survivors, and their fold-1 predictions when the screen used all the training rows."""
+    rest, fold = first_fold
+    n = config.centre_screen_rows
+    whole = len(rest) <= n
+    sub = rest if whole else np.sort(np.random.default_rng(config.seed).choice(rest, n, replace=False))
+    key, level = config.centre_criterion, config.coverage
+    preds, errors = {}, {}
+    for name in alive:
+        say(f"screen {name} on {len(sub)} rows")
+        t0 = time.perf_counter()
+        preds[name] = config.make_centre(name).fit(X[sub], Y[sub]).predict(X[fold])
+        records[name]["seconds"] += time.perf_counter() - t0
+        errors[name] = centre_errors(Y[fold], preds[name], level)
+        records[name]["screen"] = {key: errors[name][key], "rows": len(sub)}
+    best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
+    for name, excess in behind.items():
+        records[name].update(errors[name], rows=len(sub), folds=1, stage="screen", status="dropped",
+                             reason=f"on the screen ({len(sub)} of fold 1's {len(rest)} training rows, scored on its "
+                                    f"{len(fold)} held-out rows) its {CRITERIA[key]} {errors[name][key]:.4g} was "
+                                    f"{100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} (screen margin "
+                                    f"{100 * config.centre_screen_margin:.0f} %)")
+    survivors = [n for n in alive if n not in behind]
+    return survivors, ({n: preds[n] for n in survivors} if whole else None)
+
+
+def _stack(Y, oof, complete, folds, config, say) -> dict:
+    """The ``"stack"`` record: the blend of the candidates that completed every fold (with its
+    nested out-of-fold centres under ``"oof"``), or dropped when fewer than two did."""
+    if len(complete) < 2:
+        return {"seconds": 0.0, "rows": 0, "folds": 0, "stage": "screen", "status": "dropped",
+                "reason": f"it blends the candidates that complete every fold, and {len(complete)} did "
+                          f"({', '.join(complete) or 'none'})"}
+    say("stack")
+    t0 = time.perf_counter()
+    preds = [oof[n] for n in complete]
+    stacked = stacked_out_of_fold(preds, Y, folds)
+    weights = stack_weights(preds, Y)
+    return {**centre_errors(Y, stacked, config.coverage), "seconds": time.perf_counter() - t0,
+            "rows": _fit_rows(folds), "folds": len(folds), "stage": "cv", "status": "kept",
+            "weights": {n: [round(float(w), 4) for w in weights[i]] for i, n in enumerate(complete)}, "oof": stacked}
