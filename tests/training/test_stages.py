@@ -29,7 +29,7 @@ def test_a_repeated_stage_adds_its_seconds_and_keeps_the_larger_peak():
     first = dict(meter.stages["s"])
     with meter.stage("s"):
         time.sleep(0.02)
-    assert meter.stages["s"]["seconds"] >= first["seconds"] + 0.02
+    assert meter.stages["s"]["seconds"] >= first["seconds"] + 0.02 - 0.001  # each sum rounded to 1 ms
     assert meter.stages["s"]["peak_rss_mib"] == first["peak_rss_mib"]
 
 
