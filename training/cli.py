@@ -22,6 +22,7 @@ from models.exceptions import InputError, LMVEError
 from training.datasets import (DATASETS, group_by_position, load_csv, load_dataset, share_of_repeated_positions,
                                with_groups)
 from training.pipeline import METHODS, TrainConfig, train
+from training.selection import MIN_SCREEN_ROWS
 from training.stages import StageMeter
 from training import run_command
 
@@ -36,9 +37,10 @@ def _screen_rows(text: str) -> int | str:
     try:
         rows = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a row count (at least 50) or 'off'; got {text!r}") from None
-    if rows < 50:
-        raise argparse.ArgumentTypeError(f"expected a row count of at least 50 or 'off'; got {rows}")
+        raise argparse.ArgumentTypeError(f"expected a row count (at least {MIN_SCREEN_ROWS}) or 'off'; "
+                                         f"got {text!r}") from None
+    if rows < MIN_SCREEN_ROWS:
+        raise argparse.ArgumentTypeError(f"expected a row count of at least {MIN_SCREEN_ROWS} or 'off'; got {rows}")
     return rows
 
 
@@ -198,7 +200,7 @@ def _run(args) -> int:
     write_report(out, dataset.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
     print(f"\n{dataset.name}: {dataset.X.shape[0]} rows, d={dataset.X.shape[1]}, n={dataset.Y.shape[1]}; "
           f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s, peak memory "
-          f"{max(st['peak_rss_mib'] for st in meter.stages.values()):.0f} MiB (per stage: {out / 'report.md'})")
+          f"{meter.peak():.0f} MiB (per stage: {out / 'report.md'})")
     print(metrics_table(result.metrics, config.coverage))
     print(f"guarantee: {calibration['guarantee']}")
     print(f"centre: {centre_line(result.centre)}")

@@ -37,7 +37,7 @@ from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from training.datasets import MIN_ROWS, Dataset
 from training.stages import StageMeter
-from training.selection import CRITERIA, centre_errors, out_of_fold_centers, select_centre
+from training.selection import CRITERIA, MIN_SCREEN_ROWS, centre_errors, out_of_fold_centers, select_centre
 
 METHODS = tuple(registry.METHODS)
 
@@ -304,8 +304,9 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         bar.set_postfix_str(step)
         t0 = time.perf_counter()
         if step == "centre":
-            centre, centers, centre_info, k = _fit_centre(dataset, config, Xs, split, k, train_groups, bar, meter,
-                                                          timings)
+            centre, centers, centre_info, k = _fit_centre(dataset, config, Xs, split, k, train_groups, bar, meter)
+            if "centre selection" in meter.stages:
+                timings["centre_selection"] = meter.stages["centre selection"]["seconds"]
         else:
             with meter.stage(step):
                 reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta,
@@ -330,7 +331,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
 
 
 def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Split, k: int, train_groups, bar,
-                meter: StageMeter, timings: dict):
+                meter: StageMeter):
     """The centre step of :func:`train`: ``(centre, centers, centre_info, k)``, ``centers`` (m, n) for
     every row (out-of-fold ones for the train rows when ``k``; ``k`` becomes 5 for a centre that
     interpolates its training rows). Stages ``centre selection`` (with ``centre="auto"`` or
@@ -361,7 +362,6 @@ def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Sp
                 _, errors, oof = select_centre(X, Y, members_config, folds, train_groups, bar)
                 info = {"name": name, "selected_by": f"--centre stack, weighted on its members' {folds}-fold "
                         f"{'group ' if grouped else ''}out-of-fold centres", "cv": errors}
-        timings["centre_selection"] = meter.stages["centre selection"]["seconds"]
     with meter.stage("centre"):
         if k == 0 and registry.centre(name).interpolates:
             k = 5  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
@@ -399,9 +399,10 @@ def _screen_words(config: TrainConfig, rows: int) -> str:
 def _check_screen(config: TrainConfig) -> None:
     """Refuse screen settings that cannot work, before any fitting."""
     n = config.centre_screen_rows
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 50):
-        raise InputError(f"centre_screen_rows must be None (off) or a row count of at least 50; got {n!r}",
-                         field="centre_screen_rows", expected="None or an integer >= 50", received=repr(n))
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < MIN_SCREEN_ROWS):
+        raise InputError(f"centre_screen_rows must be None (off) or a row count of at least {MIN_SCREEN_ROWS}; "
+                         f"got {n!r}", field="centre_screen_rows", expected=f"None or an integer >= {MIN_SCREEN_ROWS}",
+                         received=repr(n))
     for name in ("centre_screen_margin", "centre_race_margin"):
         v = getattr(config, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:

@@ -28,6 +28,9 @@ import numpy as np
 
 from models.stacking import fold_splits, stack_weights, stacked_out_of_fold
 
+#: the fewest rows ``centre_screen_rows`` may name (TrainConfig and ``--centre-screen`` both check it)
+MIN_SCREEN_ROWS = 50
+
 #: TrainConfig.centre_criterion -> its words in the manifest and the report
 CRITERIA = {"rmse": "RMSE", "quantile": "quantile at the coverage level"}
 

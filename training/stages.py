@@ -70,9 +70,6 @@ class StageMeter:
                 seconds, peak = seconds + old["seconds"], max(peak, old["peak_rss_mib"])
             self.stages[name] = {"seconds": round(seconds, 3), "peak_rss_mib": round(peak, 1)}
 
-    def total_seconds(self) -> float:
-        return sum(s["seconds"] for s in self.stages.values())
-
     def peak(self) -> float:
         """The largest stage peak (MiB)."""
         return max((s["peak_rss_mib"] for s in self.stages.values()), default=0.0)
