@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.load.run_load import commit  # noqa: E402
+from training.bench import _seeds  # noqa: E402  (the benchmarks' one --seeds parser: "0-9", "0,3", "0-2,5")
 
 CACHE = ROOT / "benchmarks" / "cache" / "train_speed"
 OUT = ROOT / "benchmarks" / "results"
@@ -108,13 +109,6 @@ def run_one(dataset: str, variant: str, seed: int, data_dir: Path) -> dict:
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(row, indent=1))
     return row
-
-
-def seeds_of(text: str) -> list[int]:
-    if "-" in text:
-        a, b = text.split("-")
-        return list(range(int(a), int(b) + 1))
-    return [int(s) for s in text.split(",")]
 
 
 def mean(xs) -> float:
@@ -207,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.cached_only:
         for dataset in datasets:
             wanted = DATASETS[dataset][1]
-            seeds = seeds_of(args.seeds) if args.seeds else range(3 * wanted)
+            seeds = _seeds(args.seeds) if args.seeds else range(3 * wanted)
             done = 0
             for seed in seeds:
                 if not args.seeds and done == wanted:
