@@ -72,7 +72,7 @@ def run(seed: int, data_dir: str | None) -> dict:
         return json.loads(path.read_text())
     import torch
 
-    from models.adaptive import AdaptiveConformal, QuantileTracker, run_stream
+    from models.calibration.adaptive import AdaptiveConformal, QuantileTracker, run_stream
     from training.datasets import load_dataset
     from training.pipeline import Split, TrainConfig, train
 

@@ -64,7 +64,7 @@ def split_data(seed: int, data_dir: str | None):
 def run_one(variant: str, seed: int, threads: int, data_dir: str | None) -> dict:
     import torch
 
-    from models.conformal import conformal_quantile
+    from models.calibration.conformal import conformal_quantile
     from models.shapes.lmve import LMVEShape
 
     torch.set_num_threads(threads)

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from models import registry
-from models.conformal import SplitConformalCalibrator
+from models.calibration.conformal import SplitConformalCalibrator
 from models.exceptions import BundleError
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor

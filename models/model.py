@@ -16,9 +16,9 @@ import numpy as np
 
 from models import registry
 from models._validation import all_finite, check_matrix, check_same_rows
-from models.centre import ClientCentre
+from models.centres import ClientCentre
 from models.exceptions import InputError, UnknownMethodError
-from models.neighbours import shared_distances
+from models.centres.search import shared_distances
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 
@@ -197,7 +197,7 @@ class RegionModel:
         accepts ellipsoid methods only (the ellipse API). ``centers`` (N, n): the client's estimates,
         required by a client-centre bundle and refused by the others. ``thresholds`` (``method ->
         (alpha_q, level)``) overrides the calibrated threshold of the methods it names (an online
-        rule's, see :mod:`models.adaptive`); ``level`` is what the regions report as their coverage."""
+        rule's, see :mod:`models.calibration.adaptive`); ``level`` is what the regions report as their coverage."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
@@ -249,7 +249,7 @@ class RegionModel:
         the bundle's level (too few rows or groups), naming the highest attainable one."""
         import copy
 
-        from models.conformal import check_rule, group_codes, max_coverage
+        from models.calibration.conformal import check_rule, group_codes, max_coverage
 
         X = self._features(features)
         P = self._points(points, X)

@@ -17,8 +17,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from models._validation import check_coverage, check_is_fitted, check_matrix, check_same_rows
-from models.centre import SVRCentre
-from models.conformal import SplitConformalCalibrator
+from models.centres import SVRCentre
+from models.calibration.conformal import SplitConformalCalibrator
 
 
 class SplitConformalRegressor(BaseEstimator):
@@ -39,7 +39,7 @@ class SplitConformalRegressor(BaseEstimator):
     prefit_centre : bool, default=False
         The centre is already fitted (share one centre between several methods).
     calibration : {"rows", "group-subsample", "group-pooled"}, default="rows"
-        How calibration scores become thresholds (:mod:`models.conformal`); the group rules need
+        How calibration scores become thresholds (:mod:`models.calibration.conformal`); the group rules need
         ``conformalize(..., groups=...)`` and cover a new row from a new group.
     random_state : int, default=0
         Seed of the group-subsample draw.

@@ -13,9 +13,9 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Literal
 
-from models.centre import ClientCentre, ConstantCentre, HGBCentre, KNNCentre, MLPCentre, SVRCentre
+from models.centres import ClientCentre, ConstantCentre, HGBCentre, KNNCentre, MLPCentre, SVRCentre
 from models.exceptions import InputError, UnknownMethodError
-from models.stacking import StackCentre
+from models.centres.stack import StackCentre
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 
 #: training options an estimator receives when its constructor has a parameter of that name

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from models import neighbours
+from models.centres import search
 from models.exceptions import BundleError
 from service.errors import install_error_handlers
 from service.memory import keep_freed_memory
@@ -84,7 +84,7 @@ def _telemetry(settings: ServiceSettings) -> dict:
 
 def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
-    neighbours.set_search_threads(settings.search_threads or neighbours.default_search_threads(settings.workers))
+    search.set_search_threads(settings.search_threads or search.default_search_threads(settings.workers))
     keep_freed_memory(settings.heap_keep_mb)
     store = store or ModelStore(settings.bundle)
     metrics = Metrics()

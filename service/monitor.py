@@ -3,8 +3,8 @@
 :class:`Monitor` scores labelled rows (``POST /feedback``) with every method of the served bundle,
 stores the verdicts in the :class:`~service.state.ServiceState` and, in adaptive mode, moves what
 each method serves: its level by adaptive conformal inference (``aci``,
-:class:`models.adaptive.AdaptiveConformal`) or its threshold by quantile tracking (``quantile``,
-:class:`models.adaptive.QuantileTracker`).
+:class:`models.calibration.adaptive.AdaptiveConformal`) or its threshold by quantile tracking (``quantile``,
+:class:`models.calibration.adaptive.QuantileTracker`).
 Each worker keeps the levels of the served bundle in memory for the region routes (a dict lookup
 per request) and refreshes them from the shared state after its own feedback and on every sync
 tick, so that all workers serve the level that all feedback produced.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from models.adaptive import AdaptiveConformal, QuantileTracker, run_stream
+from models.calibration.adaptive import AdaptiveConformal, QuantileTracker, run_stream
 from service.settings import ServiceSettings
 from service.state import MethodFeedback, ServiceState
 from service.store import Loaded, ModelStore

@@ -18,7 +18,7 @@ import numpy as np
 
 from models import registry
 from models.bundle import read_manifest, read_npz, save_bundle, verified_files
-from models.conformal import SplitConformalCalibrator
+from models.calibration.conformal import SplitConformalCalibrator
 from models.exceptions import BundleError, LMVEError
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor

@@ -5,7 +5,7 @@ own network (a ResNet MLP with a full-Cholesky covariance head, Gaussian NLL, Ad
 mean ``mu(x)`` and the covariance ``Sigma(x)`` of the targets; its conformity score is
 ``|| Sigma(x)^{-1/2} (y - mu(x)) ||``. MAPIE returns scores, not regions, so :class:`MapieMVSR` reads the
 region off them: the split-conformal threshold ``q`` of the calibration scores (the same
-:func:`~models.conformal.conformal_quantile` as ours) gives the ellipsoid
+:func:`~models.calibration.conformal.conformal_quantile` as ours) gives the ellipsoid
 ``{y : (y - mu)^T Sigma^{-1} (y - mu) <= q^2}``, i.e. shape ``q^2 Sigma`` around ``mu``.
 
 As in the issue's measurement, the network learns standardised targets (the train part's mean and
@@ -19,8 +19,8 @@ import numpy as np
 
 from models import geometry
 from models._validation import check_coverage, check_Xy
-from models.centre import target_scaling
-from models.conformal import conformal_quantile
+from models.centres.base import target_scaling
+from models.calibration.conformal import conformal_quantile
 from models.exceptions import LMVEError
 from models.regions import EllipsoidRegions
 

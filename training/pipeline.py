@@ -31,7 +31,7 @@ from sklearn.preprocessing import StandardScaler
 from models import registry
 from models._validation import check_coverage
 from models.exceptions import InputError
-from models.centre import ClientCentre
+from models.centres import ClientCentre
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
@@ -65,7 +65,7 @@ def group_split(groups, seed: int, test_fraction: float = 0.1, calibration_fract
     """The paper's split over whole groups: shuffled groups go to test until ``ceil(test_fraction m)``
     rows, then to calibration until ``ceil(calibration_fraction * rest)`` rows; the rest trains.
     Every part holds at least one group; no group is in two parts."""
-    from models.conformal import group_codes
+    from models.calibration.conformal import group_codes
 
     m = len(groups)
     if m < MIN_ROWS:
@@ -107,7 +107,7 @@ class TrainConfig:
     #: None: 5 with centre="auto" (the selection's folds: no extra fit) or when the dataset has
     #: groups (group folds), else 0
     cross_fit: int | None = None
-    #: the calibration rule (models.conformal.RULES); None: "rows", or "group-subsample" with groups
+    #: the calibration rule (models.calibration.conformal.RULES); None: "rows", or "group-subsample" with groups
     calibration: str | None = None
     #: with groups: whether the split and calibration use them (False: the paper's row protocol)
     use_groups: bool = True
@@ -142,7 +142,7 @@ class TrainConfig:
         return 5 if grouped or self.centre == "auto" else 0
 
     def resolved_rule(self, grouped: bool) -> str:
-        from models.conformal import check_rule
+        from models.calibration.conformal import check_rule
 
         return check_rule(self.calibration or ("group-subsample" if grouped else "rows"))
 
@@ -198,7 +198,7 @@ def region_metrics(region, Y: np.ndarray) -> dict:
 
 def check_calibration_groups(groups, split: Split, eta: float) -> None:
     """Refuse a grouped split whose calibration groups cannot attain ``eta`` (``m_g / (m_g + 1) < eta``)."""
-    from models.conformal import group_codes, max_coverage
+    from models.calibration.conformal import group_codes, max_coverage
 
     cal = np.asarray(groups)[split.calibration]
     m_g = int(group_codes(cal, len(cal)).max()) + 1

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from models.stacking import fold_splits, stack_weights, stacked_out_of_fold
+from models.centres.stack import fold_splits, stack_weights, stacked_out_of_fold
 
 #: the fewest rows ``centre_screen_rows`` may name (TrainConfig and ``--centre-screen`` both check it)
 MIN_SCREEN_ROWS = 50
@@ -50,7 +50,7 @@ def out_of_fold_centers(X: np.ndarray, Y: np.ndarray, config, k: int, groups=Non
     """(m, n) centres of ``X`` (m, d), each row's from a centre (``name``, default the configured
     one) fitted without its fold.
 
-    ``k`` folds shuffled with ``config.seed`` (:func:`models.stacking.fold_splits`); with ``groups``,
+    ``k`` folds shuffled with ``config.seed`` (:func:`models.centres.stack.fold_splits`); with ``groups``,
     whole groups per fold (a row's centre then comes from a centre that saw no row of its group).
     """
     out = np.empty_like(Y, dtype=np.float64)
@@ -87,7 +87,7 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     ``status``: ``"kept"`` or ``"dropped"``, with a ``reason``; ``seconds``) and the out-of-fold
     centres of the candidates that completed every fold (reused as cross-fitted centres with the same
     folds). ``"stack"`` blends those candidates, each fold weighted by the other folds
-    (:func:`models.stacking.stacked_out_of_fold`), so it costs no fit.
+    (:func:`models.centres.stack.stacked_out_of_fold`), so it costs no fit.
     """
     say = _Progress(progress)
     key, level = config.centre_criterion, config.coverage

@@ -2,7 +2,7 @@
 
 Used only by :meth:`models.shapes.lmve.LMVEShape.fit` (imported there, inside ``fit``), so that
 serving, which evaluates LMVE in numpy, never imports torch. The networks are
-:class:`~models._lockstep.BatchedMLP` grids trained by :func:`~models._lockstep.run_phase`.
+:class:`~models.nn.lockstep.BatchedMLP` grids trained by :func:`~models.nn.lockstep.run_phase`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models._lockstep import BatchedMLP, PhaseResult, Schedule, resolve_device, resolve_precision, run_phase
-from models.conformal import conformal_quantile, conformal_rank
+from models.nn.lockstep import BatchedMLP, PhaseResult, Schedule, resolve_device, resolve_precision, run_phase
+from models.calibration.conformal import conformal_quantile, conformal_rank
 from models.exceptions import InputError
 from models.shapes.base import second_moment
 from models.shapes.lmve import FULL_BATCH_ROWS, HALVE_EVERY, MINIBATCH_ROWS
@@ -52,7 +52,7 @@ def held_out_rows(m: int, n_val: int, seed: int, groups=None) -> tuple[np.ndarra
     if groups is None:
         perm = rng.permutation(m)
         return perm[:n_val], perm[n_val:]
-    from models.conformal import group_codes
+    from models.calibration.conformal import group_codes
 
     codes = group_codes(groups, m)
     order = rng.permutation(int(codes.max()) + 1)

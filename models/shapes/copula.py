@@ -20,7 +20,7 @@ import math
 import numpy as np
 from sklearn.neural_network import MLPRegressor
 
-from models._mlp import mlp_forward
+from models.nn.numpy_mlp import mlp_forward
 from models._validation import check_is_fitted
 from models.regions import BoxRegions
 from models.shapes.base import ShapeEstimator

@@ -21,7 +21,7 @@ train phase learns it jointly with the shape, scoring ``(r - delta)^T C^{-1} (r 
 calibration scores the same quantity, so the split-conformal guarantee is unchanged.
 
 All grid configurations train at once, in lockstep, as one batched model
-(:mod:`models._lockstep`); each phase stops early on the held-out slice. Training needs torch
+(:mod:`models.nn.lockstep`); each phase stops early on the held-out slice. Training needs torch
 (imported inside :meth:`LMVEShape.fit`); a fitted LMVE is plain float64 arrays evaluated in
 numpy, so serving never imports torch.
 """
@@ -35,7 +35,7 @@ import numpy as np
 
 from models._validation import check_coverage, is_positive_int
 from models.exceptions import InputError
-from models.neighbours import SPARSE_DENSITY, SPARSE_MIN_COLUMNS
+from models.centres.search import SPARSE_DENSITY, SPARSE_MIN_COLUMNS
 from models.shapes.base import EllipsoidShapeEstimator
 
 #: the paper's grid and budget (Appendix): use as ``LMVEShape(**PAPER_GRID)``

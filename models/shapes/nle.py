@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from models.exceptions import InputError
-from models.neighbours import (SEARCH_VERSION, kneighbors, neighbour_index, offset_arrays, sparse_offset, stored_offset,
+from models.centres.search import (SEARCH_VERSION, kneighbors, neighbour_index, offset_arrays, sparse_offset, stored_offset,
                                stored_version)
 from models.shapes.base import EllipsoidShapeEstimator, second_moment
 
@@ -27,9 +27,9 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
     X_ref_ : ndarray (m, d), R_ref_ : ndarray (m, n)
         The training rows the neighbours come from (NLE stores its training set).
     sparse_offset_ : ndarray (d,) or None
-        Set when the rows are sparse fingerprints, searched as sparse vectors (:mod:`models.neighbours`).
+        Set when the rows are sparse fingerprints, searched as sparse vectors (:mod:`models.centres.search`).
     sparse_search_ : int
-        The sparse search version (:mod:`models.neighbours`), stored so that a bundle searches as calibrated.
+        The sparse search version (:mod:`models.centres.search`), stored so that a bundle searches as calibrated.
     global_shape_ : ndarray (n, n)
     n_neighbors_ : int
     """
@@ -57,7 +57,7 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         return self
 
     def _build_index(self, offset: np.ndarray | None, version: int = SEARCH_VERSION) -> None:
-        """The neighbour index over ``X_ref_``: dense, or sparse about ``offset`` (:mod:`models.neighbours`)."""
+        """The neighbour index over ``X_ref_``: dense, or sparse about ``offset`` (:mod:`models.centres.search`)."""
         self.sparse_offset_, self.sparse_search_ = offset, version
         self._index = neighbour_index(self.X_ref_, offset, version, self.n_neighbors_)
 

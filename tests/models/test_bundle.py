@@ -1,5 +1,6 @@
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,3 +147,26 @@ def test_lmve_learned_centre_round_trips_through_a_bundle(tmp_path):
     assert not np.allclose(a.regions.centers, again.predict_center(X))  # the trained head moved the centre
     np.testing.assert_array_equal(again.assess(X, Y, method="lmve").p_value,
                                   result.model.assess(X, Y, method="lmve").p_value)
+
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def test_a_bundle_written_before_the_packages_loads_and_answers_as_it_did():
+    """tests/fixtures/bundle_v2 was written at the commit its answers name, before models/ became
+    packages (tests/fixtures/make_bundle_v2.py): today's loader reads it and every method gives the
+    regions and p-values it gave then (to rounding: another CPU's BLAS may differ in the last bits)."""
+    expected = json.loads((FIXTURE / "bundle_v2_answers.json").read_text())
+    model = load_bundle(FIXTURE / "bundle_v2")
+    assert type(model.centre).__name__ == "StackCentre" and set(model.methods) == set(expected["methods"])
+    X, Y = np.array(expected["features"]), np.array(expected["points"])
+    for name, want in expected["methods"].items():
+        region = model.predict_region(X, method=name).regions
+        assert region.kind == want["kind"]
+        assert region.alpha_q == pytest.approx(want["alpha_q"], rel=1e-12)
+        assert model.predict_region(X, name, 0.8).regions.alpha_q == pytest.approx(want["alpha_q_at_0.8"], rel=1e-12)
+        np.testing.assert_allclose(region.centers, want["centers"], rtol=1e-10, atol=1e-12)
+        got = region.shapes if region.kind == "ellipsoid" else region.half_widths
+        np.testing.assert_allclose(got, want["shapes" if region.kind == "ellipsoid" else "half_widths"],
+                                   rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(model.assess(X, Y, name).p_value, want["p_value"], rtol=1e-10, atol=1e-12)

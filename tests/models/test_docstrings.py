@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from models.centre import SVRCentre
+from models.centres import SVRCentre
 from models.predictor import SplitConformalRegressor
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 

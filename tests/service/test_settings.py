@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from models import neighbours
+from models.centres import search
 from models.exceptions import InputError
 from service.app import create_app
 from service.settings import ServiceSettings
@@ -12,20 +12,20 @@ from tests.service.conftest import features
 
 @pytest.fixture
 def restore_threads(monkeypatch):
-    monkeypatch.setattr(neighbours, "SEARCH_THREADS", neighbours.SEARCH_THREADS)
-    monkeypatch.setattr(neighbours, "_pool", None)
+    monkeypatch.setattr(search, "SEARCH_THREADS", search.SEARCH_THREADS)
+    monkeypatch.setattr(search, "_pool", None)
 
 
 def test_search_threads_come_from_the_settings_or_the_cores_per_worker(restore_threads, monkeypatch):
-    monkeypatch.setattr(neighbours.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(search.os, "cpu_count", lambda: 8)
     create_app(ServiceSettings(search_threads=3))
-    assert neighbours.SEARCH_THREADS == 3
+    assert search.SEARCH_THREADS == 3
     create_app(ServiceSettings(workers=4))
-    assert neighbours.SEARCH_THREADS == 2  # 8 cores among 4 workers
+    assert search.SEARCH_THREADS == 2  # 8 cores among 4 workers
     create_app(ServiceSettings(workers=16))
-    assert neighbours.SEARCH_THREADS == 1
+    assert search.SEARCH_THREADS == 1
     create_app(ServiceSettings())
-    assert neighbours.SEARCH_THREADS == 4  # at most 4
+    assert search.SEARCH_THREADS == 4  # at most 4
 
 
 def test_bad_search_threads_are_refused_naming_the_field(restore_threads, monkeypatch):
@@ -33,7 +33,7 @@ def test_bad_search_threads_are_refused_naming_the_field(restore_threads, monkey
     with pytest.raises(ValidationError, match="search_threads"):
         ServiceSettings()
     with pytest.raises(InputError) as info:
-        neighbours.set_search_threads(0)
+        search.set_search_threads(0)
     assert info.value.field == "search_threads" and info.value.received == "0"
 
 

@@ -116,7 +116,7 @@ def test_cli_centre_candidates_choose_among_the_named_ones_and_bad_names_write_n
 def test_auto_centre_stacks_complementary_candidates_with_an_honest_error(tmp_path):
     """One target is smooth (the SVR's), the other a step (the trees'): the per-target blend beats
     both, its recorded error is its nested out-of-fold one, and the bundle stores the blend."""
-    from models.stacking import fold_splits, stacked_out_of_fold
+    from models.centres.stack import fold_splits, stacked_out_of_fold
     from sklearn.preprocessing import StandardScaler
 
     rng = np.random.default_rng(5)
@@ -147,7 +147,7 @@ def test_forced_stack_learns_shapes_from_its_nested_out_of_fold_centres():
     record every member's error, and give the shapes' residuals (the nested blend, not a whole blend
     refitted per fold)."""
     from models.shapes.base import second_moment
-    from models.stacking import fold_splits, stacked_out_of_fold
+    from models.centres.stack import fold_splits, stacked_out_of_fold
     from sklearn.preprocessing import StandardScaler
 
     rng = np.random.default_rng(6)

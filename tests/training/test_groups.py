@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from models.bundle import load_bundle
-from models.centre import SVRCentre
-from models.conformal import SplitConformalCalibrator
+from models.centres import SVRCentre
+from models.calibration.conformal import SplitConformalCalibrator
 from models.shapes import GaussianEllipsoid
 from training.cli import main
 from training.synthetic import make_survey

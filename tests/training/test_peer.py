@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.conformal import conformal_quantile
+from models.calibration.conformal import conformal_quantile
 from tests.conftest import heteroscedastic, needs_data
 from training.bench import main
 from training.peer import PEER, MapieMVSR

@@ -50,7 +50,7 @@ def test_enb_short_budget_coverage_is_near_eta():
 def test_cross_fit_residuals_are_out_of_fold_and_the_served_centre_is_the_full_one():
     from sklearn.model_selection import KFold
 
-    from models.centre import SVRCentre
+    from models.centres import SVRCentre
     from sklearn.preprocessing import StandardScaler
     from training.pipeline import out_of_fold_centers
 

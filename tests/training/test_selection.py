@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from models.exceptions import InputError
-from models.stacking import fold_splits
+from models.centres.stack import fold_splits
 from training.datasets import Dataset
 from training.pipeline import TrainConfig, train
 from training.selection import centre_errors, out_of_fold_centers, select_centre

@@ -5,9 +5,9 @@ from copy import deepcopy
 import numpy as np
 import pytest
 
-from models import neighbours
-from models.centre import KNNCentre
-from models.neighbours import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, DenseIndex, FingerprintIndex, _smallest,
+from models.centres import search
+from models.centres import KNNCentre
+from models.centres.search import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, DenseIndex, FingerprintIndex, _smallest,
                                distance_weighted_mean, search_input, shared_distances, sparse_offset)
 from models.shapes.nle import NearestNeighbourEllipsoid
 
@@ -80,7 +80,7 @@ def paths(request, monkeypatch):
     """Version 3 searches few reference rows whole; the argmin and sampled-cut paths (for many rows) are
     exercised on the same small data by lowering that bound to 0."""
     if request.param != "whole rows":
-        monkeypatch.setattr(neighbours, "WHOLE_COLUMNS", 0)
+        monkeypatch.setattr(search, "WHOLE_COLUMNS", 0)
     return request.param
 
 
@@ -131,9 +131,9 @@ def test_threads_do_not_change_the_neighbours(data, monkeypatch):
     """Chunks searched on one thread or several: the same answer, in the same order."""
     X, _, Q = data
     index = FingerprintIndex(X, sparse_offset(X))
-    assert len(Q) > 2 * neighbours.CHUNK_ROWS
+    assert len(Q) > 2 * search.CHUNK_ROWS
     parallel = index.kneighbors(Q, 20), index.neighbourhoods(Q, 3)
-    monkeypatch.setattr(neighbours, "SEARCH_THREADS", 1)
+    monkeypatch.setattr(search, "SEARCH_THREADS", 1)
     serial = index.kneighbors(Q, 20), index.neighbourhoods(Q, 3)
     np.testing.assert_array_equal(parallel[0], serial[0])
     assert all(np.array_equal(a, b) for a, b in zip(parallel[1], serial[1]))
@@ -164,7 +164,7 @@ def test_centre_and_nle_share_one_index_and_a_scope_computes_distances_once(data
     for a, b in zip(want, got):
         np.testing.assert_array_equal(a, b)
     computed.clear()
-    monkeypatch.setattr(neighbours, "SHARED_BYTES", 4 * len(Q) * len(X) - 1)
+    monkeypatch.setattr(search, "SHARED_BYTES", 4 * len(Q) * len(X) - 1)
     with shared_distances():
         centre.predict(Q), nle.predict_shape(Q)
     assert sum(computed) == 2 * len(Q)

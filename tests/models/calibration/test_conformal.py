@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from models.conformal import (
+from models.calibration.conformal import (
     SplitConformalCalibrator,
     UncalibratableWarning,
     conformal_quantile,
@@ -136,7 +136,7 @@ def test_group_rules_need_groups_and_refuse_levels_past_the_group_count():
 
 
 def test_level_of_inverts_the_quantile():
-    from models.conformal import SplitConformalCalibrator
+    from models.calibration.conformal import SplitConformalCalibrator
 
     cal = SplitConformalCalibrator().fit(np.arange(1.0, 20.0))  # m = 19
     for eta in (0.1, 0.5, 0.9, 0.95):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from models.exceptions import InputError
-from models.stacking import StackCentre, blend, fold_splits, stack_weights, stacked_out_of_fold
+from models.centres.stack import StackCentre, blend, fold_splits, stack_weights, stacked_out_of_fold
 
 
 def test_weights_recover_an_exact_non_negative_blend_per_target():

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from models.adaptive import AdaptiveConformal, QuantileTracker, aci_bound, run_stream
-from models.conformal import SplitConformalCalibrator
+from models.calibration.adaptive import AdaptiveConformal, QuantileTracker, aci_bound, run_stream
+from models.calibration.conformal import SplitConformalCalibrator
 
 
 def drifting_scores(T: int, seed: int = 0, jump: float = 4.0):

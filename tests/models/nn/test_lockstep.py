@@ -5,7 +5,7 @@ import torch
 
 
 def test_batched_net_select_keeps_the_kept_configurations_on_their_trajectory():
-    from models._lockstep import BatchedMLP, adam
+    from models.nn.lockstep import BatchedMLP, adam
 
     torch.manual_seed(0)
     x, y = torch.randn(64, 5), torch.randn(64, 4)
@@ -35,7 +35,7 @@ def test_batched_net_select_keeps_the_kept_configurations_on_their_trajectory():
 
 
 def test_successive_halving_keeps_the_better_half_at_every_rung():
-    from models._lockstep import BatchedMLP, Schedule, run_phase
+    from models.nn.lockstep import BatchedMLP, Schedule, run_phase
 
     torch.manual_seed(0)
     x, y = torch.randn(32, 3), torch.randn(32, 2)
@@ -62,7 +62,7 @@ def test_successive_halving_keeps_the_better_half_at_every_rung():
 
 
 def test_precision_resolution_and_bad_values():
-    from models._lockstep import cpu_has_native_bf16, resolve_precision
+    from models.nn.lockstep import cpu_has_native_bf16, resolve_precision
     from models.exceptions import InputError
 
     cpu = torch.device("cpu")
@@ -78,7 +78,7 @@ def test_precision_resolution_and_bad_values():
 
 
 def test_bf16_autocast_trains_to_nearly_the_float32_loss():
-    from models._lockstep import BatchedMLP, Schedule, run_phase
+    from models.nn.lockstep import BatchedMLP, Schedule, run_phase
 
     torch.manual_seed(0)
     x = torch.randn(256, 6)

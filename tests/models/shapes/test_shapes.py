@@ -19,7 +19,7 @@ from models import (
     SVRCentre,
 )
 from models import geometry
-from models.centre import ConstantCentre
+from models.centres import ConstantCentre
 from models.exceptions import InputError, NotFittedError
 from tests.conftest import heteroscedastic, joint_gaussian
 
@@ -353,7 +353,7 @@ def test_copula_numpy_forward_equals_scikit_learns_mlp():
 
 
 def test_lmve_auto_settings_switch_only_above_the_full_batch_size():
-    from models._lockstep import cpu_has_native_bf16
+    from models.nn.lockstep import cpu_has_native_bf16
     from models.shapes.lmve import FULL_BATCH_ROWS
 
     X, Y = heteroscedastic(300, seed=4)

@@ -17,7 +17,7 @@ import numpy as np
 from models.bundle import save_bundle
 from models.model import RegionModel
 
-#: ``--group-rule`` / ``group_rule`` names -> calibration rules of :mod:`models.conformal`
+#: ``--group-rule`` / ``group_rule`` names -> calibration rules of :mod:`models.calibration.conformal`
 GROUP_RULES = {"subsample": "group-subsample", "pooled": "group-pooled"}
 
 

@@ -1,0 +1,35 @@
+"""The client's own estimate as the centre: a bundle that learned its shapes on the residuals of
+the client's estimates."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from models._validation import check_Xy
+from models.exceptions import InputError
+
+
+class ClientCentre(BaseEstimator):
+    """The client's own estimate as the centre: no model. A bundle with this centre learned its
+    shapes and calibration on the residuals of the client's estimates, so every request brings
+    them (``centers``, (N, n) in target units); :meth:`predict` refuses to guess."""
+
+    def fit(self, X, Y) -> "ClientCentre":
+        X, Y = check_Xy(X, Y, y_name="Y")
+        self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        raise InputError("this bundle's centre is the client's own estimate: send `centers`, one estimate per row "
+                         f"({self.n_targets_} values each, in target units)", field="centers",
+                         expected=f"(N, {self.n_targets_}) estimates", received="none")
+
+    def to_arrays(self):
+        return {"n_features": self.n_features_in_, "n_targets": self.n_targets_}, {}
+
+    @classmethod
+    def from_arrays(cls, params, arrays):
+        est = cls()
+        est.n_features_in_, est.n_targets_ = int(params["n_features"]), int(params["n_targets"])
+        return est

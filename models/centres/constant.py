@@ -1,0 +1,31 @@
+"""The mean of the training targets as the centre: a reference that uses no feature."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from models._validation import check_Xy
+
+
+class ConstantCentre(BaseEstimator):
+    """``mu(x) = mean of the training targets``: a reference centre (no features used)."""
+
+    def fit(self, X, Y) -> "ConstantCentre":
+        X, Y = check_Xy(X, Y, y_name="Y")
+        return self.set_fitted(Y.mean(axis=0), X.shape[1])
+
+    def predict(self, X) -> np.ndarray:
+        return np.broadcast_to(self.mean_, (np.shape(X)[0], self.n_targets_)).copy()
+
+    def to_arrays(self):
+        return {"n_features": self.n_features_in_}, {"mean": self.mean_}
+
+    @classmethod
+    def from_arrays(cls, params, arrays):
+        return cls().set_fitted(arrays["mean"], int(params["n_features"]))
+
+    def set_fitted(self, mean, n_features: int) -> "ConstantCentre":
+        self.mean_ = np.asarray(mean, float)
+        self.n_features_in_, self.n_targets_ = n_features, self.mean_.shape[0]
+        return self

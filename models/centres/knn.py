@@ -1,0 +1,81 @@
+"""Weighted k-nearest-neighbour fingerprinting (scikit-learn's ``KNeighborsRegressor``), stored as
+its reference rows and searched by :mod:`models.centres.search`."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from models._validation import check_Xy
+from models.centres import search
+from models.exceptions import InputError
+
+
+class KNNCentre(BaseEstimator):
+    """Weighted k-nearest-neighbour regression (fingerprint matching): the mean position of the
+    ``n_neighbors`` closest training rows, weighted by inverse distance (``weights="distance"``).
+
+    It answers as ``sklearn.neighbors.KNeighborsRegressor`` does; a bundle stores its reference rows
+    (``X_fit_``, ``Y_fit_``) and loading rebuilds the index. Rows are searched by a
+    :class:`models.search.ExactIndex` (sparse fingerprints as sparse vectors from search version 2,
+    dense rows from version 3; ``sparse_offset_`` and ``sparse_search_``, stored), whose neighbours are
+    averaged by scikit-learn's rule (:func:`models.search.distance_weighted_mean`), every row tied
+    at the ``n_neighbors``-th distance included (scikit-learn would pick among them by row order).
+    """
+
+    def __init__(self, n_neighbors: int = 3, weights: str = "distance"):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+
+    def fit(self, X, Y) -> "KNNCentre":
+        X, Y = check_Xy(X, Y, y_name="Y", min_rows=1)
+        if isinstance(self.n_neighbors, bool) or not isinstance(self.n_neighbors, int) or self.n_neighbors < 1:
+            raise InputError(f"n_neighbors must be a positive integer; got {self.n_neighbors!r}", field="n_neighbors",
+                             expected="a positive integer", received=repr(self.n_neighbors))
+        if self.weights not in ("distance", "uniform"):
+            raise InputError(f"weights must be 'distance' or 'uniform'; got {self.weights!r}", field="weights",
+                             expected="'distance' or 'uniform'", received=repr(self.weights))
+        from models.centres.search import sparse_offset
+
+        return self._index(X, Y, sparse_offset(X))
+
+    def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None,
+               version: int | None = None) -> "KNNCentre":
+        from sklearn.neighbors import KNeighborsRegressor
+
+        from models.centres.search import SEARCH_VERSION, ExactIndex, algorithm, numpy_search, search_input
+
+        version = SEARCH_VERSION if version is None else version
+        self.X_fit_, self.Y_fit_, self.sparse_offset_, self.sparse_search_ = X, Y, offset, version
+        self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
+        k = min(self.n_neighbors, X.shape[0])
+        if numpy_search(offset, version):
+            self.model_ = ExactIndex.of(X, offset, version)
+        else:
+            self.model_ = KNeighborsRegressor(n_neighbors=k, weights=self.weights,
+                                              algorithm=algorithm(offset)).fit(search_input(X, offset), Y)
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """(N, n) weighted mean positions of each row's neighbours (every row tied at the k-th distance
+        included): numpy on the index prepared at fit or load time. Bundles from before the numpy search
+        (no ``dense_search`` / ``sparse_search`` of at least 3 / 2) keep scikit-learn's
+        ``KNeighborsRegressor.predict``, as calibrated (about 150 us per call whatever the batch)."""
+        if isinstance(self.model_, search.ExactIndex):
+            near = self.model_.neighbourhoods(X, self.n_neighbors)
+            return search.distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)
+        P = self.model_.predict(search.search_input(X, self.sparse_offset_))
+        return np.asarray(P, dtype=np.float64).reshape(len(X), self.n_targets_)
+
+    def to_arrays(self):
+        from models.centres.search import offset_arrays
+
+        return self.get_params(), {"X": self.X_fit_, "Y": self.Y_fit_,
+                                   **offset_arrays(self.sparse_offset_, self.sparse_search_)}
+
+    @classmethod
+    def from_arrays(cls, params, arrays):
+        from models.centres.search import stored_offset, stored_version
+
+        return cls(**params)._index(np.asarray(arrays["X"], float), np.asarray(arrays["Y"], float),
+                                    stored_offset(arrays), stored_version(arrays))

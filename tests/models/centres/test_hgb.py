@@ -1,0 +1,51 @@
+"""The gradient-boosted centre's numpy trees against scikit-learn, and its prediction plan."""
+
+import numpy as np
+import pytest
+
+
+
+@pytest.mark.parametrize("leaves", [7, 31])  # 6 splits per tree: leaf tables; 30: the level walk
+def test_hgb_centre_numpy_trees_match_sklearn_and_round_trip(leaves):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from models.centres import HGBCentre
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 5))
+    Y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, 1] ** 2, X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=400)])
+    Q = np.vstack([rng.normal(size=(60, 5)), X[:10], rng.normal(scale=5, size=(10, 5))])
+    c = HGBCentre(max_iter=60, max_leaf_nodes=leaves).fit(X, Y)
+    for j in range(2):
+        ref = HistGradientBoostingRegressor(max_iter=60, max_leaf_nodes=leaves, min_samples_leaf=3,
+                                            early_stopping="auto", random_state=0).fit(X, Y[:, j]).predict(Q)
+        np.testing.assert_allclose(c.predict(Q)[:, j], ref, rtol=1e-10, atol=1e-10)
+    assert all((t is None) == (leaves > HGBCentre.TABLE_BITS + 1) for t in c.tables_)
+    again = HGBCentre.from_arrays(*c.to_arrays())
+    np.testing.assert_array_equal(again.predict(Q), c.predict(Q))
+    assert c.predict(Q[:1]).shape == (1, 2)
+
+
+def test_hgb_centre_plan_pads_targets_and_sends_rows_at_a_threshold_left():
+    """Targets stopped early at different numbers of trees (padding trees worth 0), rows whose features sit
+    exactly at split thresholds (``x <= t`` goes left), batches binned by broadcast comparison and by
+    binary search, in several blocks: scikit-learn's predictions throughout."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from models.centres import HGBCentre
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(500, 4))
+    Y = np.column_stack([np.sin(3 * X[:, 0]) + X[:, 1], 0.2 * X[:, 2] + rng.normal(size=500)])
+    c = HGBCentre(max_iter=300, early_stopping=True).fit(X, Y)
+    counts = [len(t["roots"]) for t in c.trees_]
+    assert counts[0] != counts[1] and c.plan_["n_trees"] == max(counts)
+    Q = rng.normal(size=(3 * HGBCentre.BLOCK_ROWS + 5, 4))
+    thresholds = c.trees_[0]["threshold"][~c.trees_[0]["leaf"]]
+    features = c.trees_[0]["feature"][~c.trees_[0]["leaf"]]
+    Q[np.arange(40), features[:40]] = thresholds[:40]  # a feature exactly at one of its thresholds
+    for j in range(2):
+        ref = HistGradientBoostingRegressor(max_iter=300, max_leaf_nodes=7, min_samples_leaf=3, early_stopping=True,
+                                            random_state=0).fit(X, Y[:, j])
+        for rows in (Q[:3], Q):  # broadcast bins; binary search, four blocks
+            np.testing.assert_allclose(c.predict(rows)[:, j], ref.predict(rows), rtol=1e-12, atol=1e-12)
