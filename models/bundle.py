@@ -38,6 +38,7 @@ import numpy as np
 
 from models import registry
 from models.calibration.conformal import SplitConformalCalibrator
+from models.calibration.recalibration import Recalibration
 from models.exceptions import BundleError
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
@@ -138,6 +139,13 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
     write_atomic(Path(path), files)
     model.manifest = manifest
     return manifest
+
+
+def save_recalibrated(parent: RegionModel, result: Recalibration, out) -> dict:
+    """Write a recalibration of ``parent`` (:func:`models.calibration.recalibration.recalibrate`) as a
+    bundle at ``out`` (atomically: a temporary sibling, then a rename); the manifest."""
+    return save_bundle(result.model, Path(out), dataset=parent.manifest.get("dataset"), metrics={},
+                       training=result.training, calibration=result.calibration)
 
 
 def write_atomic(path: Path, files: dict[str, bytes]) -> None:

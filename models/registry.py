@@ -3,19 +3,20 @@ the report and the benchmarks read.
 
 Adding a shape method is its module (an estimator following :mod:`models.shapes.base`, with
 ``to_arrays``/``from_arrays``) plus one :class:`MethodSpec` in :data:`METHODS`; adding a centre is
-its class plus one :class:`CentreSpec` in :data:`CENTRES`. Names resolve through
+its module in :mod:`models.centres` plus one :class:`~models.centres.kinds.CentreSpec` in
+:data:`models.centres.kinds.KINDS` (the stack, which blends those kinds, joins them here). Names resolve through
 :func:`method` and :func:`centre`, which name the choices when a name is unknown.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from models.centres import ClientCentre, ConstantCentre, HGBCentre, KNNCentre, MLPCentre, SVRCentre
-from models.exceptions import InputError, UnknownMethodError
+from models.centres.kinds import KINDS, TYPES, CentreSpec
 from models.centres.stack import StackCentre
+from models.exceptions import InputError, UnknownMethodError
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
 
 #: training options an estimator receives when its constructor has a parameter of that name
@@ -55,22 +56,6 @@ class MethodSpec:
         return self.estimator(**{**runtime, **params})
 
 
-@dataclass(frozen=True)
-class CentreSpec:
-    """A centre choice of ``lmve-train --centre``: a centre class and its parameters."""
-
-    name: str
-    description: str
-    estimator: type
-    params: dict = field(default_factory=dict)
-    #: reproduces its own training rows (kNN): its in-sample residuals are zero, so shapes must learn
-    #: from out-of-fold residuals
-    interpolates: bool = False
-
-    def make(self, **overrides):
-        return self.estimator(**{**self.params, **overrides})
-
-
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("ge", "GE", GaussianEllipsoid, "ellipsoid", fallback_rank=2),
     MethodSpec("nle", "NLE", NearestNeighbourEllipsoid, "ellipsoid", fallback_rank=1),
@@ -78,24 +63,12 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("copula", "Copula", EmpiricalCopulaBox, "box", fallback_rank=None),
 )}
 
-CENTRES: dict[str, CentreSpec] = {spec.name: spec for spec in (
-    CentreSpec("scaled", "RBF SVR per target on standardised targets (epsilon in units of each target's std)",
-               SVRCentre, {"scale_targets": True}),
-    CentreSpec("paper", "the paper's RBF SVR per target (scikit-learn defaults, epsilon in target units)",
-               SVRCentre, {}),
-    CentreSpec("knn", "3 nearest training rows, weighted by inverse distance (fingerprint matching)",
-               KNNCentre, {"n_neighbors": 3}, interpolates=True),
-    CentreSpec("hgb", "gradient-boosted trees per target (scikit-learn's HistGradientBoostingRegressor)",
-               HGBCentre, {}),
-    CentreSpec("mlp", "a ReLU MLP (128, 64) on standardised targets, trained with the batched torch trainer",
-               MLPCentre, {}),
-    CentreSpec("stack", "a non-negative least-squares blend of the other candidates, weighted on their out-of-fold "
-               "predictions (alone: of paper, scaled, knn and hgb)", StackCentre, {}, interpolates=True),
-)}
+CENTRES: dict[str, CentreSpec] = {**KINDS, "stack": CentreSpec(
+    "stack", "a non-negative least-squares blend of the other candidates, weighted on their out-of-fold "
+    "predictions (alone: of paper, scaled, knn and hgb)", StackCentre, {}, interpolates=True)}
 
 #: centre classes by the name a bundle records
-CENTRE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, HGBCentre, MLPCentre,
-                                                               StackCentre, ClientCentre, ConstantCentre)}
+CENTRE_TYPES: dict[str, type] = {**TYPES, StackCentre.__name__: StackCentre}
 
 
 def _resolve(table: dict, name: str, what: str, error: type = InputError):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from models.calibration.adaptive import AdaptiveConformal, QuantileTracker, run_stream

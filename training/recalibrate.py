@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     from models.bundle import load_bundle
-    from models.calibration.recalibration import recalibrate, save_recalibrated, threshold_changes
+    from models.bundle import save_recalibrated
+    from models.calibration.recalibration import recalibrate, threshold_changes
     from training.datasets import load_csv
 
     if args.out.resolve() == args.bundle.resolve():

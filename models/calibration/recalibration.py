@@ -1,5 +1,5 @@
-"""Recalibrate a bundle from fresh labelled rows and write the result: shared by ``lmve-recalibrate``
-and ``POST /admin/recalibrate``.
+"""Recalibrate a fitted model from fresh labelled rows: shared by ``lmve-recalibrate`` and
+``POST /admin/recalibrate``, which write the result with :func:`models.bundle.save_recalibrated`.
 
 The new bundle keeps the parent's preprocessing, scaler, centre and shapes; only the calibration
 scores change (:meth:`models.model.RegionModel.recalibrated`). Its manifest records the parent's
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.bundle import save_bundle
-from models.model import RegionModel
+if TYPE_CHECKING:  # a type only: the model imports calibration, never the other way
+    from models.model import RegionModel
 
 #: ``--group-rule`` / ``group_rule`` names -> calibration rules of :mod:`models.calibration.conformal`
 GROUP_RULES = {"subsample": "group-subsample", "pooled": "group-pooled"}
@@ -51,12 +51,6 @@ def recalibrate(parent: RegionModel, features, points, *, groups=None, grouping:
         "parent_bundle_id": m.get("bundle_id"), "rows": n_rows, "groups": n_groups, "source": src,
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
     return Recalibration(model, calibration, training, n_rows, n_groups)
-
-
-def save_recalibrated(parent: RegionModel, result: Recalibration, out) -> dict:
-    """Write ``result`` as a bundle at ``out`` (atomically: a temporary sibling, then a rename); the manifest."""
-    return save_bundle(result.model, Path(out), dataset=parent.manifest.get("dataset"), metrics={},
-                       training=result.training, calibration=result.calibration)
 
 
 def threshold_changes(parent: RegionModel, model: RegionModel) -> dict[str, tuple[float, float]]:

@@ -5,8 +5,8 @@ k-nearest-neighbour fingerprinting, its search in :mod:`models.centres.search`; 
 gradient-boosted trees evaluated in numpy; :class:`MLPCentre` a small ReLU network trained with the
 batched torch trainer (:mod:`models.nn.lockstep`) and served as plain arrays; :class:`StackCentre`
 a non-negative least-squares blend of the others; :class:`ClientCentre` the client's own estimate and
-:class:`ConstantCentre` the training mean, for reference. A new kind is a module here plus one line
-in :mod:`models.registry`.
+:class:`ConstantCentre` the training mean, for reference. A new kind is a module here plus one line in
+:data:`models.centres.kinds.KINDS`.
 """
 
 from models.centres.client import ClientCentre

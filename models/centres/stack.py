@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from models._validation import check_Xy
+from models.centres.kinds import KINDS, TYPES
 from models.exceptions import InputError
 
 DEFAULT_MEMBERS = ("paper", "scaled", "knn", "hgb")
@@ -60,7 +61,7 @@ def stacked_out_of_fold(predictions: list[np.ndarray], Y: np.ndarray, folds) -> 
 
 
 class StackCentre(BaseEstimator):
-    """A non-negative least-squares blend of registry centres, per target.
+    """A non-negative least-squares blend of single centre kinds, per target.
 
     ``fit`` computes every member's ``cv``-fold out-of-fold predictions (or takes them, as
     ``predictions``, from a caller that already has them on its folds), fits the weights on them,
@@ -70,7 +71,7 @@ class StackCentre(BaseEstimator):
     Parameters
     ----------
     members : tuple of str
-        Registry centre names (not ``"stack"``).
+        Names of single centre kinds (:data:`models.centres.kinds.KINDS`; not ``"stack"``).
     cv : int
         Folds for the out-of-fold predictions.
     random_state : int
@@ -85,18 +86,17 @@ class StackCentre(BaseEstimator):
     def _make(self, name: str):
         import inspect
 
-        from models import registry
-
-        spec = registry.centre(name)
+        spec = KINDS[name]
         seeded = "seed" in inspect.signature(spec.estimator).parameters
         return spec.make(**({"seed": self.random_state} if seeded else {}))
 
     def fit(self, X, Y, predictions: dict | None = None) -> "StackCentre":
         X, Y = check_Xy(X, Y, y_name="Y", min_rows=2)
         names = list(self.members)
-        if not names or "stack" in names or len(set(names)) != len(names):
-            raise InputError(f"members must be distinct centre names other than 'stack'; got {names!r}",
-                             field="members", expected="distinct centre names", received=repr(names))
+        if not names or any(n not in KINDS for n in names) or len(set(names)) != len(names):
+            raise InputError(f"members must be distinct centre names other than 'stack' ({', '.join(KINDS)}); "
+                             f"got {names!r}", field="members", expected=f"distinct names of {', '.join(KINDS)}",
+                             received=repr(names))
         if predictions is None:
             if isinstance(self.cv, bool) or not isinstance(self.cv, int) or not 2 <= self.cv <= X.shape[0]:
                 raise InputError(f"cv must be a fold count in [2, {X.shape[0]}]; got {self.cv!r}", field="cv",
@@ -130,18 +130,16 @@ class StackCentre(BaseEstimator):
 
     @classmethod
     def from_arrays(cls, params, arrays):
-        from models import registry
-
         params = dict(params)
         fitted = params.pop("fitted")
         n_features, n_targets = int(params.pop("n_features")), int(params.pop("n_targets"))
         est = cls(**{**params, "members": tuple(params["members"])})
         est.members_ = []
         for i, f in enumerate(fitted):
-            ctype = registry.CENTRE_TYPES.get(f["type"])
-            if ctype is None or ctype is cls:
+            ctype = TYPES.get(f["type"])
+            if ctype is None:
                 raise InputError(f"a stacked centre's member has an unknown type {f['type']!r}", field="centre",
-                                 expected=", ".join(t for t in registry.CENTRE_TYPES if t != cls.__name__),
+                                 expected=", ".join(TYPES),
                                  received=str(f["type"]))
             prefix = f"m{i}_"
             est.members_.append(ctype.from_arrays(f["params"], {k[len(prefix):]: arrays[k] for k in arrays

@@ -13,12 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.nn.lockstep import BatchedMLP, PhaseResult, Schedule, resolve_device, resolve_precision, run_phase
 from models.calibration.conformal import conformal_quantile, conformal_rank
+from models.nn.lockstep import BatchedMLP, PhaseResult, Schedule, resolve_device, resolve_precision, run_phase
 from models.exceptions import InputError
 from models.shapes.base import second_moment
-from models.shapes.lmve import FULL_BATCH_ROWS, HALVE_EVERY, MINIBATCH_ROWS
 from models.shapes.nle import NearestNeighbourEllipsoid
+
+#: up to this many fit rows LMVE trains full-batch in float32, every configuration until it stops;
+#: above, the "auto" settings switch to mini-batches of MINIBATCH_ROWS, successive halving every
+#: HALVE_EVERY evaluations, retiring stalled configurations, and bf16 where the device has it
+FULL_BATCH_ROWS = 4096
+MINIBATCH_ROWS = 256
+HALVE_EVERY = 4
 
 
 def mahalanobis_and_sqrt_det(C: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -44,14 +44,6 @@ PAPER_GRID = {"learning_rates_init": (1e-3, 1e-5), "learning_rates_train": (1e-3
 
 LOSSES = ("paper", "nll", "volume")
 
-#: up to this many fit rows LMVE trains full-batch in float32, every configuration until it stops;
-#: above, the "auto" settings switch to mini-batches of MINIBATCH_ROWS, successive halving every
-#: HALVE_EVERY evaluations, retiring stalled configurations, and bf16 where the device has it
-FULL_BATCH_ROWS = 4096
-MINIBATCH_ROWS = 256
-HALVE_EVERY = 4
-
-
 @dataclass(frozen=True)
 class LMVEConfig:
     """One point of the hyperparameter grid."""
@@ -88,8 +80,8 @@ class LMVEShape(EllipsoidShapeEstimator):
         Held-out scores are evaluated every ``eval_every`` steps; a phase stops when no configuration
         improved for ``patience`` evaluations (``None``: run all ``max_steps``, as the paper's budget).
     batch_size : int or None, default=None
-        Mini-batch rows; ``None``: full batch up to ``FULL_BATCH_ROWS`` (4,096) fit rows, else
-        ``MINIBATCH_ROWS`` (256).
+        Mini-batch rows; ``None``: full batch up to ``_lmve_torch.FULL_BATCH_ROWS`` (4,096) fit rows, else
+        ``_lmve_torch.MINIBATCH_ROWS`` (256).
     validation_fraction : float, default=0.2
         Share of the training rows held out for early stopping and configuration choice.
     min_validation_rows : int, default=100
@@ -107,7 +99,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         residuals' second moment), which bounds every score by ``M_GE / w``. 0 is the paper's model.
     retire : bool or "auto", default="auto"
         Drop a configuration from the batch once it has stalled for ``patience`` evaluations
-        (its best weights stay a candidate). ``"auto"``: above ``FULL_BATCH_ROWS`` fit rows only.
+        (its best weights stay a candidate). ``"auto"``: above ``_lmve_torch.FULL_BATCH_ROWS`` fit rows only.
     init_candidates : bool, default=True
         Also offer the init-phase networks (imitations of the NLE baseline) to the selection.
     device : str, default="auto"
@@ -121,7 +113,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         How the net's output becomes a shape: ``R^T R`` (the paper) or a Cholesky factor.
         ``None``: Cholesky for ``loss="nll"``, gram otherwise.
     precision : {"auto", "float32", "bfloat16"}, default="auto"
-        Forward passes during training under bf16 autocast. ``"auto"``: above ``FULL_BATCH_ROWS``
+        Forward passes during training under bf16 autocast. ``"auto"``: above ``_lmve_torch.FULL_BATCH_ROWS``
         fit rows, where the device computes bf16 natively (a CPU with ``avx512_bf16``/``amx_bf16``,
         a CUDA device with bf16); float32 otherwise. Weights, losses, the optimiser and the
         selection stay float32; the fitted network is float64 either way.
@@ -130,7 +122,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         configurations still training (by best held-out score) leaves the batch, keeping its best
         weights as a candidate; only the init networks still training at the end of the init phase
         start train-phase configurations. ``None``: every configuration trains until it stops.
-        ``"auto"``: ``HALVE_EVERY`` (4) above ``FULL_BATCH_ROWS`` fit rows, ``None`` below.
+        ``"auto"``: ``_lmve_torch.HALVE_EVERY`` (4) above ``_lmve_torch.FULL_BATCH_ROWS`` fit rows, ``None`` below.
     tol : float, default=1e-4
         A held-out score counts as improved when it beats the best so far by this relative amount;
         ``patience`` evaluations without such an improvement stop a configuration.

@@ -87,7 +87,8 @@ async def recalibrate(request: Request, store: Store, settings: Settings,
                             f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}")
 
     def work():
-        from models.calibration.recalibration import recalibrate as recal, save_recalibrated, threshold_changes
+        from models.bundle import save_recalibrated
+        from models.calibration.recalibration import recalibrate as recal, threshold_changes
 
         result = recal(parent, X, Y, groups=G, grouping=grouping, centers=centers, group_rule=group_rule, seed=seed,
                        source=source)

@@ -131,7 +131,7 @@ def test_cli_manifest_and_report_list_every_candidate_with_what_it_was_fitted_on
         assert (record["status"] == "dropped") == ("reason" in record)
     assert cv["paper"]["status"] == "dropped"
     report = (out / "report.md").read_text()
-    assert "## Centre candidates" in report and f"| paper | dropped | 200 | 1 |" in report
+    assert "## Centre candidates" in report and "| paper | dropped | 200 | 1 |" in report
     assert "## Where the time went" in report and "| centre selection |" in report
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"load", "preprocess", "centre selection", "centre", "ge", "test", "save bundle", "plot"} \

@@ -69,5 +69,12 @@ def test_stack_refuses_bad_members_and_folds():
     X, Y = np.zeros((10, 2)), np.zeros((10, 2))
     with pytest.raises(InputError, match="members must be distinct centre names other than 'stack'"):
         StackCentre(members=("knn", "stack")).fit(X, Y)
+    with pytest.raises(InputError, match=r"\(scaled, paper, knn, hgb, mlp\); got \['knn', 'svm'\]") as info:
+        StackCentre(members=("knn", "svm")).fit(X, Y)
+    assert info.value.field == "members"
+    arrays = StackCentre(members=("knn",)).fit(np.arange(20.0).reshape(10, 2), np.ones((10, 2))).to_arrays()
+    arrays[0]["fitted"][0]["type"] = "StackCentre"  # a stack inside a stack is not a single kind
+    with pytest.raises(InputError, match="a stacked centre's member has an unknown type 'StackCentre'"):
+        StackCentre.from_arrays(*arrays)
     with pytest.raises(InputError, match=r"cv must be a fold count in \[2, 10\]; got 11"):
         StackCentre(members=("knn",), cv=11).fit(X, Y)

@@ -354,7 +354,7 @@ def test_copula_numpy_forward_equals_scikit_learns_mlp():
 
 def test_lmve_auto_settings_switch_only_above_the_full_batch_size():
     from models.nn.lockstep import cpu_has_native_bf16
-    from models.shapes.lmve import FULL_BATCH_ROWS
+    from models.shapes._lmve_torch import FULL_BATCH_ROWS
 
     X, Y = heteroscedastic(300, seed=4)
     kw = dict(max_steps=60, eval_every=20, patience=2, random_state=1)
