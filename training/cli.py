@@ -87,9 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                         + "; ".join(f"{c.name}: {c.description}" for c in registry.CENTRES.values()))
     p.add_argument("--centre-criterion", choices=("rmse", "quantile"), default=None,
                    help="with --centre auto: what the chosen candidate minimises over its out-of-fold Euclidean "
-                        "errors: rmse (default), or quantile, the error at the --coverage level (the distance a "
-                        "region must reach; heavy-tailed errors such as a fingerprint match's wrong floor weigh "
-                        "less)")
+                        "errors: rmse (default), or quantile, the error at the --coverage level, the distance a "
+                        "region must reach, on which heavy tails (a fingerprint's wrong floor) weigh less")
     p.add_argument("--centre-candidates", type=_csv_list, default=None, metavar="NAME,NAME",
                    help="with --centre auto: the candidates to choose from (default "
                         + ",".join(TrainConfig.centre_candidates) + "; add mlp for the network, 10-30 s per fit "

@@ -4,20 +4,18 @@ the client's estimates."""
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
-from models._validation import check_Xy
+from models.centres.base import Centre
 from models.exceptions import InputError
 
 
-class ClientCentre(BaseEstimator):
+class ClientCentre(Centre):
     """The client's own estimate as the centre: no model. A bundle with this centre learned its
     shapes and calibration on the residuals of the client's estimates, so every request brings
     them (``centers``, (N, n) in target units); :meth:`predict` refuses to guess."""
 
     def fit(self, X, Y) -> "ClientCentre":
-        X, Y = check_Xy(X, Y, y_name="Y")
-        self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
+        X, Y = self._fit_input(X, Y)
         return self
 
     def predict(self, X) -> np.ndarray:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
-from models._validation import check_Xy
+from models.centres.base import Centre
 
 
-class ConstantCentre(BaseEstimator):
+class ConstantCentre(Centre):
     """``mu(x) = mean of the training targets``: a reference centre (no features used)."""
 
     def fit(self, X, Y) -> "ConstantCentre":
-        X, Y = check_Xy(X, Y, y_name="Y")
+        X, Y = self._fit_input(X, Y)
         return self.set_fitted(Y.mean(axis=0), X.shape[1])
 
     def predict(self, X) -> np.ndarray:

@@ -3,14 +3,16 @@ as their trees' node arrays and evaluated in numpy, all trees at once."""
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import BaseEstimator
+from dataclasses import dataclass
 
-from models._validation import check_Xy
+import numpy as np
+
+from models.centres.base import Centre
 from models.exceptions import InputError
 
 
-class HGBCentre(BaseEstimator):
+@dataclass(eq=False, repr=False)
+class HGBCentre(Centre):
     """Gradient-boosted regression trees, one ``HistGradientBoostingRegressor`` per target.
 
     After fitting, every tree of every target is flattened into node arrays (split feature,
@@ -33,21 +35,18 @@ class HGBCentre(BaseEstimator):
     random_state : int, default=0
     """
 
-    def __init__(self, max_iter: int = 1000, learning_rate: float = 0.1, max_leaf_nodes: int = 7,
-                 min_samples_leaf: int = 3, early_stopping: str | bool = "auto", random_state: int = 0):
-        self.max_iter = max_iter
-        self.learning_rate = learning_rate
-        self.max_leaf_nodes = max_leaf_nodes
-        self.min_samples_leaf = min_samples_leaf
-        self.early_stopping = early_stopping
-        self.random_state = random_state
+    max_iter: int = 1000
+    learning_rate: float = 0.1
+    max_leaf_nodes: int = 7
+    min_samples_leaf: int = 3
+    early_stopping: str | bool = "auto"
+    random_state: int = 0
 
     def fit(self, X, Y) -> "HGBCentre":
         from sklearn.ensemble import HistGradientBoostingRegressor
         from threadpoolctl import threadpool_limits
 
-        X, Y = check_Xy(X, Y, y_name="Y", min_rows=2)
-        self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
+        X, Y = self._fit_input(X, Y, min_rows=2)
         self.trees_ = []
         # one OpenMP thread: in a process where torch has run (LMVE, the MLP centre) a thread per core
         # made these fits about 20x slower on 2 cores (tests/models/test_bundle.py: 630 s against 44 s)

@@ -3,15 +3,17 @@ its reference rows and searched by :mod:`models.centres.search`."""
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import BaseEstimator
+from dataclasses import dataclass
 
-from models._validation import check_Xy
+import numpy as np
+
 from models.centres import search
+from models.centres.base import Centre
 from models.exceptions import InputError
 
 
-class KNNCentre(BaseEstimator):
+@dataclass(eq=False, repr=False)
+class KNNCentre(Centre):
     """Weighted k-nearest-neighbour regression (fingerprint matching): the mean position of the
     ``n_neighbors`` closest training rows, weighted by inverse distance (``weights="distance"``).
 
@@ -23,12 +25,11 @@ class KNNCentre(BaseEstimator):
     at the ``n_neighbors``-th distance included (scikit-learn would pick among them by row order).
     """
 
-    def __init__(self, n_neighbors: int = 3, weights: str = "distance"):
-        self.n_neighbors = n_neighbors
-        self.weights = weights
+    n_neighbors: int = 3
+    weights: str = "distance"
 
     def fit(self, X, Y) -> "KNNCentre":
-        X, Y = check_Xy(X, Y, y_name="Y", min_rows=1)
+        X, Y = self._fit_input(X, Y)
         if isinstance(self.n_neighbors, bool) or not isinstance(self.n_neighbors, int) or self.n_neighbors < 1:
             raise InputError(f"n_neighbors must be a positive integer; got {self.n_neighbors!r}", field="n_neighbors",
                              expected="a positive integer", received=repr(self.n_neighbors))
@@ -43,7 +44,13 @@ class KNNCentre(BaseEstimator):
                version: int | None = None) -> "KNNCentre":
         from sklearn.neighbors import KNeighborsRegressor
 
-        from models.centres.search import SEARCH_VERSION, ExactIndex, algorithm, numpy_search, search_input
+        from models.centres.search import (
+            SEARCH_VERSION,
+            ExactIndex,
+            algorithm,
+            numpy_search,
+            search_input,
+        )
 
         version = SEARCH_VERSION if version is None else version
         self.X_fit_, self.Y_fit_, self.sparse_offset_, self.sparse_search_ = X, Y, offset, version

@@ -3,15 +3,16 @@ best on held-out rows), stored and evaluated as plain weight arrays: serving nev
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import BaseEstimator
+from dataclasses import dataclass
 
-from models._validation import check_Xy
-from models.centres.base import target_scaling
+import numpy as np
+
+from models.centres.base import Centre, target_scaling
 from models.exceptions import InputError
 
 
-class MLPCentre(BaseEstimator):
+@dataclass(eq=False, repr=False)
+class MLPCentre(Centre):
     """A ReLU MLP regressing the standardised targets, trained with :mod:`models.nn.lockstep`.
 
     The grid ``learning_rates x dropouts`` trains in lockstep (one batched network) with Adam on
@@ -36,23 +37,19 @@ class MLPCentre(BaseEstimator):
         ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:i]"``.
     """
 
-    def __init__(self, hidden: tuple[int, ...] = (128, 64), learning_rates: tuple[float, ...] = (1e-3, 3e-3),
-                 dropouts: tuple[float, ...] = (0.0, 0.1), max_steps: int = 5000, eval_every: int = 50,
-                 patience: int = 10, batch_size: int = 256, held_out: float = 0.1, seed: int = 0,
-                 device: str = "auto"):
-        self.hidden = hidden
-        self.learning_rates = learning_rates
-        self.dropouts = dropouts
-        self.max_steps = max_steps
-        self.eval_every = eval_every
-        self.patience = patience
-        self.batch_size = batch_size
-        self.held_out = held_out
-        self.seed = seed
-        self.device = device
+    hidden: tuple[int, ...] = (128, 64)
+    learning_rates: tuple[float, ...] = (1e-3, 3e-3)
+    dropouts: tuple[float, ...] = (0.0, 0.1)
+    max_steps: int = 5000
+    eval_every: int = 50
+    patience: int = 10
+    batch_size: int = 256
+    held_out: float = 0.1
+    seed: int = 0
+    device: str = "auto"
 
     def fit(self, X, Y) -> "MLPCentre":
-        X, Y = check_Xy(X, Y, y_name="Y", min_rows=10)
+        X, Y = self._fit_input(X, Y, min_rows=10)
         if not 0.0 < self.held_out < 0.5:
             raise InputError(f"held_out must lie in (0, 0.5); got {self.held_out!r}", field="held_out",
                              expected="a share in (0, 0.5)", received=repr(self.held_out))
@@ -89,7 +86,6 @@ class MLPCentre(BaseEstimator):
         self.held_out_mse_ = float(errors[self.config_index_])
         layers = net.numpy_layers(self.config_index_)
         self.coefs_, self.intercepts_ = [W for W, _ in layers], [b for _, b in layers]
-        self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         return self
 
     def predict(self, X) -> np.ndarray:

@@ -9,10 +9,11 @@ use it, so the out-of-fold predictions of one serve the others).
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import BaseEstimator
+from dataclasses import dataclass
 
-from models._validation import check_Xy
+import numpy as np
+
+from models.centres.base import Centre
 from models.centres.kinds import KINDS, TYPES
 from models.exceptions import InputError
 
@@ -60,7 +61,8 @@ def stacked_out_of_fold(predictions: list[np.ndarray], Y: np.ndarray, folds) -> 
     return out
 
 
-class StackCentre(BaseEstimator):
+@dataclass(eq=False, repr=False)
+class StackCentre(Centre):
     """A non-negative least-squares blend of single centre kinds, per target.
 
     ``fit`` computes every member's ``cv``-fold out-of-fold predictions (or takes them, as
@@ -78,10 +80,9 @@ class StackCentre(BaseEstimator):
         Seeds the folds and members that take a seed.
     """
 
-    def __init__(self, members: tuple[str, ...] = DEFAULT_MEMBERS, cv: int = 5, random_state: int = 0):
-        self.members = members
-        self.cv = cv
-        self.random_state = random_state
+    members: tuple[str, ...] = DEFAULT_MEMBERS
+    cv: int = 5
+    random_state: int = 0
 
     def _make(self, name: str):
         import inspect
@@ -91,7 +92,7 @@ class StackCentre(BaseEstimator):
         return spec.make(**({"seed": self.random_state} if seeded else {}))
 
     def fit(self, X, Y, predictions: dict | None = None) -> "StackCentre":
-        X, Y = check_Xy(X, Y, y_name="Y", min_rows=2)
+        X, Y = self._fit_input(X, Y, min_rows=2)
         names = list(self.members)
         if not names or any(n not in KINDS for n in names) or len(set(names)) != len(names):
             raise InputError(f"members must be distinct centre names other than 'stack' ({', '.join(KINDS)}); "

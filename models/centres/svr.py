@@ -6,12 +6,12 @@ arrays a bundle stores.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.svm import SVR
 
-from models._validation import check_Xy
-from models.centres.base import target_scaling
+from models.centres.base import Centre, target_scaling
 
 
 def _kernel_sum(X, x2, A, c, coef, gamma) -> np.ndarray:
@@ -24,7 +24,8 @@ def _kernel_sum(X, x2, A, c, coef, gamma) -> np.ndarray:
     return D @ coef
 
 
-class SVRCentre(BaseEstimator):
+@dataclass(eq=False, repr=False)
+class SVRCentre(Centre):
     """One RBF SVR per target.
 
     Parameters
@@ -43,15 +44,13 @@ class SVRCentre(BaseEstimator):
     y_mean_, y_scale_ : ndarray (n,)
     """
 
-    def __init__(self, C: float = 1.0, epsilon: float = 0.1, gamma="scale", scale_targets: bool = False):
-        self.C = C
-        self.epsilon = epsilon
-        self.gamma = gamma
-        self.scale_targets = scale_targets
+    C: float = 1.0
+    epsilon: float = 0.1
+    gamma: str | float = "scale"
+    scale_targets: bool = False
 
     def fit(self, X, Y) -> "SVRCentre":
-        X, Y = check_Xy(X, Y, y_name="Y", min_rows=2)
-        self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
+        X, Y = self._fit_input(X, Y, min_rows=2)
         if self.scale_targets:
             self.y_mean_, self.y_scale_ = target_scaling(Y)
         else:

@@ -30,8 +30,7 @@ PROBLEMS = {413: {"description": "too many rows or body too large"},
 
 
 def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
-    loaded, settings, metrics = ctx.loaded, ctx.settings, ctx.metrics
-    model = loaded.model
+    settings, model = ctx.settings, ctx.loaded.model
     inference.check_row_limit(body.features, "features", settings.max_rows)
     k = body.boundary_points
     if k is not None and not (3 <= k <= settings.max_boundary_points):
@@ -45,18 +44,12 @@ def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
     level, adaptive, thresholds = _level(body.coverage, ctx, method)
     answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers,
                                   thresholds=thresholds)
-    regions = inference.region_rows(answer, k)
-    _observe(metrics, "predict-region", answer, len(regions), t0)
-    return FastJSONResponse({"regions": regions, "method": answer.method, "fallback": answer.fallback,
-                             "fallback_reason": answer.fallback_reason,
-                             "coverage": body.coverage if body.coverage is not None else model.coverage,
-                             "effective_coverage": _effective(level, answer, ctx, thresholds),
-                             "adaptive": adaptive, "bundle_id": loaded.version})
+    return _respond("predict-region", "regions", inference.region_rows(answer, k), answer, body, ctx, t0, level,
+                    adaptive, thresholds)
 
 
 def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
-    loaded, settings, metrics = ctx.loaded, ctx.settings, ctx.metrics
-    model = loaded.model
+    settings, model = ctx.settings, ctx.loaded.model
     inference.check_row_limit(body.features, "features", settings.max_rows)
     t0 = time.perf_counter()
     level, adaptive, thresholds = _level(body.coverage, ctx, method)
@@ -64,12 +57,19 @@ def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
                           thresholds=thresholds)
     results = [{"inside": i, "distance": d, "p_value": p} for i, d, p in
                zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist())]  # plain floats: cheap
-    _observe(metrics, "contains", answer, len(results), t0)
-    return FastJSONResponse({"results": results, "method": answer.method, "fallback": answer.fallback,
+    return _respond("contains", "results", results, answer, body, ctx, t0, level, adaptive, thresholds)
+
+
+def _respond(route: str, key: str, rows: list, answer, body, ctx: Serving, t0: float, level, adaptive,
+             thresholds) -> FastJSONResponse:
+    """The response of both region routes: ``rows`` under ``key``, the method that answered (and why
+    it fell back), the levels asked for and served, and the bundle; the request observed in the metrics."""
+    _observe(ctx.metrics, route, answer, len(rows), t0)
+    return FastJSONResponse({key: rows, "method": answer.method, "fallback": answer.fallback,
                              "fallback_reason": answer.fallback_reason,
-                             "coverage": body.coverage if body.coverage is not None else model.coverage,
+                             "coverage": body.coverage if body.coverage is not None else ctx.loaded.model.coverage,
                              "effective_coverage": _effective(level, answer, ctx, thresholds),
-                             "adaptive": adaptive, "bundle_id": loaded.version})
+                             "adaptive": adaptive, "bundle_id": ctx.loaded.version})
 
 
 def _effective(level, answer, ctx: Serving, thresholds) -> float:
