@@ -3,8 +3,7 @@
     .venv/bin/python benchmarks/summarise.py
 
 Every variant is compared with the ``paper`` runs (Table I, ``runs.csv``) of the same code on
-the same split seeds. The session-1 code's runs are kept for the record only
-(``runs_paper-v1.csv``, ``*-v1.*``).
+the same split seeds.
 
 * ``table4.md``: enb LMVE ablations (variants ``no-init``, ``lambda-1``, ``2-layers``,
   ``50pct-validation``) beside the paper's Table IV and our full LMVE;

@@ -1,0 +1,59 @@
+"""``benchmarks/README.md`` is the index of ``benchmarks/results/``: every results file is named in a
+``results`` column, every name there exists, and every benchmark script is listed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+
+
+def expand(name: str) -> list[str]:
+    """``table1.{csv,md}`` -> ``table1.csv``, ``table1.md`` (one brace group, as the index writes them)."""
+    m = re.fullmatch(r"(.*)\{([^{}]+)\}(.*)", name)
+    return [m.group(1) + alt + m.group(3) for alt in m.group(2).split(",")] if m else [name]
+
+
+def table_column(markdown: str, column: str) -> list[str]:
+    """The cells of every markdown table's column named ``column``."""
+    cells, index = [], None
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            index = None
+            continue
+        row = [c.strip() for c in line.strip().strip("|").split("|")]
+        if index is None:
+            index = row.index(column) if column in row else -1
+        elif index >= 0 and not set(line) <= set("|-: ") and index < len(row):
+            cells.append(row[index])
+    return cells
+
+
+def indexed_results(markdown: str) -> set[str]:
+    names = set()
+    for cell in table_column(markdown, "results"):
+        for token in re.findall(r"`([^`]+)`", cell):
+            names.update(expand(token))
+    return names
+
+
+def test_the_index_and_the_results_folder_agree():
+    on_disk = {p.relative_to(BENCH / "results").as_posix() for p in (BENCH / "results").rglob("*") if p.is_file()}
+    indexed = indexed_results((BENCH / "README.md").read_text())
+    assert not on_disk - indexed, f"results not in benchmarks/README.md: {sorted(on_disk - indexed)}"
+    assert not indexed - on_disk, f"benchmarks/README.md names missing results: {sorted(indexed - on_disk)}"
+
+
+def test_every_benchmark_script_is_listed():
+    text = (BENCH / "README.md").read_text()
+    scripts = {p.relative_to(BENCH).as_posix() for p in BENCH.rglob("*.py")
+               if "cache" not in p.parts and p.name != "__init__.py"}
+    missing = {s for s in scripts if f"`{s}`" not in text}
+    assert not missing, f"benchmark scripts not listed in benchmarks/README.md: {sorted(missing)}"
+
+
+def test_the_index_parser_expands_braces_and_reads_only_results_columns():
+    md = "| table | results |\n|---|---|\n| a | `x.{csv,md}`, `y.json` |\n\ntext `z.md`\n"
+    assert indexed_results(md) == {"x.csv", "x.md", "y.json"}
