@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (if needed), check the import contracts (pyproject.toml [tool.importlinter]: the arrows of
-# ARCHITECTURE.md), and run the whole test suite.
+# docs/concepts/architecture.md), and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -10,19 +10,33 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from service.settings import ServiceSettings
+
+
+def build_parser(env: ServiceSettings | None = None) -> argparse.ArgumentParser:
+    """The ``lmve-serve`` parser; its defaults are ``env``'s (the environment's settings when None)."""
+    from service.settings import ServiceSettings
+
+    env = env or ServiceSettings()
+    p = argparse.ArgumentParser(prog="lmve-serve", description=__doc__.split("\n\n")[0],
+                                epilog="Every other setting is an environment variable only (LMVE_*; the "
+                                       "configuration reference lists them).")
+    p.add_argument("--bundle", default=env.bundle, help="bundle directory (LMVE_BUNDLE)")
+    p.add_argument("--host", default=env.host, help=f"bind address (LMVE_HOST, default {env.host})")
+    p.add_argument("--port", type=int, default=env.port, help=f"port (LMVE_PORT, default {env.port})")
+    p.add_argument("--workers", type=int, default=env.workers, help="worker processes (LMVE_WORKERS)")
+    p.add_argument("--log-level", default=env.log_level, help=f"LMVE_LOG_LEVEL (default {env.log_level})")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
     from service.settings import ServiceSettings
 
     env = ServiceSettings()
-    p = argparse.ArgumentParser(prog="lmve-serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("--bundle", default=env.bundle, help="bundle directory (LMVE_BUNDLE)")
-    p.add_argument("--host", default=env.host, help=f"bind address (LMVE_HOST, default {env.host})")
-    p.add_argument("--port", type=int, default=env.port, help=f"port (LMVE_PORT, default {env.port})")
-    p.add_argument("--workers", type=int, default=env.workers, help="worker processes (LMVE_WORKERS)")
-    p.add_argument("--log-level", default=env.log_level, help="LMVE_LOG_LEVEL")
-    args = p.parse_args(argv)
+    args = build_parser(env).parse_args(argv)
 
     # one compute thread per worker unless told otherwise: N workers x M BLAS/OpenMP threads on
     # N cores oversubscribe them, and OpenMP's spin-waiting then costs far more than it gives

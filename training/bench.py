@@ -437,8 +437,7 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    require_training_install("lmve-bench")
+def build_parser() -> argparse.ArgumentParser:
     from training.datasets import PAPER_DATASETS
 
     p = argparse.ArgumentParser(prog="lmve-bench", description=__doc__.split("\n\n")[0])
@@ -448,14 +447,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="ge,nle,lmve,copula",
                    help=f"comma-separated: ge, nle, lmve, copula, and {PEER} (the peer: MAPIE 1.6's multivariate "
                         "standardised residuals, its own network for mean and covariance; the bench extra)")
-    p.add_argument("--coverage", type=float, default=0.9)
-    p.add_argument("--variant", default="paper", choices=sorted(VARIANTS))
+    p.add_argument("--coverage", type=float, default=0.9, help="target coverage eta (default 0.9)")
+    p.add_argument("--variant", default="paper", choices=sorted(VARIANTS),
+                   help="what differs from the paper's protocol (default paper; training.bench.VARIANTS); the "
+                        "results carry the suffix _VARIANT")
     p.add_argument("--jobs", type=int, default=2, help="local worker processes (default 2)")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786); default: local")
-    p.add_argument("--cache", type=Path, default=Path("benchmarks/cache"))
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--lmve-max-steps", type=int, default=None)
+    p.add_argument("--cache", type=Path, default=Path("benchmarks/cache"),
+                   help="one JSON file per split, so a rerun resumes (default benchmarks/cache)")
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results"),
+                   help="where the tables go (default benchmarks/results)")
+    p.add_argument("--data-dir", default=None, help="folder of the paper datasets (default $LMVE_DATA_DIR)")
+    p.add_argument("--lmve-max-steps", type=int, default=None, help="LMVE: cap on steps per phase")
     p.add_argument("--peer-epochs", type=int, default=300, help=f"{PEER}: training epochs (default 300, MAPIE's)")
     p.add_argument("--protocol", default=None,
                    help="shift protocols instead of the paper's split, comma-separated: random, leave-location-out, "
@@ -467,8 +470,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="tabulate the splits already in the cache and run none (says which are missing)")
     p.add_argument("--merge", action="store_true",
                    help="keep the rows of datasets not in this run from the existing runs csv, and tabulate all")
-    p.add_argument("--quiet", action="store_true")
-    args = p.parse_args(argv)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    require_training_install("lmve-bench")
+    args = build_parser().parse_args(argv)
     try:
         datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())

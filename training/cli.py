@@ -91,9 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "region must reach, on which heavy tails (a fingerprint's wrong floor) weigh less")
     p.add_argument("--centre-candidates", type=_csv_list, default=None, metavar="NAME,NAME",
                    help="with --centre auto: the candidates to choose from (default "
-                        + ",".join(TrainConfig.centre_candidates) + "; add mlp for the network, 10-30 s per fit "
-                        "on 2 cores, six fits per selection, and stack for the blend of the others, which costs no "
-                        "fit)")
+                        + ",".join(TrainConfig.centre_candidates) + "; add mlp for the network, the slowest "
+                        "candidate: one network fit per fold and one on all rows, and stack for the blend of the "
+                        "others, which costs no fit)")
     p.add_argument("--centre-columns", type=_csv_list, default=None, metavar="EST_X,EST_Y",
                    help="with --csv: columns holding your own position estimate of each row (one per target, in "
                         "target units). The shapes and calibration learn from the residuals of your estimates; the "

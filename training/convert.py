@@ -91,12 +91,16 @@ def convert_bundle(src, dst) -> dict:
     return save_bundle(model, dst, dataset=manifest.get("dataset"), metrics=manifest.get("metrics"), training=training)
 
 
-def main(argv: list[str] | None = None) -> int:
-    require_training_install("lmve-convert-bundle")
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lmve-convert-bundle", description=__doc__.split("\n\n")[0])
     p.add_argument("old", type=Path, help="schema-1 bundle directory")
     p.add_argument("new", type=Path, help="where to write the schema-2 bundle (replaced atomically)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    require_training_install("lmve-convert-bundle")
+    args = build_parser().parse_args(argv)
     try:
         manifest = convert_bundle(args.old, args.new)
     except LMVEError as exc:

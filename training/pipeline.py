@@ -115,8 +115,8 @@ class TrainConfig:
     rssi: str = "off"
     not_detected: float | None = None
     rssi_floor: float | None = None
-    #: what centre="auto" chooses from. Not among them by default: "mlp" (on 2 cores one fit takes
-    #: 10-30 s, six per split) and "stack" (the blend of the others, weighted on their out-of-fold
+    #: what centre="auto" chooses from. Not among them by default: "mlp" (six network fits per
+    #: selection, the slowest candidate by far) and "stack" (the blend of the others, weighted on their out-of-fold
     #: centres, no fit of its own: it won the row-split benchmark on ble_rssi, but on the grouped
     #: synthetic survey it helped GE and NLE more than LMVE, see benchmarks/results/stack_grouped.md);
     #: ask for them with a candidates list
