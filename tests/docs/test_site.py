@@ -98,3 +98,11 @@ def test_every_variable_the_code_reads_is_in_the_configuration_reference(site):
     text = page_text(site, "reference/configuration")
     missing = sorted(n for n in names if n not in text)
     assert not missing, f"LMVE_* variables not in the configuration reference: {missing}"
+
+
+def test_every_relative_link_of_the_readme_exists():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    relative = [link for link in links if "://" not in link]
+    assert relative, "the README links into the docs"
+    missing = [link for link in relative if not (ROOT / link).exists()]
+    assert not missing, f"README links to missing files: {missing}"
