@@ -4,8 +4,9 @@ Layout (schema version 2)::
 
     bundle/
       manifest.json     schema version, versions, dataset, dims, coverage, the centre's and every
-                        method's parameters, alpha_q per method, test metrics, provenance, and
-                        the sha256 of every other file
+                        method's parameters, alpha_q per method, test metrics, provenance, the
+                        served method's selection (the plain routes' order), and the sha256 of
+                        every other file
       preprocess.npz    (optional) the fitted preprocessing step (RSSI columns: which ones)
       scaler.npz        mean, scale
       centre.npz        the centre's arrays (SVR: support vectors, dual coefficients, intercepts)
@@ -132,6 +133,7 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
                         "n_calibration": first.n_calibration_},
         "metrics": metrics or {},
         "training": training or {},
+        "selection": model.selection,
         "files": {name: sha256_bytes(data) for name, data in sorted(files.items())},
     }
     manifest["bundle_id"] = sha256_bytes(json.dumps(manifest["files"], sort_keys=True).encode())[:16]
@@ -274,4 +276,15 @@ def load_bundle(path) -> RegionModel:
                           path=str(path)) from None
     return RegionModel(feature_names=list(manifest["feature_names"]), target_names=list(manifest["target_names"]),
                        scaler_mean=scaler["mean"], scaler_scale=scaler["scale"], methods=methods, coverage=coverage,
-                       manifest=manifest, preprocess=preprocess)
+                       manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path))
+
+
+def _selection(manifest: dict, path: Path) -> dict:
+    """The manifest's ``selection`` (absent in older bundles: ``{}``, the registry's order), checked:
+    its ``order`` must name methods the bundle has."""
+    selection = manifest.get("selection") or {}
+    order = selection.get("order", []) if isinstance(selection, dict) else None
+    if not isinstance(order, list) or any(m not in manifest["methods"] for m in order):
+        raise BundleError(f"{path / MANIFEST}: selection.order must list methods of the bundle "
+                          f"({', '.join(manifest['methods'])}); got {order!r}", path=str(path / MANIFEST))
+    return selection

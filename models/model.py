@@ -5,7 +5,9 @@ calibrated regressor per method) and is what the service serves. Each public met
 points, coverage, method; errors are :class:`~models.exceptions.InputError` naming the field,
 what was expected and what came), then calls unchecked internals. It also owns the fallback rule:
 when the asked-for (or primary) method's shapes are not finite for a batch, the next method in
-:func:`models.registry.fallback_order` answers, for regions and containment alike.
+:attr:`RegionModel.served_methods` answers, for regions and containment alike. That order is the
+bundle's ``selection`` (``lmve-train --primary``: ranked by volume on held-out rows, see
+:mod:`training.primary`), or :func:`models.registry.fallback_order` for a bundle without one.
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ class RegionModel:
         Metadata (written to / read from ``manifest.json`` by :mod:`models.bundle`).
     preprocess : RSSIFloor or None
         Applied to the raw features before the scaler (fingerprint "not detected" codes).
+    selection : dict
+        How the served method was chosen (``order``: the ellipsoid methods the plain routes
+        serve, best first, then the fallbacks; the held-out figures that ranked them). Empty: the
+        registry's order, LMVE then NLE then GE.
     """
 
     feature_names: list[str]
@@ -74,6 +80,7 @@ class RegionModel:
     coverage: float
     manifest: dict = field(default_factory=dict)
     preprocess: RSSIFloor | None = None
+    selection: dict = field(default_factory=dict)
 
     @property
     def n_features(self) -> int:
@@ -85,12 +92,20 @@ class RegionModel:
 
     @property
     def served_methods(self) -> tuple[str, ...]:
-        """The ellipsoid methods this model has, preferred first."""
-        return tuple(m for m in registry.fallback_order() if m in self.methods)
+        """The ellipsoid methods this model has, preferred first: the selection's order, then any
+        other in the registry's order."""
+        ranked = [m for m in self._preferred() if m in self.methods]
+        return tuple(ranked + [m for m in registry.fallback_order() if m in self.methods and m not in ranked])
+
+    def _preferred(self) -> tuple[str, ...]:
+        """The ellipsoid methods in the order the bundle prefers them, present or not."""
+        order = tuple(m for m in self.selection.get("order", ()) if m in registry.METHODS
+                      and registry.METHODS[m].kind == "ellipsoid")
+        return order or registry.fallback_order()
 
     @property
     def primary_method(self) -> str:
-        """The best available ellipsoid method: LMVE, else NLE, else GE."""
+        """The first of :attr:`served_methods` (the selection's choice; without one LMVE, else NLE, else GE)."""
         served = self.served_methods
         if not served:
             raise InputError(f"the model has no ellipsoid method; it has {sorted(self.methods)}")
@@ -148,7 +163,7 @@ class RegionModel:
         if method is None:
             if not served:
                 raise InputError(f"the model has no ellipsoid method; it has {sorted(self.methods)}")
-            first = registry.fallback_order()[0]
+            first = self._preferred()[0]
             reason = None if served[0] == first else f"the bundle has no {registry.METHODS[first].label} method"
             order = [(served[0], reason)]
         else:
@@ -275,7 +290,8 @@ class RegionModel:
             methods[name] = new.conformalize(X, P, centers=mu, groups=groups if rule != "rows" else None)
         return RegionModel(feature_names=list(self.feature_names), target_names=list(self.target_names),
                            scaler_mean=self.scaler_mean, scaler_scale=self.scaler_scale, methods=methods,
-                           coverage=self.coverage, manifest={}, preprocess=self.preprocess)
+                           coverage=self.coverage, manifest={}, preprocess=self.preprocess,
+                           selection=dict(self.selection))
 
     def predict_center(self, features, centers=None) -> np.ndarray:
         """(N, n) centres for raw ``features`` (a client-centre bundle: the checked ``centers``)."""

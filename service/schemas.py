@@ -38,7 +38,8 @@ class Region(BaseModel):
 class PredictRegionResponse(BaseModel):
     regions: list[Region]
     method: str
-    fallback: bool = Field(description="true when the primary method (LMVE) could not serve and another did")
+    fallback: bool = Field(description="true when the primary method (GET /model's primary_method) could not "
+                                       "serve and the next in the bundle's order did")
     fallback_reason: str | None = None
     coverage: float = Field(description="the level asked for (the request's, else the bundle's)")
     effective_coverage: float = Field(description="the level the regions were computed at: `coverage`, or in "
@@ -96,7 +97,11 @@ class ModelInfo(BaseModel):
     d: int
     n: int
     coverage: float
-    primary_method: str
+    primary_method: str = Field(description="the method the plain routes serve (the bundle's selection)")
+    selection: dict = Field(default_factory=dict, description="how the served method was chosen: `order` (served "
+                                                               "first, then the fallbacks), `rule` (auto or forced), "
+                                                               "and each method's held-out volume and coverage; empty "
+                                                               "for older bundles (then LMVE, NLE, GE)")
     methods: dict[str, MethodInfo]
     metrics: dict
     calibration: dict = Field(default_factory=dict, description="the calibration rule, the grouping, the number "

@@ -48,12 +48,14 @@ needs_data = pytest.mark.skipif(data_dir() is None, reason="paper datasets not f
 
 @pytest.fixture(scope="session")
 def trained_synthetic():
-    """A small synthetic model with all four methods (fast LMVE budget), and its dataset."""
+    """A small synthetic model with all four methods (fast LMVE budget), and its dataset. LMVE is
+    forced primary (``--primary lmve``): the route tests exercise its answers and its fallbacks;
+    tests/training/test_primary.py covers ``auto``."""
     from training.datasets import load_dataset
     from training.pipeline import TrainConfig, train
 
     ds = load_dataset("synthetic", n_samples=800, seed=0)
-    result = train(ds, TrainConfig(seed=0, method_params={"lmve": FAST_TRAIN_LMVE}))
+    result = train(ds, TrainConfig(seed=0, method_params={"lmve": FAST_TRAIN_LMVE}, primary="lmve"))
     return result, ds
 
 

@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "then the survivors race fold by fold on all rows, dropped when more than 10 %% behind; "
                         "the report and manifest say what each was fitted on and why it was dropped. off: every "
                         "candidate on every fold, whatever the size")
+    p.add_argument("--primary", default="auto", metavar="auto|NAME",
+                   help="the method the plain routes serve: auto (default): the ellipsoid method whose regions are "
+                        "smallest on the test part at its own level, a choice that reads no calibration row, so the "
+                        "guarantee stays exact; the fallbacks follow the same ranking. Or a method's name (lmve, "
+                        "nle, ge) to force it")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -137,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     from models.bundle import save_bundle
     from models.shapes.lmve import PAPER_GRID
+    from training.primary import selection_line
     from training.report import centre_line, metrics_table, plot_test_regions, write_report
 
     t0 = time.perf_counter()
@@ -160,7 +166,7 @@ def _run(args) -> int:
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
-                         rssi_floor=args.rssi_floor, centre_screen_rows=_screen_setting(args.centre_screen),
+                         rssi_floor=args.rssi_floor, primary=args.primary, centre_screen_rows=_screen_setting(args.centre_screen),
                          **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
                          **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
     for name in args.centre_candidates or ():
@@ -201,6 +207,9 @@ def _run(args) -> int:
           f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s, peak memory "
           f"{meter.peak():.0f} MiB (per stage: {out / 'report.md'})")
     print(metrics_table(result.metrics, config.coverage))
+    print(f"served: {selection_line(result.model.selection)}")
+    if result.split.adjustment:
+        print(f"few groups: {result.split.adjustment['words']}")
     print(f"guarantee: {calibration['guarantee']}")
     print(f"centre: {centre_line(result.centre)}")
     print(f"RSSI preprocessing: {training['preprocess']}")
@@ -257,9 +266,12 @@ def guarantee(dataset, result, grouped: bool) -> dict:
     unit = "reading at a position not in the survey" if g["by"] == "position" else f"row from a {g['by']} group " \
         "not in the training data"
     bound = f"P >= {eta}" if cal.rule == "group-subsample" else f"P ~ {eta} (asymptotically: pooled rule)"
-    return {"grouping": g, "n_groups": cal.n_calibration_,
-            "guarantee": f"{bound} for a {unit} (calibrated on {cal.n_calibration_} held-out groups, "
-                         f"{cal.n_rows_} rows; rule {cal.rule})"}
+    out = {"grouping": g, "n_groups": cal.n_calibration_,
+           "guarantee": f"{bound} for a {unit} (calibrated on {cal.n_calibration_} held-out groups, "
+                        f"{cal.n_rows_} rows; rule {cal.rule})"}
+    if result.split.adjustment:
+        out["split_adjustment"] = result.split.adjustment
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

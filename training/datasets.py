@@ -19,7 +19,9 @@ from training import synthetic
 from training.settings import TrainingSettings
 
 PAPER_DATASETS = ("enb", "ble_rssi", "indoor_localization", "residential_building")
-DATASETS = ("synthetic", *PAPER_DATASETS)
+#: built-in data that needs no download: the default survey, and a follow-up study of 35 subjects
+#: (few groups: lmve-train moves whole subjects into calibration to reach the level)
+DATASETS = ("synthetic", "visits", *PAPER_DATASETS)
 
 #: rows needed for the split protocol: NLE needs floor(0.81 m / 20) >= 1 neighbour and
 #: LMVE 20 fitting + 10 held-out train rows; the calibration part then has >= 5 rows.
@@ -123,13 +125,18 @@ def _pipe_csv(folder: Path, target_scale: float) -> tuple[np.ndarray, np.ndarray
 
 
 def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int = 0) -> Dataset:
-    """Load one of :data:`DATASETS` (``synthetic`` needs no data directory)."""
+    """Load one of :data:`DATASETS` (``synthetic`` and ``visits`` need no data directory)."""
     import pandas as pd
 
     if name == "synthetic":  # a survey: 5 readings at each of n_samples / 5 reference points
         X, Y, _, device, fn, tn = synthetic.make_survey(n_points=max(n_samples // 5, 3), readings=5, seed=seed)
         digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
         return Dataset("synthetic", X, Y, fn, tn, digest, meta={"device": device})
+    if name == "visits":  # 35 subjects, grouped by subject
+        X, Y, subject, fn, tn = synthetic.make_visits(seed=seed)
+        digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
+        return with_groups(Dataset("visits", X, Y, fn, tn, digest, meta={"subject": subject}),
+                           {"subject": subject}, "subject")
     if name not in PAPER_DATASETS:
         raise InputError(f"dataset must be one of {', '.join(DATASETS)}; got {name!r}")
     root = _data_dir(data_dir) / name

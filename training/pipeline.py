@@ -16,7 +16,13 @@ Per split seed ``s``:
    residuals on its own training rows are smaller and shaped by its loss; boosted trees and
    kNN nearly reproduce their training rows). ``centre="auto"`` does this by default with the
    selection's folds, whose out-of-fold centres it has already computed;
-5. coverage and volume measured on the test rows.
+5. coverage and volume measured on the test rows;
+6. the served method chosen (``primary="auto"``): the ellipsoid method of smallest volume on the
+   test rows at their own quantile, reading no calibration row (:mod:`training.primary`).
+
+With groups, a split whose calibration part holds too few groups for the level takes whole groups
+from the train part (and the test part, down to one group) until it holds enough
+(:func:`group_split`; SPEC section 9), and says so in ``Split.adjustment``.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from training.datasets import MIN_ROWS, Dataset
+from training.primary import check_primary, choose
 from training.stages import StageMeter
 from training.selection import CRITERIA, MIN_SCREEN_ROWS, centre_errors, out_of_fold_centers, select_centre
 
@@ -44,9 +51,15 @@ METHODS = tuple(registry.METHODS)
 
 @dataclass(frozen=True)
 class Split:
+    """Row indices of each part. ``selection``: the rows that choose the served method (``None``: the
+    test rows); never calibration rows. ``adjustment``: what :func:`group_split` changed to reach
+    the level, in figures and words (``None``: the default fractions)."""
+
     train: np.ndarray
     calibration: np.ndarray
     test: np.ndarray
+    selection: np.ndarray | None = None
+    adjustment: dict | None = None
 
 
 def paper_split(m: int, seed: int, test_fraction: float = 0.1, calibration_fraction: float = 0.1) -> Split:
@@ -61,11 +74,30 @@ def paper_split(m: int, seed: int, test_fraction: float = 0.1, calibration_fract
                  test=np.sort(perm[:n_test]))
 
 
-def group_split(groups, seed: int, test_fraction: float = 0.1, calibration_fraction: float = 0.1) -> Split:
+#: a grouped split keeps at least this many test groups (the report and the choice of the served
+#: method) and train groups (the centre's group cross-validation and the cross-fitted residuals)
+MIN_TEST_GROUPS, MIN_TRAIN_GROUPS = 1, 2
+
+
+def groups_needed(eta: float) -> int:
+    """The fewest calibration groups ``m`` whose level ``m / (m + 1)`` reaches ``eta``: ``ceil(eta / (1 - eta))``."""
+    return math.ceil(eta / (1 - eta) - 1e-9)
+
+
+def group_split(groups, seed: int, test_fraction: float = 0.1, calibration_fraction: float = 0.1,
+                coverage: float | None = None) -> Split:
     """The paper's split over whole groups: shuffled groups go to test until ``ceil(test_fraction m)``
     rows, then to calibration until ``ceil(calibration_fraction * rest)`` rows; the rest trains.
-    Every part holds at least one group; no group is in two parts."""
-    from models.calibration.conformal import group_codes
+    Every part holds at least one group; no group is in two parts.
+
+    With ``coverage``, when the calibration part holds fewer than :func:`groups_needed` groups (too
+    few for the level, ``m / (m + 1) < eta``), whole groups move into calibration, from the train
+    part (its first in the shuffled order) down to :data:`MIN_TRAIN_GROUPS`, then from the test part
+    down to :data:`MIN_TEST_GROUPS`; ``Split.adjustment`` records it. The guarantee is unchanged
+    (calibration still holds whole groups, never seen in training); the cost is fewer training rows.
+    When even that cannot reach the level, an :class:`InputError` names the highest level the groups
+    attain. Without ``coverage``, no group moves."""
+    from models.calibration.conformal import group_codes, max_coverage
 
     m = len(groups)
     if m < MIN_ROWS:
@@ -77,16 +109,51 @@ def group_split(groups, seed: int, test_fraction: float = 0.1, calibration_fract
                          "least 3 (test, calibration and train each hold whole groups)", field="groups",
                          expected="at least 3 groups", received=f"{n_groups}")
     order = np.random.default_rng(seed).permutation(n_groups)
-    cum = np.cumsum(np.bincount(codes, minlength=n_groups)[order])
+    sizes = np.bincount(codes, minlength=n_groups)
+    cum = np.cumsum(sizes[order])
     n_test = min(int(np.searchsorted(cum, math.ceil(test_fraction * m))) + 1, n_groups - 2)
     rest = m - cum[n_test - 1]
     target = cum[n_test - 1] + math.ceil(calibration_fraction * rest)
     n_cal = min(max(int(np.searchsorted(cum, target)) + 1 - n_test, 1), n_groups - n_test - 1)
+    adjustment = None
+    need = groups_needed(coverage) if coverage is not None else 0
+    if n_cal < need:
+        most = n_groups - MIN_TEST_GROUPS - MIN_TRAIN_GROUPS
+        if most < need:
+            top = max_coverage(max(most, 0))
+            raise InputError(
+                f"the rows form {n_groups} groups; coverage {coverage} needs {need} calibration groups "
+                f"(m / (m + 1) >= {coverage}) beside {MIN_TEST_GROUPS} test and {MIN_TRAIN_GROUPS} training groups, "
+                f"{need + MIN_TEST_GROUPS + MIN_TRAIN_GROUPS} groups in all. The highest level {n_groups} groups "
+                f"attain is {max(most, 0)}/{max(most, 0) + 1} = {top:.4g} ({max(most, 0)} calibration groups): train at --coverage {_floor(top)} or "
+                f"below, or bring more groups", field="coverage", expected=f"at most {_floor(top)} with {n_groups} "
+                f"groups", received=f"{coverage}")
+        before = {"test": n_test, "calibration": n_cal, "train": n_groups - n_test - n_cal}
+        train_rows_before = int(m - cum[n_test + n_cal - 1])
+        from_train = min(need - n_cal, n_groups - n_test - n_cal - MIN_TRAIN_GROUPS)
+        from_test = need - n_cal - from_train
+        n_test -= from_test  # the boundaries move in the shuffled order: calibration takes its neighbours
+        n_cal = need
+        after = {"test": n_test, "calibration": n_cal, "train": n_groups - n_test - n_cal}
+        train_rows = int(m - np.cumsum(sizes[order])[n_test + n_cal - 1])
+        adjustment = {"groups_before": before, "groups": after, "moved_from_train": int(from_train),
+                      "moved_from_test": int(from_test), "train_rows_before": train_rows_before,
+                      "train_rows": train_rows,
+                      "words": f"the default fractions left {before['calibration']} of the {n_groups} groups "
+                               f"for calibration, which attain at most {max_coverage(before['calibration']):.4g}; "
+                               f"{from_train + from_test} whole groups moved into calibration ({from_train} from "
+                               f"training, {from_test} from test) so that its {need} groups attain {coverage}. Cost: training "
+                               f"has {after['train']} groups, {train_rows} rows (was {train_rows_before})"}
     part = np.empty(n_groups, dtype=int)
     part[order[:n_test]], part[order[n_test:n_test + n_cal]], part[order[n_test + n_cal:]] = 0, 1, 2
     where = part[codes]
     return Split(train=np.flatnonzero(where == 2), calibration=np.flatnonzero(where == 1),
-                 test=np.flatnonzero(where == 0))
+                 test=np.flatnonzero(where == 0), adjustment=adjustment)
+
+
+def _floor(level: float) -> str:
+    """``level`` rounded down to 4 decimals, as a flag value that does not exceed it."""
+    return f"{math.floor(level * 1e4) / 1e4:g}"
 
 
 @dataclass
@@ -132,14 +199,20 @@ class TrainConfig:
     centre_screen_margin: float = 0.25
     #: dropped between folds of the race when its error so far is more than this share above the best's
     centre_race_margin: float = 0.10
+    #: the method the plain routes serve: "auto" (the smallest on held-out rows, training.primary) or an
+    #: ellipsoid method's name
+    primary: str = "auto"
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None
 
-    def resolved_cross_fit(self, grouped: bool) -> int:
+    def resolved_cross_fit(self, grouped: bool, n_units: int | None = None) -> int:
+        """The fold count: ``cross_fit`` when set, else 5 with groups or ``centre="auto"`` (at most
+        ``n_units``, the train part's groups or rows, and 0 when fewer than 2), else 0."""
         if self.cross_fit is not None:
             return self.cross_fit
-        return 5 if grouped or self.centre == "auto" else 0
+        k = 5 if grouped or self.centre == "auto" else 0
+        return k if n_units is None or n_units >= k else (n_units if n_units >= 2 else 0)
 
     def resolved_rule(self, grouped: bool) -> str:
         from models.calibration.conformal import check_rule
@@ -239,7 +312,7 @@ def default_split(dataset: Dataset, config: TrainConfig) -> Split:
     """The split :func:`train` uses when given none: over whole groups when the config uses the
     dataset's groups, the paper's row split otherwise (both seeded with ``config.seed``)."""
     if config.grouped(dataset):
-        return group_split(dataset.groups, config.seed)
+        return group_split(dataset.groups, config.seed, coverage=config.coverage)
     return paper_split(dataset.X.shape[0], config.seed)
 
 
@@ -287,11 +360,12 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     if rule != "rows" and not grouped:
         raise InputError(f"calibration rule {rule!r} needs groups; the rows have none (name them with --groups)",
                          field="calibration", expected="rows", received=rule)
+    check_primary(config.primary, config.methods)
     split = split or default_split(dataset, config)
-    k = config.resolved_cross_fit(grouped)
     train_groups = None if groups is None else np.asarray(groups)[split.train]
+    n_units = len(split.train) if train_groups is None else len(np.unique(train_groups, axis=0))
+    k = config.resolved_cross_fit(grouped, n_units)
     if k != 0:  # before any fitting: a bad value costs nothing
-        n_units = len(split.train) if train_groups is None else len(np.unique(train_groups, axis=0))
         _check_cross_fit(k, n_units)
     if grouped:
         check_calibration_groups(groups, split, eta)
@@ -326,6 +400,11 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     for name in metrics:
         metrics[name]["fit_seconds"] = timings[name]
     centre_info["test"] = centre_errors(Y[split.test], centers[split.test])
+    with meter.stage("primary"):
+        rows = split.test if split.selection is None else split.selection
+        model.selection = choose(model, dataset.X[rows], Y[rows], eta, config.primary,
+                                 centers=None if dataset.centers is None else dataset.centers[rows],
+                                 rows="test part" if split.selection is None else "selection rows")
     return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
                        stages=meter.stages)
 
@@ -364,8 +443,9 @@ def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Sp
                         f"{'group ' if grouped else ''}out-of-fold centres", "cv": errors}
     with meter.stage("centre"):
         if k == 0 and registry.centre(name).interpolates:
-            k = 5  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
-            _check_cross_fit(k, len(X) if train_groups is None else len(np.unique(train_groups)))
+            units = len(X) if train_groups is None else len(np.unique(train_groups))
+            k = min(5, units)  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
+            _check_cross_fit(k, units)
         info["cross_fit"] = k
         if name == "stack" and oof:  # weighted on the selection's out-of-fold centres: no refit for them
             centre = config.make_centre("stack").set_params(cv=folds)

@@ -9,6 +9,7 @@ import numpy as np
 
 from models import registry
 from training.pipeline import CRITERIA
+from training.primary import selection_line
 
 
 def label(name: str) -> str:
@@ -79,6 +80,26 @@ def candidates_table(centre: dict | None) -> str:
         lines.append(f"| {name}{chosen} | {e.get('status', 'kept')} | {e.get('rows', '-')} | {e.get('folds', '-')} | "
                      f"{error} | {e.get('seconds', 0.0):.1f} | {e.get('reason', '')} |")
     return "\n".join(lines)
+
+
+def selection_table(selection: dict) -> str:
+    """A markdown table of the held-out figures that chose the served method (``""`` without a selection)."""
+    held = selection.get("held_out")
+    if not held:
+        return ""
+    rank = {m: i + 1 for i, m in enumerate(selection.get("order", []))}
+    lines = [f"Chosen on {selection['n_rows']} rows of the {selection['rows']} ({selection['rule']}), by the "
+             f"{selection['criterion']}; the calibrated columns are the served regions on the same rows.", "",
+             "| method | rank | held-out volume (own quantile) | calibrated coverage | calibrated volume |",
+             "|---|---|---|---|---|"]
+    for name, f in sorted(held.items(), key=lambda kv: rank.get(kv[0], len(rank) + 1)):
+        lines.append(f"| {label(name)} | {rank.get(name, 'not served (box)')} | {_num(f['volume'])} | "
+                     f"{100 * f['coverage']:.1f} % | {_num(f['volume_calibrated'])} |")
+    return "\n".join(lines)
+
+
+def _num(v) -> str:
+    return "unbounded" if v is None else f"{v:.4g}"
 
 
 def stages_table(stages: dict) -> str:
@@ -155,6 +176,9 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
              f"- target coverage {coverage}; bundle `{manifest.get('bundle_id')}`",
              f"- grouping: {_grouping(manifest.get('calibration', {}))}",
              f"- guarantee: {manifest.get('calibration', {}).get('guarantee', 'not recorded')}",
+             *([f"- few groups: {manifest['calibration']['split_adjustment']['words']}"]
+               if manifest.get("calibration", {}).get("split_adjustment") else []),
+             f"- served: {selection_line(manifest.get('selection') or {})}",
              f"- centre: {centre_line(manifest.get('training', {}).get('centre'))}",
              f"- RSSI preprocessing: {manifest.get('training', {}).get('preprocess', 'none')}",
              f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",
@@ -162,6 +186,9 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
     candidates = candidates_table(manifest.get("training", {}).get("centre"))
     if candidates:
         lines += ["## Centre candidates", "", candidates, ""]
+    served = selection_table(manifest.get("selection") or {})
+    if served:
+        lines += ["## Served method", "", served, ""]
     if stages:
         lines += ["## Where the time went", "", stages_table(stages), ""]
     (out_dir / "report.md").write_text("\n".join(lines))

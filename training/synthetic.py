@@ -115,3 +115,38 @@ def make_queries(n: int, n_beacons: int = 16, n_devices: int = 5, device_sd_db: 
     Y = rng.uniform([0.0, 0.0], FLOOR, size=(n, 2))
     X = _rssi(Y, beacon_layout(n_beacons), rng, _shadowing(Y), device_offset[rng.integers(0, n_devices, size=n)])
     return X, Y
+
+
+def make_visits(n_subjects: int = 35, min_visits: int = 4, max_visits: int = 12, seed: int = 0):
+    """A follow-up study with few groups: ``n_subjects`` subjects, each seen at ``min_visits`` to
+    ``max_visits`` visits (uniform), two measurements per visit.
+
+    Six features describe the subject (constant over its visits but for a little measurement noise)
+    and one the visit (months since the first). Each target is a smooth function of them plus a
+    subject effect (its own size per subject: the subjects' errors are correlated over visits, which
+    is why a new subject needs grouped calibration) plus visit noise whose spread grows with time and
+    whose correlation between the two measurements changes sign with the subject's fifth feature.
+
+    Returns ``(X, Y, subject_id, feature_names, target_names)``.
+    """
+    if n_subjects < 1 or not 1 <= min_visits <= max_visits:
+        raise InputError(f"need n_subjects >= 1 and 1 <= min_visits <= max_visits; got {n_subjects}, {min_visits}, "
+                         f"{max_visits}")
+    rng = np.random.default_rng([seed, 36])
+    Z = rng.normal(size=(n_subjects, 6))
+    visits = rng.integers(min_visits, max_visits + 1, size=n_subjects)
+    subject = np.repeat(np.arange(n_subjects), visits)
+    months = np.concatenate([np.sort(rng.uniform(0.0, 24.0, size=v)) for v in visits])
+    months -= np.repeat([months[np.sum(visits[:s])] for s in range(n_subjects)], visits)
+    spread = 1.0 + 0.5 * np.abs(Z[:, 3])
+    effect = rng.normal(size=(n_subjects, 2)) * spread[:, None] * [1.0, 0.6]
+    z = Z[subject]
+    t = months / 12.0
+    mean = np.stack([2.0 * z[:, 0] + z[:, 1] + 0.5 * t, z[:, 2] - z[:, 0] + 0.3 * t * z[:, 1]], axis=1)
+    rho = np.where(z[:, 4] > 0, 0.8, -0.8)
+    e1 = rng.normal(size=len(subject))
+    e2 = rho * e1 + np.sqrt(1 - rho**2) * rng.normal(size=len(subject))
+    noise = 0.5 * np.sqrt(1.0 + t)[:, None] * np.stack([e1, e2], axis=1)
+    Y = mean + effect[subject] + noise
+    X = np.column_stack([z + rng.normal(0.0, 0.05, size=z.shape), months])
+    return X, Y, subject, [f"baseline_{i + 1}" for i in range(6)] + ["months"], ["measure_a", "measure_b"]

@@ -17,7 +17,7 @@ async def model_info(loaded: CurrentModel, monitor: AppMonitor):
     m = model.manifest
     return ModelInfo(version=loaded.version, dataset=m.get("dataset", {}), feature_names=m["feature_names"],
                      target_names=m["target_names"], d=m["d"], n=m["n"], coverage=m["coverage"],
-                     primary_method=model.primary_method,
+                     primary_method=model.primary_method, selection=model.selection,
                      methods={k: {"kind": v["kind"], "alpha_q": v.get("alpha_q"), "n_calibration": v["n_calibration"],
                                   "max_coverage": model.methods[k].calibrator_.max_coverage,
                                   "learned_centre": bool(getattr(model.methods[k].shape_, "moves_centre", False))}

@@ -59,9 +59,11 @@ def test_unknown_method_names_the_choices(model):
         model.predict_region([[-60.0] * 16], method="copula", kind="ellipsoid")
 
 
-def test_fallback_walks_the_registry_order_for_both_answers(model, trained_synthetic):
+@pytest.mark.parametrize("order", [["lmve", "nle", "ge"], ["nle", "lmve", "ge"]])
+def test_fallback_walks_the_bundle_order_for_both_answers(model, trained_synthetic, order):
     ds = trained_synthetic[1]
     broken = deepcopy(model)
+    broken.selection = {"order": order}
     for name in ("lmve", "nle"):
         shape = broken.methods[name].shape_
         if name == "lmve":
@@ -73,7 +75,8 @@ def test_fallback_walks_the_registry_order_for_both_answers(model, trained_synth
     region, assessment = broken.predict_region(X), broken.assess(X, Y)
     for answer in (region, assessment):
         assert answer.method == "ge" and answer.fallback
-        assert answer.fallback_reason == "NLE produced non-finite shapes for this batch"
+        label = {"lmve": "LMVE", "nle": "NLE"}[order[1]]
+        assert answer.fallback_reason == f"{label} produced non-finite shapes for this batch"
     direct = model.assess(X, Y, method="ge")
     np.testing.assert_array_equal(assessment.p_value, direct.p_value)
     np.testing.assert_array_equal(region.regions.shapes, model.predict_region(X, method="ge").regions.shapes)

@@ -15,7 +15,9 @@ def test_model_metadata(client, bundle_dir):
     m = read_manifest(bundle_dir)
     body = client.get("/model").json()
     assert body["version"] == m["bundle_id"] and body["d"] == 16 and body["n"] == 2
-    assert body["primary_method"] == "lmve" and body["coverage"] == 0.9
+    assert body["primary_method"] == "lmve" and body["coverage"] == 0.9  # the fixture forces it (--primary lmve)
+    assert body["selection"] == m["selection"] and body["selection"]["rule"] == "forced"
+    assert body["selection"]["order"][0] == "lmve" and set(body["selection"]["held_out"]) == set(m["methods"])
     assert body["methods"]["lmve"]["alpha_q"] == pytest.approx(m["methods"]["lmve"]["alpha_q"])
     assert body["metrics"]["ge"]["coverage"] == m["metrics"]["ge"]["coverage"]
     assert body["feature_names"][0] == "beacon_01"

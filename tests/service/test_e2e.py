@@ -60,10 +60,11 @@ def large_bundle(tmp_path_factory):
     from training.pipeline import TrainConfig, train
 
     ds = group_by_position(load_dataset("synthetic", n_samples=4000, seed=0))
-    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle", "lmve"), method_params={"lmve": FAST_TRAIN_LMVE}))
+    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle", "lmve"), method_params={"lmve": FAST_TRAIN_LMVE},
+                                   primary="lmve"))
     root = tmp_path_factory.mktemp("served")
     save_bundle(result.model, root / "bundle", dataset=ds.info, metrics=result.metrics)
-    no_lmve = type(result.model)(**{**result.model.__dict__,
+    no_lmve = type(result.model)(**{**result.model.__dict__, "selection": {},  # a bundle from before --primary
                                     "methods": {k: v for k, v in result.model.methods.items() if k != "lmve"}})
     save_bundle(no_lmve, root / "bundle_no_lmve", dataset=ds.info)
     return root

@@ -91,7 +91,8 @@ def test_primary_falls_back_when_the_bundle_has_no_lmve(tmp_path, trained_synthe
 
     result, ds = trained_synthetic
     model = result.model
-    no_lmve = type(model)(**{**model.__dict__, "methods": {k: v for k, v in model.methods.items() if k != "lmve"}})
+    no_lmve = type(model)(**{**model.__dict__, "selection": {},  # a bundle from before --primary: LMVE, NLE, GE
+                             "methods": {k: v for k, v in model.methods.items() if k != "lmve"}})
     save_bundle(no_lmve, tmp_path / "b", dataset=ds.info)
     client = make_client(bundle=tmp_path / "b")
     X, Y = test_rows

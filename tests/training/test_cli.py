@@ -45,7 +45,9 @@ def test_csv_run_trains_a_bundle(tmp_path):
     assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--methods", "ge,nle",
                  ]) == 0
     model = load_bundle(out / "bundle")
-    assert model.feature_names == ["a", "b"] and model.primary_method == "nle"
+    held = model.selection["held_out"]
+    assert model.feature_names == ["a", "b"] and model.selection["rule"] == "auto"
+    assert model.primary_method == min(("nle", "ge"), key=lambda m: held[m]["volume"])
 
 
 def test_variant_options_reach_the_bundle(tmp_path):

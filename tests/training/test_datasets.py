@@ -87,3 +87,17 @@ def test_indoor_localization_loader_semantics():
     ds = load_dataset("indoor_localization")
     assert ds.X.shape == (19937, 519) and ds.feature_names[-1] == "WAP519"
     assert 4864.7 < ds.Y[:, 0].min() and ds.Y[:, 0].max() < 4865.1  # latitude first, km
+
+
+def test_the_visits_study_is_grouped_by_subject_and_needs_no_data_dir(monkeypatch):
+    from training.datasets import load_dataset
+
+    monkeypatch.setenv("LMVE_DATA_DIR", "/nonexistent")
+    ds = load_dataset("visits", seed=4)
+    subject = ds.meta["subject"]
+    assert ds.grouping["by"] == "subject" and ds.grouping["n_groups"] == 35 == len(np.unique(subject))
+    visits = np.bincount(subject)
+    assert visits.min() >= 4 and visits.max() <= 12 and ds.X.shape == (visits.sum(), 7)
+    # the months feature starts at 0 for each subject and grows
+    months = ds.X[:, -1]
+    assert all(months[subject == s][0] == 0 and np.all(np.diff(months[subject == s]) >= 0) for s in range(35))

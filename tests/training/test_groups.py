@@ -11,7 +11,7 @@ from models.centres import SVRCentre
 from models.calibration.conformal import SplitConformalCalibrator
 from models.shapes import GaussianEllipsoid
 from training.cli import main
-from training.synthetic import make_survey
+from training.synthetic import make_survey, make_visits
 
 
 @pytest.fixture(scope="module")
@@ -122,14 +122,57 @@ def test_bad_groups_are_named_and_write_nothing(tmp_path, capsys, groups, messag
     assert not out.exists()
 
 
-def test_too_few_groups_name_the_highest_attainable_level(tmp_path, capsys):
+def test_a_survey_of_40_positions_moves_positions_into_calibration(tmp_path, capsys):
     csv = write_survey_csv(tmp_path / "survey.csv", n_points=40)
     out = tmp_path / "run"
-    assert train_csv(csv, out, "--features", BEACONS) == 2
+    assert train_csv(csv, out, "--features", BEACONS) == 0
+    printed = capsys.readouterr().out
+    assert "left 4 of the 40 groups for calibration, which attain at most 0.8" in printed
+    m = load_bundle(out / "bundle").manifest
+    adj = m["calibration"]["split_adjustment"]
+    assert m["calibration"]["n_calibration"] == adj["groups"]["calibration"] == 9
+    assert adj["groups_before"]["calibration"] == 4 and adj["moved_from_train"] + adj["moved_from_test"] == 5
+    assert adj["train_rows"] == m["training"]["rows"]["train"] == adj["train_rows_before"] - 6 * adj["moved_from_train"]
+    assert "few groups:" in (out / "report.md").read_text()
+
+
+def write_visits_csv(path, n_subjects: int, visits=(4, 12)):
+    X, Y, subject, names, targets = make_visits(n_subjects, *visits, seed=3)
+    header = ",".join([*names, *targets, "subject"])
+    rows = [",".join([*map(str, X[i]), *map(str, Y[i]), f"s{subject[i]:02d}#"]) for i in range(len(Y))]
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_a_study_of_28_subjects_trains_at_90_with_its_guarantee_stated(tmp_path, capsys):
+    csv = write_visits_csv(tmp_path / "visits.csv", 28)
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "measure_a,measure_b", "--groups", "subject", "--out", str(out),
+                 "--quiet", "--methods", "ge,nle"]) == 0
+    printed = capsys.readouterr().out
+    assert "few groups:" in printed and "so that its 9 groups attain 0.9" in printed
+    model = load_bundle(out / "bundle")
+    cal = model.manifest["calibration"]
+    assert cal["guarantee"].startswith("P >= 0.9 for a row from a subject group not in the training data")
+    assert cal["n_calibration"] == 9 and model.max_coverage() == pytest.approx(0.9)
+    assert model.methods["ge"].alpha_q_ < np.inf
+    assert model.manifest["training"]["cross_fit"] == 5
+
+
+@pytest.mark.parametrize(("subjects", "highest"), [(5, "2/3 = 0.6667"), (11, "8/9 = 0.8889")])
+def test_too_few_groups_are_refused_naming_the_highest_level(tmp_path, capsys, subjects, highest):
+    csv = write_visits_csv(tmp_path / "visits.csv", subjects, visits=(15, 20))
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "measure_a,measure_b", "--groups", "subject", "--out", str(out),
+                 "--quiet", "--methods", "ge,nle"]) == 2
     err = capsys.readouterr().err
-    assert "calibration part holds 4 groups (of 40)" in err and "attain coverage at most 0.8" in err
-    assert "needs at least 9 calibration groups" in err
+    assert f"the rows form {subjects} groups; coverage 0.9 needs 9 calibration groups" in err
+    assert f"The highest level {subjects} groups attain is {highest}" in err
     assert not out.exists()
+    # and at that level, it trains
+    level = highest.split("= ")[1]
+    assert main(["--csv", str(csv), "--targets", "measure_a,measure_b", "--groups", "subject", "--out", str(out),
+                 "--quiet", "--methods", "ge,nle", "--coverage", str(float(level) - 1e-4)]) == 0
 
 
 def test_the_served_model_states_its_grouping_and_guarantee(tmp_path):

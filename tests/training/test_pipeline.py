@@ -82,3 +82,32 @@ def test_cross_fit_fold_count_is_checked(k):
     ds = load_dataset("synthetic", n_samples=200)
     with pytest.raises(InputError, match=f"cross_fit must be 0 \\(off\\) or a fold count in \\[2, \\d+\\]; got {k}"):
         train(ds, TrainConfig(methods=("ge",), cross_fit=k))
+
+
+@pytest.mark.parametrize(("n_groups", "seed"), [(12, 0), (28, 1), (40, 2), (200, 3)])
+def test_group_split_moves_whole_groups_into_calibration_only_when_the_level_needs_them(n_groups, seed):
+    from training.pipeline import group_split
+
+    sizes = np.random.default_rng(seed).integers(3, 15, size=n_groups)
+    groups = np.repeat(np.arange(n_groups), sizes)
+    plain, split = group_split(groups, seed), group_split(groups, seed, coverage=0.9)
+    parts = [set(groups[p]) for p in (split.train, split.calibration, split.test)]
+    assert not (parts[0] & parts[1] or parts[0] & parts[2] or parts[1] & parts[2])
+    assert sum(map(len, parts)) == n_groups and len(split.train) + len(split.calibration) + len(split.test) == len(groups)
+    assert plain.adjustment is None
+    if len(set(groups[plain.calibration])) >= 9:  # enough already: the same split
+        assert split.adjustment is None and np.array_equal(split.calibration, plain.calibration)
+    else:
+        adj = split.adjustment
+        assert len(parts[1]) == 9 and len(parts[0]) >= 2 and len(parts[2]) >= 1
+        assert set(groups[plain.calibration]) <= parts[1]  # the default's calibration groups stay
+        assert adj["groups"] == {"train": len(parts[0]), "calibration": 9, "test": len(parts[2])}
+        assert adj["train_rows"] == len(split.train) and adj["train_rows_before"] == len(plain.train)
+
+
+def test_default_cross_fit_never_asks_more_folds_than_training_groups():
+    from training.pipeline import TrainConfig
+
+    config = TrainConfig()
+    assert [config.resolved_cross_fit(True, n) for n in (None, 2, 3, 5, 16)] == [5, 2, 3, 5, 5]
+    assert TrainConfig(cross_fit=4).resolved_cross_fit(True, 2) == 4  # an explicit value is checked, not changed
