@@ -1,0 +1,143 @@
+"""Which method ``--primary auto`` serves, and what it costs or saves, per data set.
+
+    .venv/bin/python benchmarks/primary.py [--datasets synthetic,enb,ble_rssi,residential_building,indoor_localization]
+                                           [--seeds 0-19] [--uji-seeds 0-2] [--jobs 2]
+
+Per data set and split seed, ``lmve-train``'s default run (as the CLI builds it: ``--centre auto``, RSSI step,
+grouped by position when most rows repeat a position, GE, NLE and LMVE; ``indoor_localization`` is
+UJIIndoorLoc, grouped by position: leave-location-out) on the default split, with one change so that the
+choice is measured on rows it did not see: the test part is cut in two halves (whole groups with groups,
+seeded); ``auto`` chooses on the first (``Split.selection``) and every figure comes from the second.
+
+Writes ``benchmarks/results/primary.csv`` (``dataset,method,n_splits,coverage_mean,volume_mean,served_share``:
+per method, the mean over splits of its coverage and mean area on the evaluation half, and the share of splits
+on which ``auto`` served it; the row ``auto`` is the regions ``auto`` served) and ``primary.md``. Each run is
+cached as JSON under ``benchmarks/cache/primary/`` (resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CACHE = ROOT / "benchmarks" / "cache" / "primary"
+OUT = ROOT / "benchmarks" / "results"
+DATASETS = ("synthetic", "enb", "ble_rssi", "residential_building", "indoor_localization")
+METHODS = ("ge", "nle", "lmve")
+
+
+def default_dataset(name: str, seed: int):
+    """The data set as ``lmve-train --dataset NAME`` loads it (grouped by position when most rows repeat one)."""
+    from training.datasets import group_by_position, load_dataset, share_of_repeated_positions
+
+    ds = load_dataset(name, seed=seed)
+    if ds.groups is None and share_of_repeated_positions(ds.Y) > 0.5:
+        ds = group_by_position(ds, auto=True)
+    return ds
+
+
+def halves(split, groups, seed: int):
+    """``split`` with its test part cut in two (whole groups when ``groups``): ``selection`` and ``test``."""
+    from training.pipeline import Split
+
+    rng = np.random.default_rng([seed, 2])
+    units = split.test if groups is None else np.unique(groups[split.test])
+    chosen = rng.permutation(units)[: len(units) // 2]
+    pick = np.isin(split.test if groups is None else groups[split.test], chosen)
+    return Split(train=split.train, calibration=split.calibration, test=split.test[~pick],
+                 selection=split.test[pick], adjustment=split.adjustment)
+
+
+def run_one(dataset: str, seed: int) -> dict:
+    path = CACHE / dataset / f"seed_{seed:03d}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    from training.pipeline import TrainConfig, default_split, train
+
+    ds = default_dataset(dataset, seed)
+    config = TrainConfig(seed=seed, methods=METHODS, centre="auto", rssi="auto")
+    split = halves(default_split(ds, config), ds.groups, seed)
+    result = train(ds, config, split=split)
+    sel = result.model.selection
+    record = {"dataset": dataset, "seed": seed, "grouped": ds.groups is not None, "served": sel["primary"],
+              "order": sel["order"], "selection_rows": len(split.selection), "evaluation_rows": len(split.test),
+              "metrics": {m: {"coverage": v["coverage"], "volume": v["volume"]} for m, v in result.metrics.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(path)
+    return record
+
+
+def _range(text: str) -> list[int]:
+    a, b = (int(s) for s in text.split("-"))
+    return list(range(a, b + 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import pandas as pd
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--seeds", default="0-19", help="split seeds A-B of the small data sets")
+    p.add_argument("--uji-seeds", default="0-2", help="split seeds A-B of indoor_localization (about 3 min each)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel runs of the small data sets (UJIIndoorLoc: 1)")
+    args = p.parse_args(argv)
+    datasets = [d for d in args.datasets.split(",") if d]
+    small = [(d, s) for d in datasets if d != "indoor_localization" for s in _range(args.seeds)]
+    records = list(tqdm(Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run_one)(*t) for t in small),
+                        total=len(small), desc="runs"))
+    if "indoor_localization" in datasets:
+        records += [run_one("indoor_localization", s) for s in tqdm(_range(args.uji_seeds), desc="UJIIndoorLoc")]
+    rows = []
+    for d in datasets:
+        runs = [r for r in records if r["dataset"] == d]
+        for m in METHODS:
+            rows.append({"dataset": d, "method": m, "n_splits": len(runs),
+                         "coverage_mean": np.mean([r["metrics"][m]["coverage"] for r in runs]),
+                         "volume_mean": np.mean([r["metrics"][m]["volume"] for r in runs]),
+                         "served_share": np.mean([r["served"] == m for r in runs])})
+        rows.append({"dataset": d, "method": "auto", "n_splits": len(runs),
+                     "coverage_mean": np.mean([r["metrics"][r["served"]]["coverage"] for r in runs]),
+                     "volume_mean": np.mean([r["metrics"][r["served"]]["volume"] for r in runs]),
+                     "served_share": 1.0})
+    df = pd.DataFrame(rows)
+    OUT.mkdir(parents=True, exist_ok=True)
+    df.to_csv(OUT / "primary.csv", index=False, float_format="%.6g")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    lines = ["## `--primary auto`: the served method per data set", "",
+             f"Command: `benchmarks/primary.py {' '.join(argv if argv is not None else sys.argv[1:])}` at commit "
+             f"`{commit.strip()}`. lmve-train's default run per split; `auto` chooses on half of the test part and "
+             "every figure is from the other half (whole groups with groups), so the served method's figures are "
+             "not the ones it was chosen on. Area: the true mean area of the 90 % regions (target units squared); "
+             "`auto / best`: `auto`'s mean area over the smallest method's.", "",
+             "| data set | splits | grouped | served (share of splits) | GE | NLE | LMVE | auto | auto / best | "
+             "auto coverage |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for d in datasets:
+        sub = df[df.dataset == d].set_index("method")
+        runs = [r for r in records if r["dataset"] == d]
+        served = ", ".join(f"{m} {100 * sub.loc[m, 'served_share']:.0f} %" for m in METHODS
+                           if sub.loc[m, "served_share"] > 0)
+        best = sub.loc[list(METHODS), "volume_mean"].min()
+        cells = " | ".join(f"{sub.loc[m, 'volume_mean']:.4g} ({100 * sub.loc[m, 'coverage_mean']:.1f} %)"
+                           for m in METHODS)
+        lines.append(f"| {d} | {len(runs)} | {'by position' if runs[0]['grouped'] else 'rows'} | {served} | {cells} | "
+                     f"{sub.loc['auto', 'volume_mean']:.4g} | {sub.loc['auto', 'volume_mean'] / best:.3f} | "
+                     f"{100 * sub.loc['auto', 'coverage_mean']:.1f} % |")
+    (OUT / "primary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
