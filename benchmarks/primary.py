@@ -69,7 +69,8 @@ def run_one(dataset: str, seed: int) -> dict:
     sel = result.model.selection
     record = {"dataset": dataset, "seed": seed, "grouped": ds.groups is not None, "served": sel["primary"],
               "order": sel["order"], "selection_rows": len(split.selection), "evaluation_rows": len(split.test),
-              "metrics": {m: {"coverage": v["coverage"], "volume": v["volume"]} for m, v in result.metrics.items()}}
+              "metrics": {m: {"coverage": v["coverage"], "volume": v["volume"]} for m, v in result.metrics.items()},
+              "held_out": sel["held_out"]}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1))

@@ -100,7 +100,9 @@ class ModelInfo(BaseModel):
     primary_method: str = Field(description="the method the plain routes serve (the bundle's selection)")
     selection: dict = Field(default_factory=dict, description="how the served method was chosen: `order` (served "
                                                                "first, then the fallbacks), `rule` (auto or forced), "
-                                                               "and each method's held-out volume and coverage; empty "
+                                                               "`rows`, `n_rows` and `folds` (the held-out rows: the "
+                                                               "train part cross-fitted and the test part), and each "
+                                                               "method's held-out volume and coverage; empty "
                                                                "for older bundles (then LMVE, NLE, GE)")
     methods: dict[str, MethodInfo]
     metrics: dict

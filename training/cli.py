@@ -128,9 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "candidate on every fold, whatever the size")
     p.add_argument("--primary", default="auto", metavar="auto|NAME",
                    help="the method the plain routes serve: auto (default): the ellipsoid method whose regions are "
-                        "smallest on the test part at its own level, a choice that reads no calibration row, so the "
+                        "smallest at their own level on held-out rows (the train part cross-fitted, see "
+                        "--primary-folds, and the test part), a choice that reads no calibration row, so the "
                         "guarantee stays exact; the fallbacks follow the same ranking. Or a method's name (lmve, "
                         "nle, ge) to force it")
+    p.add_argument("--primary-folds", type=int, default=3, metavar="K",
+                   help="folds of the train part whose out-of-fold rows join the test part in that choice (default "
+                        "3; each costs one more fit of every ellipsoid method, LMVE's the longest); 0: the test part "
+                        "alone")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -166,7 +171,8 @@ def _run(args) -> int:
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
-                         rssi_floor=args.rssi_floor, primary=args.primary, centre_screen_rows=_screen_setting(args.centre_screen),
+                         rssi_floor=args.rssi_floor, primary=args.primary, primary_folds=args.primary_folds,
+                         centre_screen_rows=_screen_setting(args.centre_screen),
                          **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
                          **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
     for name in args.centre_candidates or ():

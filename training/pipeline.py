@@ -17,8 +17,9 @@ Per split seed ``s``:
    kNN nearly reproduce their training rows). ``centre="auto"`` does this by default with the
    selection's folds, whose out-of-fold centres it has already computed;
 5. coverage and volume measured on the test rows;
-6. the served method chosen (``primary="auto"``): the ellipsoid method of smallest volume on the
-   test rows at their own quantile, reading no calibration row (:mod:`training.primary`).
+6. the served method chosen (``primary="auto"``): the ellipsoid method of smallest volume at their own
+   quantile on held-out rows, the train part cross-fitted (``primary_folds``) and the test rows,
+   reading no calibration row (:mod:`training.primary`).
 
 With groups, a split whose calibration part holds too few groups for the level takes whole groups
 from the train part (and the test part, down to one group) until it holds enough
@@ -42,7 +43,7 @@ from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from training.datasets import MIN_ROWS, Dataset
-from training.primary import check_primary, choose
+from training.primary import check_folds, check_primary, choose, cross_fit_figures
 from training.stages import StageMeter
 from training.selection import CRITERIA, MIN_SCREEN_ROWS, centre_errors, out_of_fold_centers, select_centre
 
@@ -202,6 +203,9 @@ class TrainConfig:
     #: the method the plain routes serve: "auto" (the smallest on held-out rows, training.primary) or an
     #: ellipsoid method's name
     primary: str = "auto"
+    #: the folds of the train part whose out-of-fold rows join the test rows in that choice (training.primary;
+    #: each costs one more fit of every ellipsoid method, at most the train part's groups); 0: the test part alone
+    primary_folds: int = 3
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None
@@ -361,6 +365,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         raise InputError(f"calibration rule {rule!r} needs groups; the rows have none (name them with --groups)",
                          field="calibration", expected="rows", received=rule)
     check_primary(config.primary, config.methods)
+    check_folds(config.primary_folds)
     split = split or default_split(dataset, config)
     train_groups = None if groups is None else np.asarray(groups)[split.train]
     n_units = len(split.train) if train_groups is None else len(np.unique(train_groups, axis=0))
@@ -402,9 +407,28 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     centre_info["test"] = centre_errors(Y[split.test], centers[split.test])
     with meter.stage("primary"):
         rows = split.test if split.selection is None else split.selection
+        ellipsoids = [m for m in config.methods if registry.METHODS[m].kind == "ellipsoid"]
+        folds = min(config.primary_folds, n_units) if len(ellipsoids) > 1 else 0
+        folds = folds if folds >= 2 else 0
+        oof, skipped = None, None
+        if folds:
+            def regressor(name):
+                return SplitConformalRegressor(config.make_shape(name), centre=centre, coverage=eta,
+                                               prefit_centre=True, calibration=rule, random_state=config.seed)
+
+            with tqdm(total=folds * len(ellipsoids), desc=f"{dataset.name} primary", disable=not config.progress,
+                      leave=False) as fold_bar:
+                try:
+                    oof = cross_fit_figures(regressor, ellipsoids, Xs[split.train], Y[split.train],
+                                            centers[split.train], folds, config.seed, eta, groups=train_groups,
+                                            bar=fold_bar)
+                except InputError as err:  # a fold too small for a method: the test part alone decides
+                    skipped = f"the {folds}-fold cross-fit of the train part could not run ({err})"
+                    folds = 0
         model.selection = choose(model, dataset.X[rows], Y[rows], eta, config.primary,
                                  centers=None if dataset.centers is None else dataset.centers[rows],
-                                 rows="test part" if split.selection is None else "selection rows")
+                                 rows="test part" if split.selection is None else "selection rows",
+                                 cross_fit=oof, folds=folds, skipped=skipped)
     return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
                        stages=meter.stages)
 

@@ -2,11 +2,26 @@
 
 Every calibrated method covers a new row with ``P >= eta``; they differ in how large their regions
 are. ``auto`` serves the ellipsoid method whose regions are smallest on **held-out rows**: rows that
-neither the shapes nor the calibration saw (the test part). For each method the held-out rows'
-own conformity scores give a threshold, their empirical ``eta``-quantile, and the method's score
-is the mean volume of its regions at that threshold over the same rows: the area a region of
-that method needs to hold ``eta`` of rows it has not seen, with the threshold of neither the
-calibration rows nor any other method.
+the shapes scoring them did not learn from and that the calibration never reads. Two kinds pool:
+
+* the **train part, cross-fitted** (``folds`` >= 2, 3 by default): each fold's rows are scored by the
+  method fitted on the other folds (whole groups per fold with groups, :func:`models.centres.stack.fold_splits`
+  seeded with the split seed), with the residuals the served shapes learnt from (out-of-fold centres
+  under ``cross_fit``);
+* the **test part** (or ``Split.selection``), scored by the served methods.
+
+Per method, the pooled rows' own conformity scores give a threshold, their empirical ``eta``-quantile
+``q``, and the method's figure is the mean volume of its regions at ``q`` over the same rows: the area
+a region of that method needs to hold ``eta`` of rows it has not seen. An ellipsoid's volume at
+threshold ``q`` is ``q^(n/2)`` times its volume at 1 (``alpha_q C`` has determinant ``q^n det C``), so
+each row contributes its score and its unit volume and the pooled figure is
+``quantile(scores, eta)^(n/2) * mean(unit volumes)``.
+
+Why cross-fit: the test part alone is often small (38 rows of residential_building, 3 subjects of a
+35-subject study), and the ``eta``-quantile of a few dozen rows has a relative error of 10 % and
+more, larger than the gaps between methods; the choice then drifts between methods from split to
+split (``benchmarks/results/primary.md`` measured both). The cross-fit adds every train row at the
+cost of ``folds`` extra fits of each method (LMVE's dominate; ``folds=0`` chooses on the test part alone).
 
 Why not rank the calibrated regions themselves: their threshold ``alpha_q`` is computed from the
 calibration scores, so choosing the method of smallest calibrated volume would favour the method
@@ -15,12 +30,10 @@ section 9: selecting on calibration rows breaks the guarantee). Here nothing the
 depends on a calibration row: change them and the choice and its figures stay; the served
 method's guarantee is its split-conformal one, exact.
 
-Box methods (Copula) are never served by the plain routes, so never ranked; their held-out figures
-are reported beside the others' (Copula's score is itself built on calibration ranks, so its figures,
-unlike the ellipsoids', move with the calibration rows). The record also carries, per method, the coverage and mean volume of the *calibrated* regions on
-the same rows (what the report's test table shows): figures for people, not inputs to the choice.
-With ``auto`` the served method's test figures are those it was chosen on, so its test volume is
-the smallest by construction (``benchmarks/primary.py`` measures the choice on rows it did not see).
+Box methods (Copula) are never served by the plain routes, so never ranked (their score is built on
+calibration ranks). The record also carries, per method, the coverage and mean volume of the
+*calibrated* regions on the test part (what the report's test table shows): figures for people, not
+inputs to the choice.
 """
 
 from __future__ import annotations
@@ -43,31 +56,89 @@ def check_primary(primary: str, methods) -> str:
     return primary
 
 
-def held_out_figures(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, centers=None) -> dict:
-    """Per method of ``model``, on held-out rows ``X_raw`` (k, d), ``Y`` (k, n): ``volume`` (the mean
-    volume at the rows' own empirical ``eta``-quantile score, what :func:`choose` ranks), ``threshold``
-    (that quantile), and the calibrated regions' ``coverage`` and ``volume_calibrated`` (report only)."""
+def check_folds(folds) -> int:
+    """``folds`` if it is 0 (the test part alone) or an int >= 2; else an :class:`InputError`."""
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 0 or folds == 1:
+        raise InputError(f"--primary-folds must be 0 (choose on the test part alone) or a fold count >= 2; got "
+                         f"{folds!r}", field="primary_folds", expected="0 or an integer >= 2", received=repr(folds))
+    return int(folds)
+
+
+def unit_figures(shape, X: np.ndarray, R: np.ndarray, eta: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(scores, unit volumes)`` (N,) of standardised rows ``X`` with residuals ``R`` under a fitted
+    ellipsoid ``shape``: the conformity scores (``+inf`` where not finite) and the volume of each row's
+    region at threshold 1."""
+    s = np.asarray(shape.conformity_scores(X, R), dtype=np.float64)
+    v = shape.region(X, np.zeros_like(R), 1.0, eta).volume("lebesgue")
+    return np.where(np.isfinite(s), s, np.inf), np.asarray(v, dtype=np.float64)
+
+
+def pooled_volume(scores: np.ndarray, unit_volumes: np.ndarray, eta: float, n_targets: int) -> tuple[float, float]:
+    """``(volume, threshold)``: the rows' empirical ``eta``-quantile score ``q`` (an order statistic) and
+    the mean volume of their regions at ``q``, ``q^(n/2) * mean(unit_volumes)`` (``inf`` when ``q`` is)."""
+    q = float(np.quantile(scores, eta, method="higher"))
+    if not np.isfinite(q):
+        return np.inf, q
+    return float(q ** (n_targets / 2) * np.mean(unit_volumes)), q
+
+
+def cross_fit_figures(make_regressor, names, X: np.ndarray, Y: np.ndarray, centers: np.ndarray, folds: int,
+                      seed: int, eta: float, groups=None, bar=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per ellipsoid method in ``names``: ``(scores, unit volumes)`` (m,) of every train row ``X`` (m, d),
+    ``Y`` (m, n) (residuals about ``centers``), each from the method fitted on the other folds
+    (``make_regressor(name)``: an unfitted regressor with a prefit centre); ``bar`` (a tqdm bar) counts the fits."""
+    from models.centres.stack import fold_splits
+
+    out = {name: (np.empty(len(X)), np.empty(len(X))) for name in names}
+    splits = fold_splits(len(X), folds, seed, groups)
+    for i, (rest, fold) in enumerate(splits):
+        for name in names:
+            if bar is not None:
+                bar.set_postfix_str(f"fold {i + 1}/{len(splits)} {name}")
+            reg = make_regressor(name).fit(X[rest], Y[rest], centers=centers[rest],
+                                           groups=None if groups is None else np.asarray(groups)[rest])
+            s, v = unit_figures(reg.shape_, X[fold], Y[fold] - centers[fold], eta)
+            out[name][0][fold], out[name][1][fold] = s, v
+            if bar is not None:
+                bar.update()
+    return out
+
+
+def held_out_figures(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, centers=None,
+                     cross_fit: dict | None = None) -> dict:
+    """Per method of ``model``, on held-out rows ``X_raw`` (k, d), ``Y`` (k, n) pooled with the
+    ``cross_fit`` rows (:func:`cross_fit_figures`) for the ellipsoid methods: ``volume`` (the pooled
+    mean volume at the pooled ``eta``-quantile score, what :func:`choose` ranks; ``None`` for boxes),
+    ``threshold`` (that quantile), and the calibrated regions' ``coverage`` and ``volume_calibrated``
+    on ``X_raw`` (report only)."""
     X = model.standardise(X_raw)
     mu = model.predict_center(X_raw, centers)
     scores = model.score_points(X_raw, Y, centers)
+    n = Y.shape[1]
     out = {}
     for name, reg in model.methods.items():
-        s = scores[name]
-        q = float(np.quantile(s, eta, method="higher")) if np.isfinite(s).any() else np.inf
-        volume = float(np.mean(reg.shape_.region(X, mu, q, eta).volume("lebesgue"))) if np.isfinite(q) else np.inf
-        out[name] = {"volume": volume, "threshold": q, "coverage": float(np.mean(s <= reg.alpha_q_)),
-                     "volume_calibrated": float(np.mean(reg.shape_.region(X, mu, reg.alpha_q_, eta)
-                                                        .volume("lebesgue")))}
+        figures = {"coverage": float(np.mean(scores[name] <= reg.alpha_q_)),
+                   "volume_calibrated": float(np.mean(reg.shape_.region(X, mu, reg.alpha_q_, eta).volume("lebesgue")))}
+        if registry.METHODS[name].kind == "ellipsoid":
+            s, v = unit_figures(reg.shape_, X, Y - mu, eta)
+            if cross_fit and name in cross_fit:
+                s, v = np.concatenate([cross_fit[name][0], s]), np.concatenate([cross_fit[name][1], v])
+            figures["volume"], figures["threshold"] = pooled_volume(s, v, eta, n)
+        else:
+            figures["volume"] = figures["threshold"] = None
+        out[name] = figures
     return out
 
 
 def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = AUTO, centers=None,
-           rows: str = "test part") -> dict:
+           rows: str = "test part", cross_fit: dict | None = None, folds: int = 0, skipped: str | None = None) -> dict:
     """The ``selection`` record of ``model`` (see :attr:`models.model.RegionModel.selection`):
     ``order``, the ellipsoid methods by held-out volume (ties: the registry's order), with a forced
     ``primary`` first; ``primary``; ``rule`` (``"auto"`` or ``"forced"``); ``rows`` and ``n_rows``
-    (what the figures were measured on); ``criterion`` in words; ``held_out`` (:func:`held_out_figures`)."""
-    figures = held_out_figures(model, X_raw, Y, eta, centers)
+    (what the figures were measured on: ``rows`` of ``X_raw``, plus the ``folds``-fold ``cross_fit``
+    train rows); ``criterion`` in words; ``held_out`` (:func:`held_out_figures`); ``skipped``, when
+    given, why the cross-fit did not run (the record's ``cross_fit_skipped``)."""
+    figures = held_out_figures(model, X_raw, Y, eta, centers, cross_fit)
     fallback = registry.fallback_order()
     ellipsoids = [m for m in fallback if m in model.methods]
     if not ellipsoids:
@@ -75,31 +146,37 @@ def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = A
     ranked = sorted(ellipsoids, key=lambda m: (_finite(figures[m]["volume"]), fallback.index(m)))
     if primary != AUTO:
         ranked = [primary, *[m for m in ranked if m != primary]]
-    return {"rule": "auto" if primary == AUTO else "forced", "primary": ranked[0], "order": ranked,
-            "rows": rows, "n_rows": int(len(Y)),
-            "criterion": f"mean volume at the {eta:g}-quantile of the held-out rows' own scores (no calibration "
-                         "row is read)",
-            "held_out": {m: {k: _json(v) for k, v in f.items()} for m, f in figures.items()}}
+    n_train = len(next(iter(cross_fit.values()))[0]) if cross_fit else 0
+    where = f"{folds}-fold cross-fit of the train part ({n_train} rows) and the {rows}" if n_train else rows
+    record = {"rule": "auto" if primary == AUTO else "forced", "primary": ranked[0], "order": ranked,
+              "rows": where, "n_rows": int(len(Y) + n_train), "folds": int(folds) if n_train else 0,
+              "criterion": f"mean volume at the {eta:g}-quantile of the held-out rows' own scores (no calibration "
+                           "row is read)",
+              "held_out": {m: {k: _json(v) for k, v in f.items()} for m, f in figures.items()}}
+    if skipped:
+        record["cross_fit_skipped"] = skipped
+    return record
 
 
-def _finite(v: float) -> float:
-    return v if np.isfinite(v) else np.inf
+def _finite(v) -> float:
+    return v if v is not None and np.isfinite(v) else np.inf
 
 
-def _json(v: float):
-    return float(v) if np.isfinite(v) else None
+def _json(v):
+    return float(v) if v is not None and np.isfinite(v) else None
 
 
 def selection_line(selection: dict) -> str:
-    """``NLE (auto: smallest held-out volume on 200 test-part rows: NLE 119, GE 130, LMVE 156)``."""
+    """``NLE (auto: smallest held-out volume on 1600 rows of the 3-fold cross-fit ...: NLE 119, GE 130, LMVE 156)``."""
     if not selection:
         return "not recorded (the registry's order: LMVE, then NLE, then GE)"
     held = selection.get("held_out", {})
     figures = ", ".join(f"{registry.METHODS[m].label} {_fmt(held.get(m, {}).get('volume'))}"
                         for m in selection["order"])
     why = "auto: smallest held-out volume" if selection["rule"] == "auto" else "forced by --primary; held-out volume"
-    return (f"{registry.METHODS[selection['primary']].label} ({why} on {selection['n_rows']} rows of the "
-            f"{selection['rows']}: {figures}); fallbacks in that order")
+    skipped = f"; {selection['cross_fit_skipped']}" if selection.get("cross_fit_skipped") else ""
+    return (f"{registry.METHODS[selection['primary']].label} ({why} on {selection['n_rows']} rows, the "
+            f"{selection['rows']}: {figures}); fallbacks in that order{skipped}")
 
 
 def _fmt(v) -> str:

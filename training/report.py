@@ -88,13 +88,15 @@ def selection_table(selection: dict) -> str:
     if not held:
         return ""
     rank = {m: i + 1 for i, m in enumerate(selection.get("order", []))}
-    lines = [f"Chosen on {selection['n_rows']} rows of the {selection['rows']} ({selection['rule']}), by the "
-             f"{selection['criterion']}; the calibrated columns are the served regions on the same rows.", "",
+    lines = [f"Chosen on {selection['n_rows']} held-out rows, the {selection['rows']} ({selection['rule']}), by "
+             f"the {selection['criterion']}; the calibrated columns are the served regions on the test part.", "",
              "| method | rank | held-out volume (own quantile) | calibrated coverage | calibrated volume |",
              "|---|---|---|---|---|"]
     for name, f in sorted(held.items(), key=lambda kv: rank.get(kv[0], len(rank) + 1)):
-        lines.append(f"| {label(name)} | {rank.get(name, 'not served (box)')} | {_num(f['volume'])} | "
-                     f"{100 * f['coverage']:.1f} % | {_num(f['volume_calibrated'])} |")
+        ranked = name in rank
+        lines.append(f"| {label(name)} | {rank.get(name, 'not served (box)')} | "
+                     f"{_num(f['volume']) if ranked else '-'} | {100 * f['coverage']:.1f} % | "
+                     f"{_num(f['volume_calibrated'])} |")
     return "\n".join(lines)
 
 

@@ -14,7 +14,9 @@ def test_synthetic_end_to_end(tmp_path, capsys):
     metrics = json.loads((out / "metrics.json").read_text())["metrics"]
     assert metrics["lmve"]["volume"] < metrics["ge"]["volume"]
     model = load_bundle(out / "bundle")
-    assert model.primary_method == "lmve"
+    sel = model.selection  # auto: the smallest held-out volume, on the 3-fold cross-fit and the test part
+    assert sel["folds"] == 3 and model.primary_method == min(sel["order"], key=lambda m: sel["held_out"][m]["volume"])
+    assert f"served: {model.primary_method.upper()}" in printed
     centre = model.manifest["training"]["centre"]  # the default: chosen by cross-validation
     assert centre["name"] == min(centre["cv"], key=lambda n: centre["cv"][n]["rmse"])
     assert model.manifest["centre"]["type"] == ("KNNCentre" if centre["name"] == "knn" else "SVRCentre")

@@ -173,6 +173,11 @@ def test_too_few_groups_are_refused_naming_the_highest_level(tmp_path, capsys, s
     level = highest.split("= ")[1]
     assert main(["--csv", str(csv), "--targets", "measure_a,measure_b", "--groups", "subject", "--out", str(out),
                  "--quiet", "--methods", "ge,nle", "--coverage", str(float(level) - 1e-4)]) == 0
+    if subjects == 5:  # 2 training subjects: folds too small for NLE; the test part alone chooses, and says so
+        sel = load_bundle(out / "bundle").selection
+        assert sel["folds"] == 0 and sel["rows"] == "test part"
+        assert "cross-fit of the train part could not run (NearestNeighbourEllipsoid needs" in sel["cross_fit_skipped"]
+        assert "could not run" in capsys.readouterr().out
 
 
 def test_the_served_model_states_its_grouping_and_guarantee(tmp_path):
