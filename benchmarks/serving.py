@@ -5,7 +5,7 @@
 Bundles (trained once, cached under ``benchmarks/cache/serving/``): ``default`` (what ``scripts/serve.sh``
 trains: ``lmve-train --dataset synthetic``), ``synthetic-<centre>`` for each centre kind (2,000 synthetic
 readings, GE, NLE and LMVE; ``synthetic-client`` is centred on the client's own estimates, which every request
-sends as ``centers``), and ``uji-knn`` (UJIIndoorLoc's TrainingData, kNN centre, 520 WAP columns)
+sends as ``centers``; these serve LMVE, ``--primary lmve``, so that they compare centres alone), and ``uji-knn`` (UJIIndoorLoc's TrainingData, kNN centre, 520 WAP columns)
 when the data set is present. Each is served by ``lmve-serve`` (one worker); beside them runs
 ``benchmarks/noop_app.py`` (one uvicorn worker), a bare FastAPI app that parses the same body with pydantic
 and answers ``{}``. The scenarios, each measured with ``wrk`` (Debian package) in ``--rounds`` rounds that
@@ -79,7 +79,7 @@ def _train(name: str, path: Path) -> None:
         if name.startswith("uji-"):
             ds = load_dataset("indoor_localization")
             config = TrainConfig(seed=0, methods=("ge", "nle", "lmve"), centre=name.split("-", 1)[1], rssi="auto",
-                                 use_groups=False, method_params={"lmve": {"max_steps": 400}})
+                                 use_groups=False, method_params={"lmve": {"max_steps": 400}}, primary="lmve")
         else:
             ds = load_dataset("synthetic", n_samples=2000, seed=0)
             centre = name.split("-", 1)[1]
@@ -88,7 +88,7 @@ def _train(name: str, path: Path) -> None:
                 error = rng.normal(size=ds.Y.shape) * (0.5 + 0.1 * np.abs(ds.Y - ds.Y.mean(axis=0)))
                 ds = dataclasses.replace(ds, centers=ds.Y + error, centre_columns=["est_x", "est_y"])
             config = TrainConfig(seed=0, methods=("ge", "nle", "lmve"), centre=centre if centre != "client" else "auto",
-                                 use_groups=False, method_params={"lmve": {"max_steps": 400}})
+                                 use_groups=False, method_params={"lmve": {"max_steps": 400}}, primary="lmve")
         result = train(ds, config)
         save_bundle(result.model, path / "bundle", dataset=ds.info)
     rng = np.random.default_rng(0)

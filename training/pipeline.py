@@ -17,9 +17,9 @@ Per split seed ``s``:
    kNN nearly reproduce their training rows). ``centre="auto"`` does this by default with the
    selection's folds, whose out-of-fold centres it has already computed;
 5. coverage and volume measured on the test rows;
-6. the served method chosen (``primary="auto"``): the ellipsoid method of smallest volume at their own
-   quantile on held-out rows, the train part cross-fitted (``primary_folds``) and the test rows,
-   reading no calibration row (:mod:`training.primary`).
+6. the served method chosen (``primary="auto"``): the ellipsoid method of smallest expected calibrated
+   volume on held-out rows, the train part cross-fitted (``primary_folds``) and the test rows,
+   reading no calibration row, only the calibration part's size (:mod:`training.primary`).
 
 With groups, a split whose calibration part holds too few groups for the level takes whole groups
 from the train part (and the test part, down to one group) until it holds enough
@@ -428,9 +428,17 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         model.selection = choose(model, dataset.X[rows], Y[rows], eta, config.primary,
                                  centers=None if dataset.centers is None else dataset.centers[rows],
                                  rows="test part" if split.selection is None else "selection rows",
-                                 cross_fit=oof, folds=folds, skipped=skipped)
+                                 cross_fit=oof, folds=folds, skipped=skipped,
+                                 calibration=(rule, _units(split.calibration, groups)),
+                                 groups=None if groups is None else np.concatenate(
+                                     ([train_groups] if oof else []) + [np.asarray(groups)[rows]]))
     return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
                        stages=meter.stages)
+
+
+def _units(rows: np.ndarray, groups) -> int:
+    """How many exchangeable units ``rows`` hold: rows, or their groups."""
+    return len(rows) if groups is None else len(np.unique(np.asarray(groups)[rows], axis=0))
 
 
 def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Split, k: int, train_groups, bar,

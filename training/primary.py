@@ -10,12 +10,20 @@ the shapes scoring them did not learn from and that the calibration never reads.
   under ``cross_fit``);
 * the **test part** (or ``Split.selection``), scored by the served methods.
 
-Per method, the pooled rows' own conformity scores give a threshold, their empirical ``eta``-quantile
-``q``, and the method's figure is the mean volume of its regions at ``q`` over the same rows: the area
-a region of that method needs to hold ``eta`` of rows it has not seen. An ellipsoid's volume at
-threshold ``q`` is ``q^(n/2)`` times its volume at 1 (``alpha_q C`` has determinant ``q^n det C``), so
-each row contributes its score and its unit volume and the pooled figure is
-``quantile(scores, eta)^(n/2) * mean(unit volumes)``.
+Per method, the figure ranked is the **expected calibrated volume**: the mean volume of the method's
+regions over the pooled rows at ``E[alpha_q]``, the threshold the calibration would give in
+expectation over calibration parts of this split's size ``m`` drawn from the held-out rows. With
+the ``rows`` rule ``alpha_q`` is the ``k = ceil((m + 1) eta)``-th smallest of ``m`` scores, whose
+distribution over draws from the pooled scores ``s_(1) <= ... <= s_(N)`` (weights ``w``, cumulative
+``W_j``) is exact: ``P(alpha_q <= s_(j)) = P(Binomial(m, W_j) >= k)``. ``group-subsample`` is the same
+over groups (one row of each group: a group weighted ``1/G``, spread over its rows); ``group-pooled``
+takes the pooled weighted quantile at ``eta (m + 1) / m``. The threshold's expectation, not the
+rows' ``eta``-quantile, because a region is served at ``alpha_q``: with ``m`` = 33 rows or 9 groups at
+0.9, ``alpha_q`` is the 3rd largest of 33 or the largest of 9 scores, so a method whose scores have a
+heavy tail above their 90 % quantile serves larger regions than that quantile says. An ellipsoid's
+volume at threshold ``q`` is ``q^(n/2)`` times its volume at 1 (``alpha_q C`` has determinant
+``q^n det C``), so each row contributes its score and its unit volume. The choice reads the
+calibration part's size (fixed by the split), never its rows.
 
 Why cross-fit: the test part alone is often small (38 rows of residential_building, 3 subjects of a
 35-subject study), and the ``eta``-quantile of a few dozen rows has a relative error of 10 % and
@@ -73,13 +81,56 @@ def unit_figures(shape, X: np.ndarray, R: np.ndarray, eta: float) -> tuple[np.nd
     return np.where(np.isfinite(s), s, np.inf), np.asarray(v, dtype=np.float64)
 
 
-def pooled_volume(scores: np.ndarray, unit_volumes: np.ndarray, eta: float, n_targets: int) -> tuple[float, float]:
-    """``(volume, threshold)``: the rows' empirical ``eta``-quantile score ``q`` (an order statistic) and
-    the mean volume of their regions at ``q``, ``q^(n/2) * mean(unit_volumes)`` (``inf`` when ``q`` is)."""
+def expected_threshold(scores: np.ndarray, eta: float, m: int, rule: str = "rows", groups=None) -> float:
+    """``E[alpha_q]``: the threshold a calibration part of ``m`` rows (``rule="rows"``) or ``m`` groups
+    would give at level ``eta``, in expectation over such parts drawn from held-out ``scores`` (N,)
+    (``groups`` (N,) or (N, g) labels their groups for the group rules). ``inf`` when the level needs
+    more than ``m`` units or when the draw can meet an infinite score."""
+    from scipy.stats import binom
+
+    from models.calibration.conformal import conformal_rank
+
+    s = np.asarray(scores, dtype=np.float64)
+    if rule == "rows" or groups is None:
+        w = np.full(s.size, 1.0 / s.size)
+    else:
+        _, codes = np.unique(np.asarray(groups), axis=0, return_inverse=True)
+        codes = codes.reshape(-1)
+        sizes = np.bincount(codes)
+        w = 1.0 / (sizes.size * sizes[codes])
+    order = np.argsort(s, kind="stable")
+    s, W = s[order], np.minimum(np.cumsum(w[order]), 1.0)
+    if rule == "group-pooled":
+        target = eta * (m + 1) / m
+        if target > 1.0 + 1e-9:
+            return np.inf
+        return float(s[min(int(np.searchsorted(W, target - 1e-9)), s.size - 1)])
+    k = conformal_rank(m, eta)
+    if k > m:
+        return np.inf
+    F = binom.sf(k - 1, m, W)  # P(alpha_q <= s_(j))
+    F[-1] = 1.0
+    mass = np.diff(F, prepend=0.0)
+    if not np.isfinite(s).all() and mass[~np.isfinite(s)].sum() > 0:
+        return np.inf
+    finite = np.isfinite(s)
+    return float(np.sum(s[finite] * mass[finite]))
+
+
+def pooled_figures(scores: np.ndarray, unit_volumes: np.ndarray, eta: float, n_targets: int,
+                   calibration: tuple[str, int] | None = None, groups=None) -> dict:
+    """Held-out figures of one method from its rows' ``scores`` and ``unit_volumes`` (N,): ``quantile``
+    (the rows' empirical ``eta``-quantile, an order statistic) and ``quantile_volume`` (the mean volume
+    at it), and with ``calibration=(rule, m)`` ``threshold`` (:func:`expected_threshold`) and ``volume``
+    (the mean volume at it, what :func:`choose` ranks; without, the ``quantile`` ones)."""
+    def at(q):
+        return float(q ** (n_targets / 2) * np.mean(unit_volumes)) if np.isfinite(q) else np.inf
+
     q = float(np.quantile(scores, eta, method="higher"))
-    if not np.isfinite(q):
-        return np.inf, q
-    return float(q ** (n_targets / 2) * np.mean(unit_volumes)), q
+    out = {"quantile": q, "quantile_volume": at(q)}
+    t = q if calibration is None else expected_threshold(scores, eta, calibration[1], calibration[0], groups)
+    out.update(threshold=t, volume=at(t))
+    return out
 
 
 def cross_fit_figures(make_regressor, names, X: np.ndarray, Y: np.ndarray, centers: np.ndarray, folds: int,
@@ -105,12 +156,13 @@ def cross_fit_figures(make_regressor, names, X: np.ndarray, Y: np.ndarray, cente
 
 
 def held_out_figures(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, centers=None,
-                     cross_fit: dict | None = None) -> dict:
+                     cross_fit: dict | None = None, calibration: tuple[str, int] | None = None,
+                     groups=None) -> dict:
     """Per method of ``model``, on held-out rows ``X_raw`` (k, d), ``Y`` (k, n) pooled with the
-    ``cross_fit`` rows (:func:`cross_fit_figures`) for the ellipsoid methods: ``volume`` (the pooled
-    mean volume at the pooled ``eta``-quantile score, what :func:`choose` ranks; ``None`` for boxes),
-    ``threshold`` (that quantile), and the calibrated regions' ``coverage`` and ``volume_calibrated``
-    on ``X_raw`` (report only)."""
+    ``cross_fit`` rows (:func:`cross_fit_figures`) for the ellipsoid methods, :func:`pooled_figures`
+    (``calibration=(rule, m)``: the calibration part's rule and size; ``groups``: the pooled rows'
+    groups, the cross-fit rows' first; ``volume`` and ``threshold`` are ``None`` for boxes), and the
+    calibrated regions' ``coverage`` and ``volume_calibrated`` on ``X_raw`` (report only)."""
     X = model.standardise(X_raw)
     mu = model.predict_center(X_raw, centers)
     scores = model.score_points(X_raw, Y, centers)
@@ -123,22 +175,23 @@ def held_out_figures(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, center
             s, v = unit_figures(reg.shape_, X, Y - mu, eta)
             if cross_fit and name in cross_fit:
                 s, v = np.concatenate([cross_fit[name][0], s]), np.concatenate([cross_fit[name][1], v])
-            figures["volume"], figures["threshold"] = pooled_volume(s, v, eta, n)
+            figures.update(pooled_figures(s, v, eta, n, calibration, groups))
         else:
-            figures["volume"] = figures["threshold"] = None
+            figures.update(volume=None, threshold=None)
         out[name] = figures
     return out
 
 
 def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = AUTO, centers=None,
-           rows: str = "test part", cross_fit: dict | None = None, folds: int = 0, skipped: str | None = None) -> dict:
+           rows: str = "test part", cross_fit: dict | None = None, folds: int = 0, skipped: str | None = None,
+           calibration: tuple[str, int] | None = None, groups=None) -> dict:
     """The ``selection`` record of ``model`` (see :attr:`models.model.RegionModel.selection`):
     ``order``, the ellipsoid methods by held-out volume (ties: the registry's order), with a forced
     ``primary`` first; ``primary``; ``rule`` (``"auto"`` or ``"forced"``); ``rows`` and ``n_rows``
     (what the figures were measured on: ``rows`` of ``X_raw``, plus the ``folds``-fold ``cross_fit``
     train rows); ``criterion`` in words; ``held_out`` (:func:`held_out_figures`); ``skipped``, when
     given, why the cross-fit did not run (the record's ``cross_fit_skipped``)."""
-    figures = held_out_figures(model, X_raw, Y, eta, centers, cross_fit)
+    figures = held_out_figures(model, X_raw, Y, eta, centers, cross_fit, calibration, groups)
     fallback = registry.fallback_order()
     ellipsoids = [m for m in fallback if m in model.methods]
     if not ellipsoids:
@@ -150,12 +203,21 @@ def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = A
     where = f"{folds}-fold cross-fit of the train part ({n_train} rows) and the {rows}" if n_train else rows
     record = {"rule": "auto" if primary == AUTO else "forced", "primary": ranked[0], "order": ranked,
               "rows": where, "n_rows": int(len(Y) + n_train), "folds": int(folds) if n_train else 0,
-              "criterion": f"mean volume at the {eta:g}-quantile of the held-out rows' own scores (no calibration "
-                           "row is read)",
+              "criterion": _criterion(eta, calibration),
               "held_out": {m: {k: _json(v) for k, v in f.items()} for m, f in figures.items()}}
     if skipped:
         record["cross_fit_skipped"] = skipped
     return record
+
+
+def _criterion(eta: float, calibration) -> str:
+    if calibration is None:
+        return f"mean volume at the {eta:g}-quantile of the held-out rows' own scores (no calibration row is read)"
+    rule, m = calibration
+    unit = "rows" if rule == "rows" else "groups"
+    return (f"expected calibrated volume: the mean volume at the threshold a calibration part of {m} {unit} "
+            f"({rule}) would give at {eta:g}, in expectation over such parts drawn from the held-out rows (no "
+            "calibration row is read)")
 
 
 def _finite(v) -> float:

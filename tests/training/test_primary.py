@@ -12,6 +12,7 @@ from models.bundle import load_bundle, save_bundle
 from models.exceptions import BundleError, InputError
 from training.datasets import load_dataset
 from training.pipeline import Split, TrainConfig, default_split, train
+from training.primary import expected_threshold
 
 from tests.conftest import FAST_TRAIN_LMVE
 
@@ -81,8 +82,14 @@ def test_the_ge_figures_are_its_out_of_fold_and_test_scores_by_hand(trained, sur
     s = np.concatenate(scores)
     q = np.sort(s)[int(np.ceil(0.9 * (len(s) - 1)))]
     ge = trained.model.selection["held_out"]["ge"]
-    assert ge["threshold"] == pytest.approx(q, rel=1e-9)
-    assert ge["volume"] == pytest.approx(q * np.pi * np.mean(dets), rel=1e-9)
+    assert ge["quantile"] == pytest.approx(q, rel=1e-9)
+    assert ge["quantile_volume"] == pytest.approx(q * np.pi * np.mean(dets), rel=1e-9)
+    # ranked: the volume at the expected threshold of this split's calibration (group-subsample, m groups)
+    m = len(np.unique(ds.groups[split.calibration]))
+    pooled_groups = np.concatenate([train_groups, ds.groups[split.test]])
+    t = expected_threshold(s, 0.9, m, "group-subsample", pooled_groups)
+    assert ge["threshold"] == pytest.approx(t, rel=1e-9) and ge["threshold"] > ge["quantile"]
+    assert ge["volume"] == pytest.approx(t * np.pi * np.mean(dets), rel=1e-9)
 
 
 def test_folds_zero_chooses_on_the_test_part_alone(survey):
@@ -93,11 +100,11 @@ def test_folds_zero_chooses_on_the_test_part_alone(survey):
     X, Y = ds.X[split.test], ds.Y[split.test]
     scores = model.score_points(X, Y)
     for name in sel["order"]:  # the figures are what they say: recomputed here from the test rows alone
-        s = scores[name]
-        q = sel["held_out"][name]["threshold"]
-        assert np.mean(s <= q) >= 0.9 and q in s  # an order statistic
-        region = model.methods[name].shape_.region(model.standardise(X), model.predict_center(X), q, 0.9)
-        assert sel["held_out"][name]["volume"] == pytest.approx(np.mean(region.volume("lebesgue")))
+        s, held = scores[name], sel["held_out"][name]
+        assert np.mean(s <= held["quantile"]) >= 0.9 and held["quantile"] in s  # an order statistic
+        for q, volume in ((held["quantile"], held["quantile_volume"]), (held["threshold"], held["volume"])):
+            region = model.methods[name].shape_.region(model.standardise(X), model.predict_center(X), q, 0.9)
+            assert volume == pytest.approx(np.mean(region.volume("lebesgue")))
 
 
 @pytest.mark.parametrize("folds", [1, -2, 2.5, True])
@@ -109,21 +116,25 @@ def test_bad_fold_counts_are_refused_before_fitting(survey, folds):
 
 
 def test_auto_never_reads_calibration_rows(trained, survey):
-    """Change the calibration rows (their labels, and which rows they are): the choice and every figure
-    it read stay; the calibrated thresholds move, so the calibration did change."""
+    """Change the calibration rows (their labels, and which rows they are, keeping the groups' count, the
+    one thing the choice reads): the choice and every figure it read stay; the calibrated thresholds
+    move, so the calibration did change."""
     ds, split = survey
     rng = np.random.default_rng(7)
     Y = ds.Y.copy()
     Y[split.calibration] += rng.normal(0.0, 5.0, size=(len(split.calibration), 2))
-    cal_groups = np.unique(ds.groups[split.calibration])
-    kept = split.calibration[np.isin(ds.groups[split.calibration], cal_groups[: len(cal_groups) * 3 // 4])]
+    cal = split.calibration
+    first = np.unique(ds.groups[cal], return_index=True)[1]  # one row of each calibration group
+    kept = np.sort(np.concatenate([cal[first], rng.choice(np.delete(cal, first), size=len(cal) // 4, replace=False)]))
+    assert len(kept) < len(cal) and len(np.unique(ds.groups[kept])) == len(np.unique(ds.groups[cal]))
     fewer = Split(train=split.train, calibration=kept, test=split.test)
     for data, part in ((replace(ds, Y=Y), split), (ds, fewer)):
         other = train(data, CONFIG, split=part)
         assert other.model.selection["order"] == trained.model.selection["order"]
         for name in trained.model.selection["order"]:  # Copula's score is built on calibration ranks:
             f, again = trained.model.selection["held_out"][name], other.model.selection["held_out"][name]
-            assert (again["volume"], again["threshold"]) == (f["volume"], f["threshold"])
+            assert {k: again[k] for k in ("volume", "threshold", "quantile", "quantile_volume")} \
+                == {k: f[k] for k in ("volume", "threshold", "quantile", "quantile_volume")}
         assert other.model.methods["ge"].alpha_q_ != trained.model.methods["ge"].alpha_q_
 
 
@@ -171,3 +182,36 @@ def test_without_a_selection_the_registry_order_serves(trained):
     assert ranked.served_methods == ("ge", "lmve", "nle")
     assert [n for n, _ in ranked._candidates(None, None)] == ["ge", "lmve", "nle"]
     assert [n for n, _ in ranked._candidates("lmve", None)] == ["lmve", "nle"]
+
+
+def _enumerated(scores, weights, m, k):
+    """E[k-th smallest of m weighted draws], by enumerating every draw."""
+    from itertools import product
+
+    total = 0.0
+    for draw in product(range(len(scores)), repeat=m):
+        total += np.prod(weights[list(draw)]) * np.sort(scores[list(draw)])[k - 1]
+    return total
+
+
+@pytest.mark.parametrize("eta, m", [(0.5, 3), (0.7, 4), (0.8, 4)])
+def test_expected_threshold_is_the_order_statistic_of_m_draws(eta, m):
+    rng = np.random.default_rng(m)
+    s = rng.exponential(size=5)
+    k = int(np.ceil((m + 1) * eta))
+    assert expected_threshold(s, eta, m) == pytest.approx(_enumerated(s, np.full(5, 0.2), m, k), rel=1e-12)
+    # group-subsample: a group weighted 1/G, spread over its rows
+    groups = np.array([0, 0, 0, 1, 2])
+    w = np.array([1 / 9, 1 / 9, 1 / 9, 1 / 3, 1 / 3])
+    assert expected_threshold(s, eta, m, "group-subsample", groups) == pytest.approx(_enumerated(s, w, m, k), rel=1e-12)
+
+
+def test_expected_threshold_edges():
+    s = np.array([1.0, 2.0, 3.0, 4.0])
+    assert expected_threshold(s, 0.9, 8) == np.inf  # ceil(9 * 0.9) = 9 > 8 rows: no finite threshold
+    assert expected_threshold(np.array([1.0, 2.0, np.inf]), 0.5, 3) == np.inf  # a draw can meet the infinite score
+    # group-pooled: the pooled quantile at eta (m + 1) / m, groups weighted equally
+    g = np.array([0, 0, 0, 1])  # weights 1/6, 1/6, 1/6, 1/2: cumulative 1/6, 1/3, 1/2, 1
+    assert expected_threshold(s, 0.3, 4, "group-pooled", g) == 3.0  # 0.3 * 5 / 4 = 0.375
+    assert expected_threshold(s, 0.5, 4, "group-pooled", g) == 4.0  # 0.625
+    assert expected_threshold(s, 0.9, 4, "group-pooled", g) == np.inf  # 1.125 > 1
