@@ -7,7 +7,8 @@ Per data set and split seed, ``lmve-train``'s default run (as the CLI builds it:
 grouped by position when most rows repeat a position, GE, NLE and LMVE; ``indoor_localization`` is
 UJIIndoorLoc, grouped by position: leave-location-out) on the default split, with one change so that the
 choice is measured on rows it did not see: the test part is cut in two halves (whole groups with groups,
-seeded); ``auto`` chooses on the first (``Split.selection``) and every figure comes from the second.
+seeded); ``auto`` chooses on the first (``Split.selection``) with the train part cross-fitted, as it
+does by default, and every figure comes from the second.
 
 Writes ``benchmarks/results/primary.csv`` (``dataset,method,n_splits,coverage_mean,volume_mean,served_share``:
 per method, the mean over splits of its coverage and mean area on the evaluation half, and the share of splits
@@ -118,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     lines = ["## `--primary auto`: the served method per data set", "",
              f"Command: `benchmarks/primary.py {' '.join(argv if argv is not None else sys.argv[1:])}` at commit "
-             f"`{commit.strip()}`. lmve-train's default run per split; `auto` chooses on half of the test part and "
-             "every figure is from the other half (whole groups with groups), so the served method's figures are "
-             "not the ones it was chosen on. Area: the true mean area of the 90 % regions (target units squared); "
+             f"`{commit.strip()}`. lmve-train's default run per split; `auto` chooses on the train part "
+             "(3-fold cross-fit) and half of the test part, and every figure is from the other half (whole groups "
+             "with groups), so the served method's figures are not the ones it was chosen on. Area: the true mean area of the 90 % regions (target units squared); "
              "`auto / best`: `auto`'s mean area over the smallest method's.", "",
              "| data set | splits | grouped | served (share of splits) | GE | NLE | LMVE | auto | auto / best | "
              "auto coverage |", "|---|---|---|---|---|---|---|---|---|---|"]
