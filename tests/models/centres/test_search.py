@@ -346,7 +346,8 @@ def test_dense_knn_centre_equals_scikit_learn_and_round_trips():
 def test_dense_nle_equals_its_definition_and_shares_the_centres_distances(monkeypatch):
     """NLE on dense rows: the local moment over scikit-learn's k nearest rows, by the gather (small
     batches) and the sparse product (large ones) alike; loaded from its arrays, the same; a kNN centre on
-    the same rows shares the index, so a request computes its distances once."""
+    the same rows shares the index, so a request computes its distances once while they fit in
+    ``DenseIndex.share_bytes``, and twice beyond."""
     from sklearn.neighbors import NearestNeighbors
 
     X, R = dense_rows(1000, 16, seed=17)
@@ -367,9 +368,13 @@ def test_dense_nle_equals_its_definition_and_shares_the_centres_distances(monkey
     computed = []
     real = DenseIndex._distances
     monkeypatch.setattr(DenseIndex, "_distances", lambda self, q: computed.append(len(q)) or real(self, q))
-    with shared_distances():
-        centre.predict(Q), nle.predict_shape(Q)
-    assert sum(computed) == len(Q)
+    small = DenseIndex.share_bytes // (8 * len(X))  # the most query rows whose distances are kept
+    assert 10 < small < len(Q)
+    for rows, searched in ((Q[:small], small), (Q[:small + 1], 2 * (small + 1))):
+        computed.clear()
+        with shared_distances():
+            centre.predict(rows), nle.predict_shape(rows)
+        assert sum(computed) == searched
 
 
 def test_a_search_outside_a_scope_keeps_no_chunk_of_distances_beyond_its_own():
