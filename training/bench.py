@@ -463,9 +463,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", default=None,
                    help="shift protocols instead of the paper's split, comma-separated: random, leave-location-out, "
                         "leave-phone-out, leave-user-out (indoor_localization); writes shift.csv and shift.md")
-    p.add_argument("--calibration", default="rows,groups,groups-pooled",
-                   help="with --protocol: which calibrations to tabulate: rows, groups (exact rule), groups-pooled "
-                        "(all three are computed)")
+    p.add_argument("--calibration", default="rows,groups,groups-pooled,across",
+                   help="with --protocol: which calibrations to tabulate: rows, groups (exact rule), groups-pooled, "
+                        "across (across-PHONEID / across-USERID on leave-phone-out / leave-user-out: calibration "
+                        "units held out of training, training.across; all are computed)")
     p.add_argument("--cached-only", action="store_true",
                    help="tabulate the splits already in the cache and run none (says which are missing)")
     p.add_argument("--merge", action="store_true",

@@ -115,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with groups: one calibration score per group drawn at random (subsample, default: P >= "
                         "coverage at new groups, exactly) or every score with each group weighted equally (pooled: "
                         "smaller regions, an asymptotic guarantee only)")
+    p.add_argument("--calibrate-across", type=_csv_list, default=None, metavar="COL[,COL]",
+                   help="per-row label columns (phones, users, days: PHONEID, USERID on UJIIndoorLoc; with --csv, "
+                        "any columns of the file, never features) whose units test and calibration hold out of "
+                        "training, with every row sharing one of their values (and, when grouping by position, "
+                        "their positions): the scores then carry a new phone's or user's shift and the guarantee is "
+                        "for a new unit: exact with enough calibration units for the level (9 at 0.9), otherwise "
+                        "approximate (each unit weighted equally); the report says which")
     p.add_argument("--cross-fit", type=int, default=None, metavar="K",
                    help="shapes learn from K-fold out-of-fold centre residuals (K >= 2; 0: the centre's in-sample "
                         "residuals, the paper). Default 5 with --centre auto (the selection's folds, no extra "
@@ -148,7 +155,7 @@ def _run(args) -> int:
     from models.bundle import save_bundle
     from models.shapes.lmve import PAPER_GRID
     from training.primary import selection_line
-    from training.report import centre_line, metrics_table, plot_test_regions, write_report
+    from training.report import across_line, centre_line, metrics_table, plot_test_regions, write_report
 
     t0 = time.perf_counter()
     meter = StageMeter()
@@ -173,6 +180,7 @@ def _run(args) -> int:
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
                          rssi_floor=args.rssi_floor, primary=args.primary, primary_folds=args.primary_folds,
                          centre_screen_rows=_screen_setting(args.centre_screen),
+                         calibrate_across=tuple(args.calibrate_across or ()),
                          **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
                          **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
     for name in args.centre_candidates or ():
@@ -216,6 +224,8 @@ def _run(args) -> int:
     print(f"served: {selection_line(result.model.selection)}")
     if result.split.adjustment:
         print(f"few groups: {result.split.adjustment['words']}")
+    if result.split.across:
+        print(f"calibrated across: {across_line(result.split.across)}")
     print(f"guarantee: {calibration['guarantee']}")
     print(f"centre: {centre_line(result.centre)}")
     print(f"RSSI preprocessing: {training['preprocess']}")
@@ -231,7 +241,7 @@ def _load(args):
         if not args.targets:
             raise LMVEError("--csv needs --targets, e.g. --targets x,y")
         dataset = load_csv(args.csv, args.targets, args.features, groups=group_cols,
-                           centre_columns=args.centre_columns)
+                           centre_columns=args.centre_columns, meta_columns=args.calibrate_across)
     else:
         if args.targets or args.features or args.centre_columns:
             raise LMVEError("--targets/--features/--centre-columns go with --csv")
@@ -265,6 +275,14 @@ def guarantee(dataset, result, grouped: bool) -> dict:
     """The grouping and, in words, what the calibrated level guarantees (for the manifest and report)."""
     cal = next(iter(result.model.methods.values())).calibrator_
     eta = result.model.coverage
+    across = result.split.across
+    if across:
+        out = {"grouping": dataset.grouping if grouped else None, "across": across, "n_groups": cal.n_calibration_,
+               "guarantee": f"{across['guarantee']}; {cal.n_rows_} calibration rows"}
+        if across["rule"] != cal.rule:
+            out["guarantee"] += (f". The rule asked for, {cal.rule}, replaced {across['rule']}: "
+                                 f"{'exact' if cal.rule == 'group-subsample' else 'approximate'}")
+        return out
     if not grouped:
         return {"grouping": None, "guarantee": f"P >= {eta} for a new row exchangeable with the {cal.n_rows_} "
                                                "calibration rows (drawn at random from the same data)"}

@@ -182,11 +182,12 @@ def _sniff_separator(path: Path) -> str | None:
 
 def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None,
              groups: list[str] | None = None, centre_columns: list[str] | None = None,
-             min_rows: int = MIN_ROWS) -> Dataset:
+             min_rows: int = MIN_ROWS, meta_columns: list[str] | None = None) -> Dataset:
     """Load a user's CSV: ``targets`` (2 or more columns) and ``features`` (default: every other column
     but the ``groups`` and ``centre_columns``). ``groups`` (columns of any type, the targets themselves
     included) labels each row's group; group columns are never features. ``centre_columns`` (one per
-    target, in target units) hold the client's own position estimate of each row.
+    target, in target units) hold the client's own position estimate of each row. ``meta_columns`` (any
+    type: a phone, a user, a day) are kept as per-row labels in ``Dataset.meta``, never features.
 
     Raises :class:`InputError` naming the column and row for a missing column, a non-numeric
     value, NaN/inf, or too few rows.
@@ -220,8 +221,20 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
             raise InputError(f"--centre-columns must name one estimate column per target ({len(targets)}: "
                              f"{', '.join(targets)}); got {len(centre_cols)}", field="--centre-columns",
                              expected=f"{len(targets)} columns", received=str(len(centre_cols)))
+    meta_cols = [c.strip() for c in meta_columns or [] if c.strip()]
+    missing = [c for c in meta_cols if c not in columns]
+    if missing:
+        raise InputError(f"{path}: column(s) {missing} not found; the CSV has columns {columns}",
+                         field="--calibrate-across", expected=f"columns of {path.name}", received=", ".join(missing))
+    for col in meta_cols:
+        if df[col].isna().any():
+            row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
+            raise InputError(f"{path}: column {col!r} is empty at line {row + 2} of the file; every row needs a "
+                             "label", field="--calibrate-across", expected="a label on every row",
+                             received="an empty cell")
     if not features:
-        features = [c for c in columns if c not in targets and c not in group_cols and c not in centre_cols]
+        features = [c for c in columns
+                    if c not in targets and c not in group_cols and c not in centre_cols and c not in meta_cols]
     else:
         features = [f.strip() for f in features]
     overlap = set(centre_cols) & (set(features) | set(targets))
@@ -234,6 +247,10 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     overlap = set(targets) & set(features)
     if overlap:
         raise InputError(f"column(s) {sorted(overlap)} are both targets and features")
+    overlap = set(meta_cols) & (set(features) | set(targets))
+    if overlap:
+        raise InputError(f"column(s) {sorted(overlap)} are --calibrate-across labels and also features or targets",
+                         field="--features", expected="no label column", received=", ".join(sorted(overlap)))
     overlap = set(group_cols) & set(features)
     if overlap:
         raise InputError(f"column(s) {sorted(overlap)} are both group columns and features; group columns are "
@@ -260,7 +277,8 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
                          "train (81 %), calibration (9 %) and test (10 %) parts")
     X = np.column_stack([arrays[c] for c in features])
     Y = np.column_stack([arrays[c] for c in targets])
-    ds = Dataset(path.stem, X, Y, features, targets, _hash_files(path))
+    ds = Dataset(path.stem, X, Y, features, targets, _hash_files(path),
+                 meta={c: df[c].to_numpy() for c in meta_cols})
     if centre_cols:
         ds = replace(ds, centers=np.column_stack([arrays[c] for c in centre_cols]), centre_columns=centre_cols)
     if group_cols:

@@ -54,13 +54,15 @@ METHODS = tuple(registry.METHODS)
 class Split:
     """Row indices of each part. ``selection``: the rows that choose the served method (``None``: the
     test rows); never calibration rows. ``adjustment``: what :func:`group_split` changed to reach
-    the level, in figures and words (``None``: the default fractions)."""
+    the level, in figures and words (``None``: the default fractions). ``across``: for a split over units
+    held out of training (:func:`training.across.across_split`), its units, rows dropped, rule and guarantee."""
 
     train: np.ndarray
     calibration: np.ndarray
     test: np.ndarray
     selection: np.ndarray | None = None
     adjustment: dict | None = None
+    across: dict | None = None
 
 
 def paper_split(m: int, seed: int, test_fraction: float = 0.1, calibration_fraction: float = 0.1) -> Split:
@@ -206,6 +208,9 @@ class TrainConfig:
     #: the folds of the train part whose out-of-fold rows join the test rows in that choice (training.primary;
     #: each costs one more fit of every ellipsoid method, at most the train part's groups); 0: the test part alone
     primary_folds: int = 3
+    #: per-row label columns (``Dataset.meta``: PHONEID, USERID, a day) whose units the test and calibration
+    #: parts hold out of training (training.across); the guarantee is then for a new unit. Empty: off
+    calibrate_across: tuple[str, ...] = ()
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None
@@ -314,7 +319,13 @@ def fit_preprocess(X_train: np.ndarray, config: TrainConfig) -> RSSIFloor | None
 
 def default_split(dataset: Dataset, config: TrainConfig) -> Split:
     """The split :func:`train` uses when given none: over whole groups when the config uses the
-    dataset's groups, the paper's row split otherwise (both seeded with ``config.seed``)."""
+    dataset's groups, the paper's row split otherwise (both seeded with ``config.seed``); with
+    ``calibrate_across``, over its units (:func:`training.across.across_split`)."""
+    if config.calibrate_across:
+        from training.across import across_split
+
+        return across_split(dataset if config.grouped(dataset) else replace(dataset, groups=None),
+                            config.calibrate_across, config.seed, config.coverage)
     if config.grouped(dataset):
         return group_split(dataset.groups, config.seed, coverage=config.coverage)
     return paper_split(dataset.X.shape[0], config.seed)
@@ -360,7 +371,22 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     X, Y = dataset.X, dataset.Y
     grouped = config.grouped(dataset)
     groups = dataset.groups if grouped else None
-    rule = config.resolved_rule(grouped)
+    if config.calibrate_across:  # the units are the groups of everything after the split
+        from models.calibration.conformal import check_rule
+        from training.across import unit_codes
+
+        units = unit_codes(dataset, config.calibrate_across)
+        split = split or default_split(dataset, config)
+        grouped, groups = True, units
+        if config.calibration:
+            rule = check_rule(config.calibration)
+        elif split.across:
+            rule = split.across["rule"]
+        else:  # a caller's split: exact when its calibration units attain the level
+            exact = _units(split.calibration, units) >= groups_needed(eta)
+            rule = "group-subsample" if exact else "group-weighted"
+    else:
+        rule = config.resolved_rule(grouped)
     if rule != "rows" and not grouped:
         raise InputError(f"calibration rule {rule!r} needs groups; the rows have none (name them with --groups)",
                          field="calibration", expected="rows", received=rule)
@@ -372,7 +398,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     k = config.resolved_cross_fit(grouped, n_units)
     if k != 0:  # before any fitting: a bad value costs nothing
         _check_cross_fit(k, n_units)
-    if grouped:
+    if grouped and rule != "group-weighted":
         check_calibration_groups(groups, split, eta)
     with meter.stage("preprocess"):
         preprocess, scaler, Xs = standardise(X, split, config)

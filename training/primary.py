@@ -17,7 +17,7 @@ the ``rows`` rule ``alpha_q`` is the ``k = ceil((m + 1) eta)``-th smallest of ``
 distribution over draws from the pooled scores ``s_(1) <= ... <= s_(N)`` (weights ``w``, cumulative
 ``W_j``) is exact: ``P(alpha_q <= s_(j)) = P(Binomial(m, W_j) >= k)``. ``group-subsample`` is the same
 over groups (one row of each group: a group weighted ``1/G``, spread over its rows); ``group-pooled``
-takes the pooled weighted quantile at ``eta (m + 1) / m``. The threshold's expectation, not the
+takes the pooled weighted quantile at ``eta (m + 1) / m`` (``group-weighted`` at ``eta``). The threshold's expectation, not the
 rows' ``eta``-quantile, because a region is served at ``alpha_q``: with ``m`` = 33 rows or 9 groups at
 0.9, ``alpha_q`` is the 3rd largest of 33 or the largest of 9 scores, so a method whose scores have a
 heavy tail above their 90 % quantile serves larger regions than that quantile says. An ellipsoid's
@@ -100,8 +100,8 @@ def expected_threshold(scores: np.ndarray, eta: float, m: int, rule: str = "rows
         w = 1.0 / (sizes.size * sizes[codes])
     order = np.argsort(s, kind="stable")
     s, W = s[order], np.minimum(np.cumsum(w[order]), 1.0)
-    if rule == "group-pooled":
-        target = eta * (m + 1) / m
+    if rule in ("group-pooled", "group-weighted"):
+        target = eta * (m + 1) / m if rule == "group-pooled" else eta
         if target > 1.0 + 1e-9:
             return np.inf
         return float(s[min(int(np.searchsorted(W, target - 1e-9)), s.size - 1)])

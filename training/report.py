@@ -17,6 +17,16 @@ def label(name: str) -> str:
     return spec.label if spec else name
 
 
+def across_line(across: dict) -> str:
+    """``--calibrate-across`` in words: the units per part and the training rows their values cost."""
+    u, r = across["units"], across["rows"]
+    groups = f", at {across['held_out_groups']} held-out groups" if across.get("held_out_groups") else ""
+    return (f"{','.join(across['columns'])}: {across['n_units']} units; test {u['test']} ({r['test']} rows), "
+            f"calibration {u['calibration']} ({r['calibration']} rows){groups}, training {u['train']} "
+            f"({r['train']} rows); {r['set_aside']} rows set aside (a held-out unit's value or group); "
+            f"{'exact' if across['exact'] else 'approximate'} (rule {across['rule']})")
+
+
 def _grouping(calibration: dict) -> str:
     g = calibration.get("grouping")
     if not g:
@@ -180,6 +190,8 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
              f"- guarantee: {manifest.get('calibration', {}).get('guarantee', 'not recorded')}",
              *([f"- few groups: {manifest['calibration']['split_adjustment']['words']}"]
                if manifest.get("calibration", {}).get("split_adjustment") else []),
+             *([f"- calibrated across: {across_line(manifest['calibration']['across'])}"]
+               if manifest.get("calibration", {}).get("across") else []),
              f"- served: {selection_line(manifest.get('selection') or {})}",
              f"- centre: {centre_line(manifest.get('training', {}).get('centre'))}",
              f"- RSSI preprocessing: {manifest.get('training', {}).get('preprocess', 'none')}",

@@ -13,8 +13,17 @@ calibrations then serve the same centre and the same test rows:
 * ``groups-pooled``: the same shapes and positions with the pooled-CDF rule (every reading, each
   position weighted equally).
 
+* ``across-<COL>`` (leave-phone-out: PHONEID, leave-user-out: USERID; ``lmve-train
+  --calibrate-across``, :mod:`training.across`): of the rest, whole units of the protocol's column
+  (10 % of its rows, at least two) at whole positions (20 % of its rows) calibrate, and a centre of
+  its own trains on the rows that share neither a unit's value nor a drawn position: the scores
+  carry a new unit's shift. Shapes learn from out-of-fold residuals with the folds over units
+  (``across-<COL>``) or over positions (``across-<COL>-position-folds``); the rule is exact
+  (``group-subsample``) with 9 or more calibration units at 0.9, else ``group-weighted``
+  (approximate).
+
 The guarantee of ``groups`` is for a reading at a position not in the survey; it says nothing of
-a new phone or a new user, which the other two protocols measure.
+a new phone or a new user, which the other two protocols measure, and ``across-<COL>`` is for.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from models.exceptions import InputError
 
 PROTOCOLS = {"random": None, "leave-location-out": "position", "leave-phone-out": "PHONEID",
              "leave-user-out": "USERID"}
-CALIBRATIONS = ("rows", "groups", "groups-pooled")
+CALIBRATIONS = ("rows", "groups", "groups-pooled", "across")
 RULES = {"rows": "rows", "groups": "group-subsample", "groups-pooled": "group-pooled"}
 
 
@@ -128,18 +137,77 @@ def run_shift_split(ds, protocol: str, seed: int, methods: tuple[str, ...], cove
                         groups=parts["positions"][train] if grouped else None)
                 shapes[calibration] = reg.shape_
             reg.conformalize(Xs[cal], Y[cal], centers=centers[cal], groups=parts["positions"][cal] if grouped else None)
-            region = reg._regions(Xs[test], None, centers[test])
-            inside = region.contains(Y[test])
-            per_unit = np.bincount(test_codes, weights=inside) / np.bincount(test_codes)
-            out[f"{calibration}/{name}"] = {
-                "coverage": float(inside.mean()), "unit_coverage_mean": float(per_unit.mean()),
-                "share_units_below_80": float(np.mean(per_unit < 0.8)), "n_units": int(per_unit.size),
-                "volume_paper": float(region.volume("paper").mean()), "alpha_q": float(reg.alpha_q_),
-                "n_calibration": int(reg.calibrator_.n_calibration_), "fit_seconds": time.perf_counter() - t1}
+            out[f"{calibration}/{name}"] = _test_figures(reg, Xs[test], Y[test], centers[test], test_codes, t1)
+    across = None
+    if PROTOCOLS[protocol] not in (None, "position"):
+        t1 = time.perf_counter()
+        across = _run_across(ds, parts, PROTOCOLS[protocol], seed, methods, config, coverage, cross_fit,
+                             test_codes, out)
+        timings["across"] = time.perf_counter() - t1
     return {"protocol": protocol, "seed": seed, "results": out, "timings": timings,
             "wall_seconds": time.perf_counter() - t0, "centre": centre, "rssi": None if step is None else step.describe(),
             "centre_test": centre_errors(Y[test], centers[test]),
-            "rows": {k: int(len(v)) for k, v in parts.items() if k in ("train", "test", "cal_rows", "cal_groups")}}
+            "rows": {k: int(len(v)) for k, v in parts.items() if k in ("train", "test", "cal_rows", "cal_groups")},
+            **({} if across is None else {"across": across})}
+
+
+def _test_figures(reg, X, Y, centers, test_codes, t0: float) -> dict:
+    """One calibrated method on the test rows: coverage (pooled and per test unit) and volume."""
+    region = reg._regions(X, None, centers)
+    inside = region.contains(Y)
+    per_unit = np.bincount(test_codes, weights=inside) / np.bincount(test_codes)
+    return {"coverage": float(inside.mean()), "unit_coverage_mean": float(per_unit.mean()),
+            "share_units_below_80": float(np.mean(per_unit < 0.8)), "n_units": int(per_unit.size),
+            "volume_paper": float(region.volume("paper").mean()), "alpha_q": float(reg.alpha_q_),
+            "n_calibration": int(reg.calibrator_.n_calibration_), "fit_seconds": time.perf_counter() - t0}
+
+
+def _run_across(ds, parts, column: str, seed: int, methods, config, coverage: float, cross_fit: int,
+                test_codes: np.ndarray, out: dict) -> dict:
+    """The ``across-<column>`` calibrations of one split, into ``out``; returns the rows and units of each part."""
+    from sklearn.preprocessing import StandardScaler
+
+    from models.predictor import SplitConformalRegressor
+    from training.across import MIN_CALIBRATION_UNITS, held_groups, sharing
+    from training.pipeline import fit_preprocess, groups_needed, out_of_fold_centers
+
+    rng = np.random.default_rng([seed, 1])
+    m = ds.X.shape[0]
+    pool = np.setdiff1d(np.arange(m), parts["test"])
+    units = parts["units"]
+    order = rng.permutation(np.unique(units[pool]))
+    sizes = np.bincount(units[pool], minlength=units.max() + 1)[order]
+    k = int(np.clip(np.searchsorted(np.cumsum(sizes), math.ceil(0.1 * len(pool))) + 1, MIN_CALIBRATION_UNITS,
+                    len(order) - 2))
+    in_pool = np.zeros(m, dtype=bool)
+    in_pool[pool] = True
+    cal_unit = in_pool & np.isin(units, order[:k])
+    at_held = np.zeros(m, dtype=bool)
+    at_held[pool] = held_groups(parts["positions"][pool], 0.2, rng)
+    cal = np.flatnonzero(cal_unit & at_held)
+    train = np.flatnonzero(in_pool & ~sharing(ds.meta, [column], cal_unit) & ~at_held)
+    X = ds.X
+    step = fit_preprocess(X[train], config)
+    if step is not None:
+        X = step.transform(X)
+    Xs = StandardScaler().fit(X[train]).transform(X)
+    Y, test = ds.Y, parts["test"]
+    fitted = config.make_centre().fit(Xs[train], Y[train])
+    centers = fitted.predict(Xs)
+    n_cal_units = len(np.unique(units[cal]))
+    rule = "group-subsample" if n_cal_units >= groups_needed(coverage) else "group-weighted"
+    for suffix, folds in (("", units), ("-position-folds", parts["positions"])):
+        oof = out_of_fold_centers(Xs[train], Y[train], config, cross_fit, folds[train])
+        label = f"across-{column}{suffix}"
+        for name in methods:
+            t1 = time.perf_counter()
+            reg = SplitConformalRegressor(config.make_shape(name), centre=fitted, coverage=coverage,
+                                          prefit_centre=True, calibration=rule, random_state=seed)
+            reg.fit(Xs[train], Y[train], centers=oof, groups=folds[train])
+            reg.conformalize(Xs[cal], Y[cal], centers=centers[cal], groups=units[cal])
+            out[f"{label}/{name}"] = {**_test_figures(reg, Xs[test], Y[test], centers[test], test_codes, t1),
+                                       "rule": rule}
+    return {"rows": {"train": len(train), "calibration": len(cal)}, "calibration_units": n_cal_units, "rule": rule}
 
 
 SHIFT_COLUMNS = ["dataset", "protocol", "calibration", "method", "n_splits", "coverage_mean", "coverage_std",
@@ -156,7 +224,7 @@ def shift_tables(records: list[dict], calibrations: list[str], command: str, wal
         factor = 1e6 if r["task"]["dataset"] == "indoor_localization" else 1.0  # km^2 -> m^2
         for key, m in r["results"].items():
             calibration, method = key.split("/")
-            if calibration in calibrations:
+            if calibration in calibrations or (calibration.startswith("across-") and "across" in calibrations):
                 rows.append({"dataset": r["task"]["dataset"], "protocol": r["protocol"], "seed": r["seed"],
                              "calibration": calibration, "method": method, "coverage": m["coverage"],
                              "unit_coverage": m["unit_coverage_mean"], "below_80": m["share_units_below_80"],

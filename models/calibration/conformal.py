@@ -26,8 +26,14 @@ exchangeable with another group's, but groups are. With ``m`` calibration groups
   (the pooled CDF ``F(t) = (1/m) sum_g (1/n_g) #{i in g : alpha_i <= t}``); the threshold is the
   smallest score with ``F >= eta (m + 1) / m``. It uses every row and is less noisy, but its
   guarantee is asymptotic, not finite-sample.
+* ``"group-weighted"`` (approximate, for few groups): the same pooled CDF, threshold the smallest
+  score with ``F >= eta``: no finite-sample correction, so it attains any level with any ``m``.
+  For calibration across a few units (two or three phones held out of training, SPEC section 9)
+  where ``m / (m + 1) < eta`` leaves the other rules no finite threshold; its coverage at a new
+  unit is ``eta`` only on average over the units' draw, with the spread of ``m`` draws, and is
+  called approximate wherever it is reported.
 
-In all three rules ``m`` counts what is exchangeable (rows, or groups): a level above
+In the first three rules ``m`` counts what is exchangeable (rows, or groups): a level above
 ``m / (m + 1)`` has no finite threshold, and p-values are ``(1 + m W(alpha >= s)) / (m + 1)`` with
 ``W`` the stored scores' weights (``1/m`` each for rows and for the subsample).
 """
@@ -100,7 +106,9 @@ def _kth_smallest(s: np.ndarray, eta: float, presorted: bool) -> float:
 
 
 #: calibration rules: what a calibration score stands for, and what the guarantee covers
-RULES = ("rows", "group-subsample", "group-pooled")
+RULES = ("rows", "group-subsample", "group-pooled", "group-weighted")
+#: rules whose level has no finite-sample guarantee (reports call them approximate)
+APPROXIMATE_RULES = ("group-pooled", "group-weighted")
 
 
 def check_rule(rule: str) -> str:
@@ -127,7 +135,7 @@ class SplitConformalCalibrator:
 
     Parameters
     ----------
-    rule : {"rows", "group-subsample", "group-pooled"}, default="rows"
+    rule : {"rows", "group-subsample", "group-pooled", "group-weighted"}, default="rows"
         How scores become a threshold (see the module docstring); the group rules need ``groups``.
     random_state : int, default=0
         Seed of the draw of one row per group (``"group-subsample"``).
@@ -137,7 +145,7 @@ class SplitConformalCalibrator:
     scores_ : ndarray of shape (k,)
         The stored scores, sorted ascending (one per group for ``"group-subsample"``).
     weights_ : ndarray of shape (k,) or None
-        Their weights (sum 1) for ``"group-pooled"``; ``None``: ``1/m`` each.
+        Their weights (sum 1) for ``"group-pooled"`` and ``"group-weighted"``; ``None``: ``1/m`` each.
     n_calibration_ : int
         ``m``: calibration rows, or calibration groups under a group rule.
     n_rows_ : int
@@ -202,9 +210,10 @@ class SplitConformalCalibrator:
 
     @property
     def max_coverage(self) -> float:
-        """The highest level with a finite threshold: ``m / (m + 1)``."""
+        """The highest level with a finite threshold: ``m / (m + 1)`` (1 for ``"group-weighted"``, which has
+        no finite-sample correction)."""
         self._check()
-        return max_coverage(self.n_calibration_)
+        return 1.0 if self.rule == "group-weighted" else max_coverage(self.n_calibration_)
 
     def check_level(self, eta, field: str = "coverage") -> float:
         """``eta`` checked: a number in (0, 1) and at most :attr:`max_coverage` (else the region would be
@@ -221,12 +230,13 @@ class SplitConformalCalibrator:
 
     def quantile(self, eta: float) -> float:
         """``alpha_q`` at a checked level ``eta``: the ``ceil((m + 1) eta)``-th smallest stored score
-        (weighted: the smallest score whose cumulative weight reaches ``eta (m + 1) / m``)."""
+        (weighted: the smallest score whose cumulative weight reaches ``eta (m + 1) / m``, or ``eta`` for
+        ``"group-weighted"``)."""
         self._check()
         if self.weights_ is None:
             return _kth_smallest(self.scores_, eta, presorted=True)
         m = self.n_calibration_
-        target = eta * (m + 1) / m
+        target = eta if self.rule == "group-weighted" else eta * (m + 1) / m
         if target > 1.0 + _CEIL_SLACK:
             return self._unbounded(eta)
         idx = int(np.searchsorted(self._cum, target - _CEIL_SLACK / m, side="left"))
@@ -239,7 +249,8 @@ class SplitConformalCalibrator:
 
     def p_value(self, scores) -> np.ndarray:
         """Conformal p-values ``(1 + m W(alpha >= s)) / (m + 1)`` for test scores ``s`` (N,)
-        (``(1 + #{alpha_i >= s}) / (m + 1)`` with equal weights)."""
+        (``(1 + #{alpha_i >= s}) / (m + 1)`` with equal weights; ``W(alpha >= s)`` for ``"group-weighted"``,
+        so that ``p > 1 - eta`` where the score is below its threshold)."""
         self._check()
         s = np.asarray(scores, dtype=np.float64).ravel()
         below = np.searchsorted(self.scores_, s, side="left")
@@ -248,6 +259,8 @@ class SplitConformalCalibrator:
             n_ge = self.scores_.size - below
         else:
             n_ge = m * (1.0 - np.where(below > 0, self._cum[np.maximum(below - 1, 0)], 0.0))
+        if self.rule == "group-weighted":
+            return np.clip(n_ge / m, 0.0, 1.0)
         return (1.0 + n_ge) / (m + 1.0)
 
     def level_of(self, threshold: float) -> float:
@@ -258,9 +271,11 @@ class SplitConformalCalibrator:
         m = self.n_calibration_
         if self.weights_ is None:
             return below / (m + 1.0)
-        return float(m * (self._cum[below - 1] if below > 0 else 0.0) / (m + 1.0))
+        pooled = float(self._cum[below - 1]) if below > 0 else 0.0
+        return min(pooled, 1.0) if self.rule == "group-weighted" else m * pooled / (m + 1.0)
 
     def coverage_bounds(self, eta: float) -> tuple[float, float]:
-        """The guaranteed interval ``[eta, eta + 1/(m + 1)]`` of marginal coverage (no ties)."""
+        """The guaranteed interval ``[eta, eta + 1/(m + 1)]`` of marginal coverage (no ties); for the
+        approximate rules, the interval the finite-sample rule would give (not a guarantee)."""
         self._check()
         return eta, min(1.0, eta + 1.0 / (self.n_calibration_ + 1.0))

@@ -50,3 +50,18 @@ def test_unknown_protocol_is_named(survey):
         shift_split(survey, "leave-floor-out", 0)
     with pytest.raises(InputError, match="needs the column USERID"):
         shift_split(survey, "leave-user-out", 0)
+
+
+def test_across_calibration_holds_its_phones_and_positions_out_of_its_centre(survey):
+    record = run_shift_split(survey, "leave-phone-out", 1, ("ge",), cross_fit=2)
+    across = record["across"]
+    assert across["calibration_units"] >= 2 and across["rule"] == "group-weighted"  # 5 phones: few units
+    for label in ("across-PHONEID/ge", "across-PHONEID-position-folds/ge"):
+        r = record["results"][label]
+        assert r["n_calibration"] == across["calibration_units"] and r["rule"] == "group-weighted"
+        assert 0 <= r["coverage"] <= 1 and r["volume_paper"] > 0
+    assert across["rows"]["train"] + across["rows"]["calibration"] < record["rows"]["train"] + record["rows"]["cal_rows"] \
+        + record["rows"]["cal_groups"]  # the held-out phones' rows elsewhere and other phones at its positions wait
+    record["task"] = {"dataset": "synthetic"}
+    table, _ = shift_tables([record], ["groups", "across"], "lmve-bench ...", 1.0)
+    assert set(table.calibration) == {"groups", "across-PHONEID", "across-PHONEID-position-folds"}
