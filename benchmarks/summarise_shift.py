@@ -1,12 +1,12 @@
-"""Write ``benchmarks/results/shift.{csv,md}`` from the cached shift splits of two ``lmve-bench`` runs.
+"""Write ``benchmarks/results/shift.{csv,md}`` from the cached shift splits of ``lmve-bench`` runs.
 
     .venv/bin/python benchmarks/summarise_shift.py
 
-GE and NLE come from ``lmve-bench --datasets indoor_localization --protocol random,leave-location-out,
-leave-phone-out,leave-user-out --seeds 0-9 --methods ge,nle`` (cache ``shift-paper/*/ge-nle``);
-LMVE from ``lmve-bench --datasets indoor_localization --protocol leave-location-out --seeds 0-9 --methods
-ge,nle,lmve`` (cache ``shift-paper/*/ge-nle-lmve``; LMVE's default trainer), whose GE and NLE on the
-same splits give the paired ratios. Splits that are not cached are left out; the table says how many ran.
+Reads every cached ``shift-paper/<protocol>/indoor_localization/ge-nle/seed_*.json`` (``lmve-bench --datasets
+indoor_localization --protocol ... --seeds 0-9 --methods ge,nle``; leave-phone-out and leave-user-out carry the
+``across-PHONEID`` / ``across-USERID`` calibrations, :mod:`training.across`) and, for LMVE,
+``.../ge-nle-lmve/seed_*.json``. The rows of protocols with no cached split are carried over from the
+``shift.{csv,md}`` already there (caches are not kept between machines), and the table says which were.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -22,33 +25,83 @@ from training.shift import shift_tables  # noqa: E402
 
 CACHE = ROOT / "benchmarks" / "cache"
 OUT = ROOT / "benchmarks" / "results"
+CALIBRATIONS = ["rows", "groups", "groups-pooled", "across"]
 
 
-def load(pattern: str, keep=None) -> list[dict]:
-    records = []
-    for path in sorted(CACHE.glob(pattern)):
-        r = json.loads(path.read_text())
-        if keep is not None:
-            r["results"] = {k: v for k, v in r["results"].items() if keep(k)}
-        records.append(r)
-    return records
+def load(pattern: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(CACHE.glob(pattern))]
+
+
+def across_lines(records: list[dict]) -> list[str]:
+    """Per protocol with across rows: coverage per split, the calibration units and the volume against ``groups``."""
+    lines = []
+    for protocol in dict.fromkeys(r["protocol"] for r in records if "across" in r):
+        rs = [r for r in records if r["protocol"] == protocol and "across" in r]
+        col = next(k.split("/")[0] for k in rs[0]["results"] if k.startswith("across-") and "folds" not in k)
+        units = [r["across"]["calibration_units"] for r in rs]
+        rules = sorted({r["across"]["rule"] for r in rs})
+        for method in ("ge", "nle", "lmve"):
+            key = f"{col}/{method}"
+            if key not in rs[0]["results"]:
+                continue
+            cov = np.array([r["results"][key]["coverage"] for r in rs])
+            unit = np.array([r["results"][key]["unit_coverage_mean"] for r in rs])
+            ratio = np.array([r["results"][key]["volume_paper"] / r["results"][f"groups/{method}"]["volume_paper"]
+                              for r in rs])
+            pos = np.array([r["results"][f"{col}-position-folds/{method}"]["coverage"] for r in rs])
+            pos_ratio = np.array([r["results"][f"{col}-position-folds/{method}"]["volume_paper"]
+                                  / r["results"][key]["volume_paper"] for r in rs])
+            lines.append(f"- {protocol}, {col}, {method.upper()}: coverage {100 * cov.mean():.1f} % over {len(rs)} "
+                         f"splits (per split {100 * cov.min():.0f}-{100 * cov.max():.0f} %, {np.sum(cov >= 0.85)} of "
+                         f"{len(rs)} at 85 % or more; mean over test units {100 * unit.mean():.1f} %); volume "
+                         f"{ratio.mean():.2f}x that of `groups` (paired, range {ratio.min():.2f}-{ratio.max():.2f}); "
+                         f"calibration units {min(units)}-{max(units)}, rule {', '.join(rules)}. Shapes from "
+                         f"position folds instead: coverage {100 * pos.mean():.1f} %, volume {pos_ratio.mean():.2f}x")
+    return lines
 
 
 def main() -> int:
     base = load("shift-paper/*/indoor_localization/ge-nle/seed_*.json")
     lmve = load("shift-paper/*/indoor_localization/ge-nle-lmve/seed_*.json")
     lmve_only = [{**r, "results": {k: v for k, v in r["results"].items() if k.endswith("/lmve")}} for r in lmve]
-    command = ("lmve-bench --datasets indoor_localization --protocol random,leave-location-out,leave-phone-out,"
-               "leave-user-out --seeds 0-9 --methods ge,nle (GE, NLE) and lmve-bench --datasets indoor_localization "
-               "--protocol leave-location-out --seeds 0-9 --methods ge,nle,lmve (LMVE); merged by "
-               "python benchmarks/summarise_shift.py")
+    if not base:
+        print("no cached shift splits under benchmarks/cache/shift-paper; run lmve-bench --protocol first",
+              file=sys.stderr)
+        return 2
+    command = ("lmve-bench --datasets indoor_localization --protocol leave-phone-out,leave-user-out --seeds 0-9 "
+               "--methods ge,nle; merged by python benchmarks/summarise_shift.py")
     wall = sum(r["wall_seconds"] for r in base + lmve)
-    table, md = shift_tables(base + lmve_only, ["rows", "groups", "groups-pooled"], command, wall)
-    tail = ""
-    if lmve:
-        _, paired = shift_tables(lmve, ["rows", "groups", "groups-pooled"], command, wall)
-        tail = paired[paired.find("Paired ratios"):] if "Paired ratios" in paired else ""
-    md = md.split("\nPaired ratios")[0].rstrip() + "\n\n" + tail
+    table, md = shift_tables(base + lmve_only, CALIBRATIONS, command, wall)
+    ran = set(table.protocol)
+    carried_md = []
+    if (OUT / "shift.csv").is_file() and (OUT / "shift.md").is_file():
+        old = pd.read_csv(OUT / "shift.csv")
+        keep = old[~old.protocol.isin(ran)]
+        table = pd.concat([table, keep], ignore_index=True)
+        for line in (OUT / "shift.md").read_text().splitlines():
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) > 3 and cells[2] in set(keep.protocol) and "carried" not in line:
+                carried_md.append(line)
+            if line.startswith("- ") and "paired over" in line and line.split(", ")[1] in set(keep.protocol):
+                carried_md.append(line)
+    head, _, tail = md.partition("\nPaired ratios")
+    rows = [x for x in carried_md if x.startswith("|")]
+    notes = [x for x in carried_md if x.startswith("- ")]
+    carried_protocols = sorted({c.split("|")[2].strip() for c in rows})
+    md = head.rstrip() + "\n" + "\n".join(rows) + "\n"
+    if carried_protocols:
+        md += (f"\nRows of {', '.join(carried_protocols)} are carried over from the previous table (their splits are "
+               "not in this machine's cache; the command that made them: `lmve-bench --datasets indoor_localization "
+               "--protocol random,leave-location-out --seeds 0-9 --methods ge,nle` and `... --protocol "
+               "leave-location-out --methods ge,nle,lmve`).\n")
+    md += ("\n`across-<COL>`: calibrated on whole units of the protocol's column (2-3 phones or users, 10 % of the "
+           "non-test rows) at positions drawn out of training (20 % of the rows), with a centre of its own trained "
+           "on rows sharing neither (`lmve-train --calibrate-across`, `training.across`); shapes from unit "
+           "out-of-fold residuals (`-position-folds`: position folds). With fewer than 9 calibration units at 0.9 the "
+           "rule is `group-weighted` (each unit 1/m, the pooled 0.9-quantile): approximate.\n\n")
+    md += "\n".join(across_lines(base)) + "\n"
+    if tail or notes:
+        md += "\nPaired ratios" + tail.rstrip() + ("\n" if tail else ":\n") + "\n".join(notes) + "\n"
     md = md.replace("this invocation's wall time", "summed split time").replace(
         " (cached splits are not re-run)", "")
     OUT.mkdir(parents=True, exist_ok=True)
