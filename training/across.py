@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from models.exceptions import InputError
+from training.splits import Split, groups_needed
 
 #: a split needs one test unit, two calibration units (a pooled quantile over one unit is that
 #: unit's alone) and two training units (the centre's and the shapes' unit folds)
@@ -89,11 +90,9 @@ def held_groups(groups: np.ndarray, share: float, rng) -> np.ndarray:
 
 def across_split(dataset, columns, seed: int, coverage: float, test_fraction: float = 0.1,
                  calibration_fraction: float = 0.1):
-    """A :class:`training.pipeline.Split` whose test and calibration parts hold whole units of ``columns``
+    """A :class:`training.splits.Split` whose test and calibration parts hold whole units of ``columns``
     absent from training (see the module docstring); ``Split.across`` says how many units each part
     holds, the rows set aside, the rule and the guarantee in words."""
-    from training.pipeline import Split, groups_needed
-
     cols = check_columns(dataset, columns)
     codes = unit_codes(dataset, cols)
     name = ",".join(cols)
