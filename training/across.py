@@ -1,29 +1,33 @@
-"""``--calibrate-across COL[,COL]``: calibrate at units (phones, users, days) absent from training.
+"""``--calibrate-across COL[,COL]``: calibrate at units (phones, users, days) the scoring model never saw.
 
 A survey's calibration part usually shares its phones and users with the training part, so its
 scores do not carry the shift a new phone brings (``benchmarks/results/shift.md``: 90 % regions held
 62 % of readings from held-out phones). Here the *units* are the distinct values (combinations, with
 several columns) of ``COL``; a split holds whole units out:
 
-1. shuffled units go to the test part until it holds ``ceil(0.1 m)`` rows (at least one unit), then
-   to the calibration part until it holds ``ceil(0.1 * rest)`` rows (at least two units);
-2. the training part is every other row that shares **no** value of any ``COL`` with a held-out
-   unit (with ``PHONEID,USERID``, a held-out user's phone leaves training too);
-3. when the dataset is grouped (by position for a survey), whole groups holding 20 % of the rows
+1. shuffled units go to the test part until it holds ``ceil(0.1 m)`` rows (at least one unit);
+   the training part is every other row that shares **no** value of any ``COL`` with a test unit
+   (with ``PHONEID,USERID``, a held-out user's phone leaves training too);
+2. when the dataset is grouped (by position for a survey), whole groups holding 20 % of the rows
    are drawn too: test and calibration keep their units' rows at those groups, training the rows
-   elsewhere. Calibration and test readings then come from a unit *and* a position the model never
-   saw, like a new phone's readings between the survey's points. Crossing the two costs fewer
-   training rows than dropping every position a held-out unit surveyed (UJIIndoorLoc: a phone
-   surveys a third of the positions, and held-out phones' positions took 40-60 % of the rows);
-   the rows no part can use (held-out units elsewhere, other units at the drawn groups) are
-   counted as ``set_aside`` in ``Split.across``.
+   elsewhere, so a calibration or test reading comes from a unit *and* a position its model never
+   saw (the rows no part can use are counted as ``set_aside`` in ``Split.across``);
+3. the calibration scores come from models that never saw the unit scored, in one of two modes:
 
-The calibration scores then stand for a new unit, and the guarantee is for a reading of a new unit
-(SPEC section 9). With ``m`` calibration units: when ``m >= ceil(eta / (1 - eta))`` (9 at 0.9), one
-score per unit drawn at random (rule ``group-subsample``) covers it with ``P >= eta``, exactly;
-with fewer, every unit weighted ``1/m`` (rule ``group-weighted``, the pooled quantile at ``eta``),
-which is approximate, and said so. Units are not moved into calibration to reach the exact form:
-each one moved leaves training, and a survey has few phones (UJIIndoorLoc: 16, 18 users).
+   * ``cross-fit`` (default, :class:`UnitCrossFit`): every training unit calibrates. The train
+     part's units are cut into ``k`` folds; a centre and the shapes fitted without a fold score the
+     fold's units at the drawn groups (cross-conformal). UJIIndoorLoc: 13 calibration phones
+     instead of 2-3, for ``k`` more fits of the centre and the shapes. The served model trains on
+     every training unit, so its scores are a little smaller than the folds' (conservative); the
+     guarantee is approximate, whatever the number of units, and said so.
+   * ``held-out``: units (10 % of the rest's rows, at least two) are held out of training and
+     calibrate alone. With ``m`` of them, ``m >= ceil(eta / (1 - eta))`` (9 at 0.9) makes one score
+     per unit drawn at random (rule ``group-subsample``) exact; fewer (a survey has few phones:
+     UJIIndoorLoc 16, 18 users, and every one held out leaves training) leaves the pooled rule.
+
+The rule over the calibration units is ``group-weighted`` (every unit weighted ``1/m``, the pooled
+quantile at ``eta``) unless the exact form holds; the guarantee is for a reading of a new unit
+(SPEC section 9). ``benchmarks/results/shift.md`` compares the modes at held-out phones and users.
 """
 
 from __future__ import annotations
@@ -88,11 +92,27 @@ def held_groups(groups: np.ndarray, share: float, rng) -> np.ndarray:
     return np.isin(codes, order[:k])
 
 
+MODES = ("cross-fit", "held-out")
+
+
+def _refuse(name: str, what: str, least: int, have: int, detail: str = "") -> InputError:
+    return InputError(f"--calibrate-across {name}: the {what} holds {have} {name} unit{'s' if have != 1 else ''}"
+                      f"{detail}; at least {least} are needed", field="--calibrate-across",
+                      expected=f"at least {least} {what.split()[0]} units", received=str(have))
+
+
 def across_split(dataset, columns, seed: int, coverage: float, test_fraction: float = 0.1,
-                 calibration_fraction: float = 0.1):
-    """A :class:`training.splits.Split` whose test and calibration parts hold whole units of ``columns``
-    absent from training (see the module docstring); ``Split.across`` says how many units each part
-    holds, the rows set aside, the rule and the guarantee in words."""
+                 calibration_fraction: float = 0.1, mode: str = "cross-fit", folds: int = 5):
+    """A :class:`training.splits.Split` whose test part holds whole units of ``columns`` absent from
+    training, and whose calibration scores come from models that never saw the unit scored (see the
+    module docstring): ``mode="held-out"`` holds calibration units out of training too,
+    ``"cross-fit"`` (default) scores every training unit with a model of its unit fold (``folds``
+    folds, :class:`UnitCrossFit`; the calibration rows are then the training units' rows at the
+    drawn groups, or, ungrouped, the training rows themselves). ``Split.across`` says how many units
+    each part holds, the rows set aside, the rule and the guarantee in words."""
+    if mode not in MODES:
+        raise InputError(f"the across mode must be one of {', '.join(MODES)}; got {mode!r}", field="--across-mode",
+                         expected=" | ".join(MODES), received=repr(mode))
     cols = check_columns(dataset, columns)
     codes = unit_codes(dataset, cols)
     name = ",".join(cols)
@@ -104,49 +124,152 @@ def across_split(dataset, columns, seed: int, coverage: float, test_fraction: fl
                          "for training)", field="--calibrate-across", expected=f"at least {MIN_UNITS} {name} values",
                          received=str(n_units))
     m = len(codes)
+    cross = mode == "cross-fit"
     rng = np.random.default_rng(seed)
     order = rng.permutation(n_units)
     sizes = np.bincount(codes, minlength=n_units)
     n_test = _take(sizes, order, 0, math.ceil(test_fraction * m), MIN_TEST_UNITS,
                    n_units - MIN_CALIBRATION_UNITS - MIN_TRAIN_UNITS)
     rest = m - int(sizes[order[:n_test]].sum())
-    n_cal = _take(sizes, order, n_test, math.ceil(calibration_fraction * rest), MIN_CALIBRATION_UNITS,
-                  n_units - n_test - MIN_TRAIN_UNITS)
+    n_cal = 0 if cross else _take(sizes, order, n_test, math.ceil(calibration_fraction * rest),
+                                  MIN_CALIBRATION_UNITS, n_units - n_test - MIN_TRAIN_UNITS)
     part = np.full(n_units, 2)
     part[order[:n_test]], part[order[n_test:n_test + n_cal]] = 0, 1
     where = part[codes]
     apart = ~sharing(dataset.meta, cols, where != 2)
-    at_held = np.ones(m, dtype=bool) if dataset.groups is None else \
-        held_groups(dataset.groups, test_fraction + calibration_fraction, rng)
-    test, cal = np.flatnonzero((where == 0) & at_held), np.flatnonzero((where == 1) & at_held)
-    train = np.flatnonzero(apart & ~at_held) if dataset.groups is not None else np.flatnonzero(apart)
+    grouped = dataset.groups is not None
+    at_held = held_groups(dataset.groups, test_fraction + calibration_fraction, rng) if grouped \
+        else np.ones(m, dtype=bool)
+    test = np.flatnonzero((where == 0) & at_held)
+    train = np.flatnonzero(apart & ~at_held) if grouped else np.flatnonzero(apart)
+    if cross:  # every training unit's rows at the drawn groups, scored out of fold
+        cal = np.flatnonzero(apart & at_held) if grouped else train
+    else:
+        cal = np.flatnonzero((where == 1) & at_held)
     counts = {part_name: len(np.unique(codes[rows])) for part_name, rows in
               (("test", test), ("calibration", cal), ("train", train))}
+    detail = (f" ({n_units} in the data) once the rows that share a value"
+              f"{' or a ' + dataset.grouping.get('by', 'group') if grouped else ''} with another part are set aside")
     for part_name, least in (("test", MIN_TEST_UNITS), ("calibration", MIN_CALIBRATION_UNITS),
                              ("train", MIN_TRAIN_UNITS)):
         if counts[part_name] < least:
-            raise InputError(f"--calibrate-across {name}: the {part_name} part holds {counts[part_name]} {name} "
-                             f"unit{'s' if counts[part_name] != 1 else ''} ({n_units} in the data) once the rows that "
-                             f"share a value{' or a ' + dataset.grouping.get('by', 'group') if dataset.groups is not None else ''} "
-                             f"with another part are set aside; at least {least} are needed",
-                             field="--calibrate-across", expected=f"at least {least} {part_name} units",
-                             received=str(counts[part_name]))
+            raise _refuse(name, f"{part_name} part", least, counts[part_name], detail)
     n_cal = counts["calibration"]
     need = groups_needed(coverage)
-    exact = n_cal >= need
+    exact = n_cal >= need and not cross
     rule = "group-subsample" if exact else "group-weighted"
-    at = f" at a {dataset.grouping['by']} not in the training data" if dataset.groups is not None else ""
+    at = f" at a {dataset.grouping['by']} not in the training data" if grouped else ""
     what = f"a reading from a new {name} unit{at}"
-    if exact:
+    if cross:
+        k = min(folds, counts["train"])
+        words = (f"P ~ {coverage} (approximate) for {what}: calibrated on all {n_cal} {name} units of the training "
+                 f"part, each scored {'at groups out of training ' if grouped else ''}by a model fitted without it "
+                 f"({k} unit folds, cross-conformal), each unit weighted 1/{n_cal} (rule group-weighted)")
+    elif exact:
         words = (f"P >= {coverage} (exact) for {what}: calibrated on {n_cal} {name} units absent from training, "
                  f"one score per unit drawn at random (rule group-subsample)")
     else:
         words = (f"P ~ {coverage} (approximate) for {what}: calibrated on {n_cal} {name} units absent from training, "
                  f"each weighted 1/{n_cal} (rule group-weighted); the exact form needs {need} calibration units "
                  f"(m / (m + 1) >= {coverage}), the data has {n_units} in all")
-    used = len(test) + len(cal) + len(train)
-    across = {"columns": list(cols), "n_units": n_units, "units": counts,
+    used = len(np.union1d(np.union1d(test, cal), train))
+    across = {"columns": list(cols), "mode": mode, "n_units": n_units, "units": counts,
               "rows": {"test": len(test), "calibration": len(cal), "train": len(train), "set_aside": m - used},
-              "held_out_groups": None if dataset.groups is None else int(len(np.unique(dataset.groups[at_held]))),
+              "held_out_groups": None if not grouped else int(len(np.unique(dataset.groups[at_held]))),
+              "folds": min(folds, counts["train"]) if cross else None,
               "rule": rule, "exact": exact, "units_needed_for_exact": need, "guarantee": words}
     return Split(train=train, calibration=cal, test=test, across=across)
+
+class UnitCrossFit:
+    """Unit folds of a train part, each with a centre fitted without the fold's units.
+
+    Scores every *score* row (calibration rows at positions out of training) from a model that saw
+    neither its unit nor its position, although its unit trains the served model elsewhere: the
+    calibration then holds every unit of the survey (UJIIndoorLoc: 13-15 phones) instead of the few
+    held out of training (2-3), and the rule can be the exact form's (SPEC section 9). The scores
+    come from the fold models, not the served one (cross-conformal), so the guarantee is approximate
+    and said so; each fold model saw ``(k - 1) / k`` of the units, so its scores run a little larger
+    than the served model's would.
+
+    ``fit`` stores, after the ``k`` fits of ``make_centre()``:
+
+    * ``train_centres_`` (len(train), n): each train row's centre from its fold's model (the out-of-
+      fold residuals the shapes learn from);
+    * ``score_centres_`` (len(score), n): each score row's centre from the model of its unit's fold;
+      rows of units with no train row stay NaN (the served model has never seen them: score them
+      with it);
+    * ``folds_``: ``(rest, fold, scored)`` positions into train, train and score.
+    """
+
+    def __init__(self, k: int = 5, seed: int = 0):
+        self.k = k
+        self.seed = seed
+
+    def fit(self, make_centre, X: np.ndarray, Y: np.ndarray, train: np.ndarray, score: np.ndarray,
+            units: np.ndarray, meta: dict | None = None, columns=(), centres: np.ndarray | None = None
+            ) -> "UnitCrossFit":
+        """Fold the units of ``train`` (row indices into ``X``, ``Y``); with ``meta`` and ``columns``, a
+        fold's model also leaves out every train row that shares a value of a column with the fold's
+        units (with ``PHONEID,USERID``, the phones of a held-out user). ``centres`` (m, n): the client's
+        own estimates, used as every fold's centres (no centre is fitted; the folds serve the shapes)."""
+        from models.centres.stack import fold_splits
+
+        train_units, score_units = units[train], units[score]
+        k = min(self.k, len(np.unique(train_units)))
+        if k < 2:
+            raise InputError(f"cross-fitting over units needs at least 2 units in the train part; it holds {k}",
+                             field="--calibrate-across", expected="at least 2 train units", received=str(k))
+        self.train_centres_ = np.empty((len(train), Y.shape[1]))
+        self.score_centres_ = np.full((len(score), Y.shape[1]), np.nan)
+        self.folds_ = []
+        for rest, fold in fold_splits(len(train), k, self.seed, train_units):
+            held = np.unique(train_units[fold])
+            if meta is not None and len(columns) > 1:
+                rest = rest[~sharing(meta, columns, np.isin(units, held))[train[rest]]]
+            scored = np.flatnonzero(np.isin(score_units, held))
+            at = np.concatenate([train[fold], score[scored]])
+            if centres is not None:
+                pred = centres[at]
+            else:
+                pred = make_centre().fit(X[train[rest]], Y[train[rest]]).predict(X[at])
+            self.train_centres_[fold], self.score_centres_[scored] = pred[:len(fold)], pred[len(fold):]
+            self.folds_.append((rest, fold, scored))
+        return self
+
+    def scores(self, make_regressor, X: np.ndarray, Y: np.ndarray, train: np.ndarray, score: np.ndarray,
+               units: np.ndarray) -> np.ndarray:
+        """(len(score),) conformity scores of the score rows, each from its fold's centre and a shape
+        ``make_regressor()`` (a :class:`models.predictor.SplitConformalRegressor` over a prefit centre)
+        fits on the fold's out-of-fold residuals; NaN for the rows of units with no train row."""
+        out = np.full(len(score), np.nan)
+        for rest, _, scored in self.folds_:
+            if not len(scored):
+                continue
+            rows = train[rest]
+            shape = make_regressor().fit(X[rows], Y[rows], centers=self.train_centres_[rest],
+                                         groups=units[rows]).shape_
+            R = Y[score[scored]] - self.score_centres_[scored]
+            shape.prepare_calibration(X[score[scored]], R)
+            out[scored] = shape.conformity_scores(X[score[scored]], R)
+        return out
+
+
+def conformalize_cross_fit(served, cross_fit: UnitCrossFit, make_regressor, X: np.ndarray, Y: np.ndarray,
+                           train: np.ndarray, score: np.ndarray, units: np.ndarray, centres: np.ndarray,
+                           rule: str, seed: int, coverage: float):
+    """``served`` (a :class:`models.predictor.SplitConformalRegressor` fitted on the train rows)
+    calibrated on the cross-fitted scores of the score rows (:meth:`UnitCrossFit.scores`); rows of a
+    unit with no train row are scored by ``served`` itself at ``centres`` (the served centre's, (m, n)),
+    which never saw that unit. Returns the calibrated regressor (``rule`` over ``units``)."""
+    from models.calibration.conformal import SplitConformalCalibrator
+    from models.predictor import SplitConformalRegressor
+
+    s = cross_fit.scores(make_regressor, X, Y, train, score, units)
+    fold_centres = cross_fit.score_centres_
+    R = Y[score] - np.where(np.isnan(fold_centres), centres[score], fold_centres)
+    served.shape_.prepare_calibration(X[score], R)  # a copula's marginals; nothing for an ellipsoid
+    new = np.isnan(s)
+    if new.any():
+        s[new] = served.shape_.conformity_scores(X[score[new]], R[new])
+    calibrator = SplitConformalCalibrator(rule, seed).fit(s, units[score])
+    return SplitConformalRegressor.from_fitted(served.centre_, served.shape_, calibrator, coverage)

@@ -117,11 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "smaller regions, an asymptotic guarantee only)")
     p.add_argument("--calibrate-across", type=_csv_list, default=None, metavar="COL[,COL]",
                    help="per-row label columns (phones, users, days: PHONEID, USERID on UJIIndoorLoc; with --csv, "
-                        "any columns of the file, never features) whose units test and calibration hold out of "
-                        "training, with every row sharing one of their values (and, when grouping by position, "
-                        "their positions): the scores then carry a new phone's or user's shift and the guarantee is "
-                        "for a new unit: exact with enough calibration units for the level (9 at 0.9), otherwise "
-                        "approximate (each unit weighted equally); the report says which")
+                        "any columns of the file, never features) whose units the test part holds out of training, "
+                        "with every row sharing one of their values (and, when grouping by position, their "
+                        "positions), and whose calibration scores come from models that never saw the unit (see "
+                        "--across-mode): the scores then carry a new phone's or user's shift and the guarantee is "
+                        "for a new unit, exact or approximate as the report says")
+    p.add_argument("--across-mode", choices=("cross-fit", "held-out"), default="cross-fit",
+                   help="with --calibrate-across: cross-fit (default) scores every training unit at positions out "
+                        "of training by a model fitted without it (unit folds, cross-conformal: all units calibrate, "
+                        "approximate); held-out calibrates on units held out of training altogether (exact with 9 "
+                        "or more at 0.9, but each one leaves training)")
     p.add_argument("--cross-fit", type=int, default=None, metavar="K",
                    help="shapes learn from K-fold out-of-fold centre residuals (K >= 2; 0: the centre's in-sample "
                         "residuals, the paper). Default 5 with --centre auto (the selection's folds, no extra "
@@ -180,7 +185,7 @@ def _run(args) -> int:
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
                          rssi_floor=args.rssi_floor, primary=args.primary, primary_folds=args.primary_folds,
                          centre_screen_rows=_screen_setting(args.centre_screen),
-                         calibrate_across=tuple(args.calibrate_across or ()),
+                         calibrate_across=tuple(args.calibrate_across or ()), across_mode=args.across_mode,
                          **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
                          **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
     for name in args.centre_candidates or ():
@@ -280,8 +285,9 @@ def guarantee(dataset, result, grouped: bool) -> dict:
         out = {"grouping": dataset.grouping if grouped else None, "across": across, "n_groups": cal.n_calibration_,
                "guarantee": f"{across['guarantee']}; {cal.n_rows_} calibration rows"}
         if across["rule"] != cal.rule:
+            exact = cal.rule == "group-subsample" and across.get("mode") != "cross-fit"
             out["guarantee"] += (f". The rule asked for, {cal.rule}, replaced {across['rule']}: "
-                                 f"{'exact' if cal.rule == 'group-subsample' else 'approximate'}")
+                                 f"{'exact' if exact else 'approximate'}")
         return out
     if not grouped:
         return {"grouping": None, "guarantee": f"P >= {eta} for a new row exchangeable with the {cal.n_rows_} "

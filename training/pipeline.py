@@ -104,6 +104,10 @@ class TrainConfig:
     #: per-row label columns (``Dataset.meta``: PHONEID, USERID, a day) whose units the test and calibration
     #: parts hold out of training (training.across); the guarantee is then for a new unit. Empty: off
     calibrate_across: tuple[str, ...] = ()
+    #: how ``calibrate_across`` scores its calibration rows (training.across.MODES): "cross-fit" every
+    #: training unit by a model of its unit fold (all units calibrate; approximate), "held-out" only
+    #: units held out of training (exact with 9 or more at 0.9; few units in a survey)
+    across_mode: str = "cross-fit"
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None
@@ -218,7 +222,8 @@ def default_split(dataset: Dataset, config: TrainConfig) -> Split:
         from training.across import across_split
 
         return across_split(dataset if config.grouped(dataset) else replace(dataset, groups=None),
-                            config.calibrate_across, config.seed, config.coverage)
+                            config.calibrate_across, config.seed, config.coverage, mode=config.across_mode,
+                            folds=config.cross_fit or 5)
     if config.grouped(dataset):
         return group_split(dataset.groups, config.seed, coverage=config.coverage)
     return paper_split(dataset.X.shape[0], config.seed)
@@ -271,15 +276,16 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         units = unit_codes(dataset, config.calibrate_across)
         split = split or default_split(dataset, config)
         grouped, groups = True, units
+        cross = (split.across or {}).get("mode", config.across_mode) == "cross-fit"
         if config.calibration:
             rule = check_rule(config.calibration)
         elif split.across:
             rule = split.across["rule"]
-        else:  # a caller's split: exact when its calibration units attain the level
-            exact = _units(split.calibration, units) >= groups_needed(eta)
+        else:  # a caller's split: exact when its calibration units, held out of training, attain the level
+            exact = not cross and _units(split.calibration, units) >= groups_needed(eta)
             rule = "group-subsample" if exact else "group-weighted"
     else:
-        rule = config.resolved_rule(grouped)
+        cross, rule = False, config.resolved_rule(grouped)
     if rule != "rows" and not grouped:
         raise InputError(f"calibration rule {rule!r} needs groups; the rows have none (name them with --groups)",
                          field="calibration", expected="rows", received=rule)
@@ -302,16 +308,25 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         bar.set_postfix_str(step)
         t0 = time.perf_counter()
         if step == "centre":
-            centre, centers, centre_info, k = _fit_centre(dataset, config, Xs, split, k, train_groups, bar, meter)
+            centre, centers, centre_info, k = _fit_centre(dataset, config, Xs, split, k, train_groups, bar, meter,
+                                                          out_of_fold=not cross)
             if "centre selection" in meter.stages:
                 timings["centre_selection"] = meter.stages["centre selection"]["seconds"]
+            if cross:
+                with meter.stage("cross-fit"):
+                    cross_fit = _cross_fit_units(dataset, config, Xs, split, groups, centre_info, centers)
+                centers[split.train] = cross_fit.train_centres_
+                k = centre_info["cross_fit"] = len(cross_fit.folds_)
         else:
             with meter.stage(step):
                 reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta,
                                               prefit_centre=True, calibration=rule, random_state=config.seed)
                 reg.fit(Xs[split.train], Y[split.train], centers=centers[split.train], groups=train_groups)
-                reg.conformalize(Xs[split.calibration], Y[split.calibration], centers=centers[split.calibration],
-                                 groups=None if groups is None else np.asarray(groups)[split.calibration])
+                if cross:
+                    reg = _conformalize_across(reg, cross_fit, config, step, rule, eta, Xs, Y, split, groups, centers)
+                else:
+                    reg.conformalize(Xs[split.calibration], Y[split.calibration], centers=centers[split.calibration],
+                                     groups=None if groups is None else np.asarray(groups)[split.calibration])
                 methods[step] = reg
         timings[step] = time.perf_counter() - t0
     bar.close()
@@ -360,12 +375,37 @@ def _units(rows: np.ndarray, groups) -> int:
     return len(rows) if groups is None else len(np.unique(np.asarray(groups)[rows], axis=0))
 
 
+def _cross_fit_units(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Split, units, centre_info: dict,
+                     centers: np.ndarray):
+    """``--calibrate-across`` with ``across_mode="cross-fit"``: a :class:`training.across.UnitCrossFit`
+    of the chosen centre over the train part's units, scoring the calibration rows."""
+    from training.across import UnitCrossFit
+
+    name = centre_info["name"]
+    return UnitCrossFit(config.cross_fit or 5, config.seed).fit(
+        lambda: config.make_centre(name), Xs, dataset.Y, split.train, split.calibration, units, meta=dataset.meta,
+        columns=config.calibrate_across, centres=centers if dataset.centers is not None else None)
+
+
+def _conformalize_across(reg, cross_fit, config: TrainConfig, name: str, rule: str, eta: float, Xs: np.ndarray,
+                         Y: np.ndarray, split: Split, units, centers: np.ndarray):
+    """``reg`` calibrated on the cross-fitted scores of the calibration rows (one shape per unit fold)."""
+    from training.across import conformalize_cross_fit
+
+    def regressor():
+        return SplitConformalRegressor(config.make_shape(name), centre=reg.centre_, coverage=eta, prefit_centre=True,
+                                       calibration=rule, random_state=config.seed)
+
+    return conformalize_cross_fit(reg, cross_fit, regressor, Xs, Y, split.train, split.calibration,
+                                  np.asarray(units), centers, rule, config.seed, eta)
+
+
 def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Split, k: int, train_groups, bar,
-                meter: StageMeter):
+                meter: StageMeter, out_of_fold: bool = True):
     """The centre step of :func:`train`: ``(centre, centers, centre_info, k)``, ``centers`` (m, n) for
-    every row (out-of-fold ones for the train rows when ``k``; ``k`` becomes 5 for a centre that
-    interpolates its training rows). Stages ``centre selection`` (with ``centre="auto"`` or
-    ``"stack"``) and ``centre``."""
+    every row (out-of-fold ones for the train rows when ``k`` and ``out_of_fold``; ``k`` becomes 5 for
+    a centre that interpolates its training rows). Stages ``centre selection`` (with ``centre="auto"``
+    or ``"stack"``) and ``centre``."""
     X, Y = Xs[split.train], dataset.Y[split.train]
     grouped = train_groups is not None
     if dataset.centers is not None:  # the client's own estimates
@@ -406,7 +446,7 @@ def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Sp
         if folds != k:  # the selection's out-of-fold centres serve only with the same folds
             oof = {}
         centers = centre.predict(Xs)
-        if k:
+        if k and out_of_fold:
             centers[split.train] = oof[name] if name in oof else out_of_fold_centers(
                 X, Y, config, k, train_groups, name=name)
     return centre, centers, info, k

@@ -21,8 +21,9 @@ def across_line(across: dict) -> str:
     """``--calibrate-across`` in words: the units per part and the training rows their values cost."""
     u, r = across["units"], across["rows"]
     groups = f", at {across['held_out_groups']} held-out groups" if across.get("held_out_groups") else ""
+    scored = f", scored out of fold over {across['folds']} unit folds" if across.get("mode") == "cross-fit" else ""
     return (f"{','.join(across['columns'])}: {across['n_units']} units; test {u['test']} ({r['test']} rows), "
-            f"calibration {u['calibration']} ({r['calibration']} rows){groups}, training {u['train']} "
+            f"calibration {u['calibration']} ({r['calibration']} rows{scored}){groups}, training {u['train']} "
             f"({r['train']} rows); {r['set_aside']} rows set aside (a held-out unit's value or group); "
             f"{'exact' if across['exact'] else 'approximate'} (rule {across['rule']})")
 

@@ -20,7 +20,12 @@ calibrations then serve the same centre and the same test rows:
   carry a new unit's shift. Shapes learn from out-of-fold residuals with the folds over units
   (``across-<COL>``) or over positions (``across-<COL>-position-folds``); the rule is exact
   (``group-subsample``) with 9 or more calibration units at 0.9, else ``group-weighted``
-  (approximate).
+  (approximate). This is ``lmve-train --across-mode held-out``.
+* ``across-<COL>-cv`` (``lmve-train --calibrate-across``'s default, ``--across-mode cross-fit``):
+  every unit of the rest trains at the positions not drawn (80 % of its rows) and is scored at the
+  drawn ones by a centre and shapes of its unit fold (``cross_fit`` folds,
+  :class:`training.across.UnitCrossFit`), so all units calibrate, rule ``group-weighted``;
+  ``across-<COL>-cv-subsample``: the same scores, one per unit drawn at random (``group-subsample``).
 
 The guarantee of ``groups`` is for a reading at a position not in the survey; it says nothing of
 a new phone or a new user, which the other two protocols measure, and ``across-<COL>`` is for.
@@ -207,7 +212,52 @@ def _run_across(ds, parts, column: str, seed: int, methods, config, coverage: fl
             reg.conformalize(Xs[cal], Y[cal], centers=centers[cal], groups=units[cal])
             out[f"{label}/{name}"] = {**_test_figures(reg, Xs[test], Y[test], centers[test], test_codes, t1),
                                        "rule": rule}
-    return {"rows": {"train": len(train), "calibration": len(cal)}, "calibration_units": n_cal_units, "rule": rule}
+    cv = _run_across_cv(ds, parts, column, seed, methods, config, coverage, cross_fit, test_codes, out)
+    return {"rows": {"train": len(train), "calibration": len(cal)}, "calibration_units": n_cal_units, "rule": rule,
+            "cv": cv}
+
+
+def _run_across_cv(ds, parts, column: str, seed: int, methods, config, coverage: float, cross_fit: int,
+                   test_codes: np.ndarray, out: dict) -> dict:
+    """``across-<column>-cv`` (rule group-weighted) and ``-cv-subsample`` (group-subsample): every unit
+    of the rest trains at the positions not drawn (80 % of its rows) and is scored at the drawn ones by
+    a model of its unit fold (:class:`training.across.UnitCrossFit`), so all of them calibrate."""
+    from sklearn.preprocessing import StandardScaler
+
+    from models.predictor import SplitConformalRegressor
+    from training.across import UnitCrossFit, conformalize_cross_fit, held_groups
+    from training.pipeline import fit_preprocess
+
+    rng = np.random.default_rng([seed, 2])
+    m = ds.X.shape[0]
+    pool = np.setdiff1d(np.arange(m), parts["test"])
+    at_held = held_groups(parts["positions"][pool], 0.2, rng)
+    score, train = pool[at_held], pool[~at_held]
+    X = ds.X
+    step = fit_preprocess(X[train], config)
+    if step is not None:
+        X = step.transform(X)
+    Xs = StandardScaler().fit(X[train]).transform(X)
+    Y, test, units = ds.Y, parts["test"], parts["units"]
+    t0 = time.perf_counter()
+    fitted = config.make_centre().fit(Xs[train], Y[train])
+    cf = UnitCrossFit(cross_fit, seed).fit(config.make_centre, Xs, Y, train, score, units)
+    centre_seconds = time.perf_counter() - t0
+    centers = fitted.predict(Xs)
+    for name in methods:
+        t1 = time.perf_counter()
+        for suffix, rule in (("-cv", "group-weighted"), ("-cv-subsample", "group-subsample")):
+            def regressor():
+                return SplitConformalRegressor(config.make_shape(name), centre=fitted, coverage=coverage,
+                                               prefit_centre=True, calibration=rule, random_state=seed)
+
+            served = regressor().fit(Xs[train], Y[train], centers=cf.train_centres_, groups=units[train])
+            reg = conformalize_cross_fit(served, cf, regressor, Xs, Y, train, score, units, centers, rule, seed,
+                                         coverage)
+            out[f"across-{column}{suffix}/{name}"] = {
+                **_test_figures(reg, Xs[test], Y[test], centers[test], test_codes, t1), "rule": rule}
+    return {"rows": {"train": len(train), "calibration": len(score)},
+            "calibration_units": len(np.unique(units[score])), "centre_seconds": centre_seconds}
 
 
 SHIFT_COLUMNS = ["dataset", "protocol", "calibration", "method", "n_splits", "coverage_mean", "coverage_std",

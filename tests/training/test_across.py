@@ -9,7 +9,7 @@ import pytest
 
 from models.exceptions import InputError
 from training import synthetic
-from training.across import across_split, unit_codes
+from training.across import UnitCrossFit, across_split, unit_codes
 from training.cli import main
 from training.datasets import Dataset, group_by_position, load_csv
 from training.pipeline import TrainConfig, train
@@ -29,9 +29,9 @@ def shared(ds, column, a, b) -> np.ndarray:
 
 @pytest.mark.parametrize("columns", [["PHONEID"], ["USERID"], ["PHONEID", "USERID"]])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_whole_units_and_positions_stay_out_of_training(columns, seed):
+def test_held_out_units_and_positions_stay_out_of_training(columns, seed):
     ds = survey(12)
-    split = across_split(ds, columns, seed, 0.9)
+    split = across_split(ds, columns, seed, 0.9, mode="held-out")
     parts = (split.train, split.calibration, split.test)
     assert not np.intersect1d(split.train, split.calibration).size and not np.intersect1d(split.train, split.test).size
     assert not np.intersect1d(split.calibration, split.test).size
@@ -49,16 +49,44 @@ def test_whole_units_and_positions_stay_out_of_training(columns, seed):
         assert not shared(ds, "PHONEID", split.calibration, split.train).size
 
 
-def test_without_groups_every_other_unit_trains():
+@pytest.mark.parametrize("columns", [["PHONEID"], ["USERID"], ["PHONEID", "USERID"]])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cross_fit_calibrates_every_training_unit_at_positions_out_of_training(columns, seed):
+    ds = survey(12)
+    split = across_split(ds, columns, seed, 0.9)
+    assert split.across["mode"] == "cross-fit"
+    codes = unit_codes(ds, columns)
+    assert not np.intersect1d(split.train, split.calibration).size and not np.intersect1d(split.train, split.test).size
+    for c in columns:  # the test units share no value with training or calibration
+        assert not shared(ds, c, split.test, split.train).size and not shared(ds, c, split.test, split.calibration).size
+    for held in (split.calibration, split.test):  # both at positions out of training
+        assert not np.intersect1d(ds.groups[held], ds.groups[split.train]).size
+    # the calibration units are the training units (each scored by a model of its unit fold)
+    assert set(codes[split.calibration]) == set(codes[split.train])
+    a = split.across
+    assert a["units"]["calibration"] == a["units"]["train"] == len(np.unique(codes[split.train]))
+    assert (a["rule"], a["exact"], a["folds"]) == ("group-weighted", False, 5)
+    held_out = across_split(ds, columns, seed, 0.9, mode="held-out").across
+    assert a["units"]["calibration"] > held_out["units"]["calibration"]
+
+
+def test_without_groups_cross_fit_calibrates_on_the_training_rows():
     ds = replace(survey(8), groups=None, grouping={})
     split = across_split(ds, ["PHONEID"], 0, 0.9)
+    assert np.array_equal(split.calibration, split.train) and split.across["held_out_groups"] is None
+    assert len(split.train) + len(split.test) == len(ds.Y) and "at groups" not in split.across["guarantee"]
+
+
+def test_without_groups_every_other_unit_trains():
+    ds = replace(survey(8), groups=None, grouping={})
+    split = across_split(ds, ["PHONEID"], 0, 0.9, mode="held-out")
     assert split.across["rows"]["set_aside"] == 0 and split.across["held_out_groups"] is None
     assert len(split.train) + len(split.calibration) + len(split.test) == len(ds.Y)
     assert "at a" not in split.across["guarantee"]
 
 
 def test_guarantee_is_exact_with_enough_units_and_approximate_below():
-    few, many = across_split(survey(12), ["PHONEID"], 0, 0.9), across_split(survey(150, 200), ["PHONEID"], 0, 0.9)
+    few, many = (across_split(ds, ["PHONEID"], 0, 0.9, mode="held-out") for ds in (survey(12), survey(150, 200)))
     assert few.across["units"]["calibration"] < 9 <= many.across["units"]["calibration"]
     assert (few.across["rule"], few.across["exact"]) == ("group-weighted", False)
     assert (many.across["rule"], many.across["exact"]) == ("group-subsample", True)
@@ -68,7 +96,45 @@ def test_guarantee_is_exact_with_enough_units_and_approximate_below():
     assert "the exact form needs 9 calibration units" in few.across["guarantee"]
     assert many.across["guarantee"].startswith("P >= 0.9 (exact)")
     # the level decides: at 0.5 one calibration unit fewer than 9 is plenty (m / (m + 1) >= 0.5 needs 1)
-    assert across_split(survey(12), ["PHONEID"], 0, 0.5).across["rule"] == "group-subsample"
+    assert across_split(survey(12), ["PHONEID"], 0, 0.5, mode="held-out").across["rule"] == "group-subsample"
+    # cross-fitted scores come from the fold models, not the served one: approximate however many units
+    cross = across_split(survey(150, 200), ["PHONEID"], 0, 0.9).across
+    assert cross["units"]["calibration"] >= 9 and (cross["rule"], cross["exact"]) == ("group-weighted", False)
+    assert cross["guarantee"].startswith("P ~ 0.9 (approximate) for a reading from a new PHONEID unit at a position "
+                                         f"not in the training data: calibrated on all {cross['units']['calibration']} "
+                                         "PHONEID units of the training part")
+    assert "(5 unit folds, cross-conformal)" in cross["guarantee"]
+    with pytest.raises(InputError, match="the across mode must be one of cross-fit, held-out; got 'both'"):
+        across_split(survey(12), ["PHONEID"], 0, 0.9, mode="both")
+
+
+def test_unit_cross_fit_predicts_each_row_from_a_model_without_its_unit():
+    from sklearn.neighbors import KNeighborsRegressor
+
+    rng = np.random.default_rng(0)
+    phone, user = np.repeat(np.arange(8), 30), np.repeat(np.arange(8) % 5, 30)  # users 0-2 have two phones
+    units = np.unique(np.column_stack([phone, user]), axis=0, return_inverse=True)[1].ravel()
+    X = np.column_stack([100.0 * phone + rng.normal(size=phone.size), rng.normal(size=phone.size)])
+    Y = np.column_stack([phone, user]).astype(float)  # a 1-NN centre returns its neighbour's phone and user
+    rows = np.arange(phone.size)
+    train, score = rows[rows % 3 != 0], rows[rows % 3 == 0]
+    one_nn = KNeighborsRegressor(n_neighbors=1)
+    assert (one_nn.fit(X[train], Y[train]).predict(X[score])[:, 0] == phone[score]).all()  # in-sample: its own
+    cf = UnitCrossFit(4, seed=0).fit(lambda: KNeighborsRegressor(n_neighbors=1), X, Y, train, score, units)
+    assert (cf.train_centres_[:, 0] != phone[train]).all() and (cf.score_centres_[:, 0] != phone[score]).all()
+    assert len(cf.folds_) == 4 and sorted(np.concatenate([f for _, f, _ in cf.folds_])) == list(range(len(train)))
+    assert not np.isnan(cf.score_centres_).any()
+    # with both columns, a fold's model also leaves out the other phone of a held-out phone's user
+    meta = {"PHONEID": phone, "USERID": user}
+    cf = UnitCrossFit(4, seed=0).fit(lambda: KNeighborsRegressor(n_neighbors=1), X, Y, train, score, units, meta=meta,
+                                     columns=("PHONEID", "USERID"))
+    assert (cf.score_centres_[:, 1] != user[score]).all() and (cf.train_centres_[:, 1] != user[train]).all()
+    # a unit with no training row has no fold: its rows stay NaN for the served model to score
+    lone = np.flatnonzero(phone == 7)
+    cf = UnitCrossFit(4, seed=0).fit(lambda: KNeighborsRegressor(n_neighbors=1), X, Y,
+                                     np.setdiff1d(train, lone), score, units)
+    assert np.isnan(cf.score_centres_[np.isin(score, lone)]).all()
+    assert not np.isnan(cf.score_centres_[~np.isin(score, lone)]).any()
 
 
 @pytest.mark.parametrize("n_devices", [1, 4])
@@ -87,14 +153,24 @@ def test_unknown_column_lists_those_there_are():
 
 def test_train_calibrates_on_the_units_with_the_split_rule():
     ds = survey(12)
-    result = train(ds, TrainConfig(methods=("ge", "nle"), centre="knn", calibrate_across=("PHONEID",), seed=2))
-    split = result.split
-    for reg in result.model.methods.values():
-        cal = reg.calibrator_
-        assert cal.rule == split.across["rule"] == "group-weighted"
-        assert cal.n_calibration_ == split.across["units"]["calibration"]  # m counts phones, not rows or positions
-        assert cal.n_rows_ == len(split.calibration)
-    exact = train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), coverage=0.6))
+    for mode in ("cross-fit", "held-out"):
+        result = train(ds, TrainConfig(methods=("ge", "nle", "copula"), centre="knn", calibrate_across=("PHONEID",),
+                                       seed=2, across_mode=mode))
+        split = result.split
+        assert split.across["mode"] == mode
+        for reg in result.model.methods.values():
+            cal = reg.calibrator_
+            assert cal.rule == split.across["rule"] == "group-weighted"
+            assert cal.n_calibration_ == split.across["units"]["calibration"]  # m counts phones, not rows
+            assert cal.n_rows_ == len(split.calibration)
+        if mode == "cross-fit":  # every training phone calibrates, and the scores are not the served model's
+            assert result.model.methods["ge"].calibrator_.n_calibration_ == split.across["units"]["train"]
+            assert result.centre["cross_fit"] == 5
+            served = result.model.score_points(ds.X[split.calibration], ds.Y[split.calibration])["ge"]
+            assert served.shape == result.model.methods["ge"].calibrator_.scores_.shape
+            assert not np.allclose(np.sort(served), result.model.methods["ge"].calibrator_.scores_)
+    exact = train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), coverage=0.6,
+                                  across_mode="held-out"))
     assert exact.model.methods["ge"].calibrator_.rule == "group-subsample"
 
 

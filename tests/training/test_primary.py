@@ -45,7 +45,7 @@ def test_auto_serves_the_method_of_smallest_held_out_volume(trained, survey):
     assert model.primary_method == sel["primary"] and model.served_methods == tuple(sel["order"])
     assert sel["folds"] == 3 and sel["n_rows"] == len(split.train) + len(split.test)
     assert sel["rows"] == f"3-fold cross-fit of the train part ({len(split.train)} rows) and the test part"
-    X, Y = ds.X[split.test], ds.Y[split.test]
+    X = ds.X[split.test]
     for name in held:  # the report-only figures are the calibrated regions' on the test part
         assert held[name]["coverage"] == pytest.approx(trained.metrics[name]["coverage"])
         assert held[name]["volume_calibrated"] == pytest.approx(trained.metrics[name]["volume"])

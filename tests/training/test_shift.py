@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from models.exceptions import InputError
+from models.calibration.conformal import UncalibratableWarning
 from training.datasets import load_dataset
 from training.shift import run_shift_split, shift_split, shift_tables
 
@@ -53,7 +54,8 @@ def test_unknown_protocol_is_named(survey):
 
 
 def test_across_calibration_holds_its_phones_and_positions_out_of_its_centre(survey):
-    record = run_shift_split(survey, "leave-phone-out", 1, ("ge",), cross_fit=2)
+    with pytest.warns(UncalibratableWarning, match="only m = 4 are available"):  # the exact form, 4 phones
+        record = run_shift_split(survey, "leave-phone-out", 1, ("ge",), cross_fit=2)
     across = record["across"]
     assert across["calibration_units"] >= 2 and across["rule"] == "group-weighted"  # 5 phones: few units
     for label in ("across-PHONEID/ge", "across-PHONEID-position-folds/ge"):
@@ -64,4 +66,13 @@ def test_across_calibration_holds_its_phones_and_positions_out_of_its_centre(sur
         + record["rows"]["cal_groups"]  # the held-out phones' rows elsewhere and other phones at its positions wait
     record["task"] = {"dataset": "synthetic"}
     table, _ = shift_tables([record], ["groups", "across"], "lmve-bench ...", 1.0)
-    assert set(table.calibration) == {"groups", "across-PHONEID", "across-PHONEID-position-folds"}
+    cv = across["cv"]  # cross-fitted: every non-test phone calibrates, scored by its unit fold's model
+    assert cv["calibration_units"] > across["calibration_units"]
+    for label, rule in (("across-PHONEID-cv/ge", "group-weighted"), ("across-PHONEID-cv-subsample/ge", "group-subsample")):
+        r = record["results"][label]
+        assert r["n_calibration"] == cv["calibration_units"] and r["rule"] == rule
+    sub, pooled = record["results"]["across-PHONEID-cv-subsample/ge"], record["results"]["across-PHONEID-cv/ge"]
+    assert cv["calibration_units"] < 9 and np.isfinite(pooled["alpha_q"])
+    assert sub["alpha_q"] == np.inf and sub["coverage"] == 1.0  # under 9 units at 0.9 the exact form is unbounded
+    assert set(table.calibration) == {"groups", "across-PHONEID", "across-PHONEID-position-folds", "across-PHONEID-cv",
+                                      "across-PHONEID-cv-subsample"}
