@@ -1,8 +1,10 @@
-"""``create_app(settings)``: the ASGI app. The lifespan loads and verifies the bundle once.
+"""``create_app(settings)``: the ASGI app. The lifespan loads and verifies every model's bundle once.
 
-The process stays up without a bundle (``/readyz`` answers 503 and the log says why), so an
-orchestrator can tell "starting" from "broken" and a reload can bring it to ready.
-``SIGHUP`` (when the app runs in the main thread) reloads the configured bundle.
+The models come from a model repository (``LMVE_MODEL_REPOSITORY``, :mod:`service.repository`) or
+one bundle (``LMVE_BUNDLE``, a repository of one). The process stays up when a model cannot load
+(``/readyz`` answers 503 naming it and why; the others serve), so an orchestrator can tell
+"starting" from "broken" and a reload can bring it to ready. ``SIGHUP`` (when the app runs in the
+main thread) reloads every model that is not unloaded from its bundle directory.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from service.middleware import Guards
 from service.monitor import FeedbackCollector, Monitor
 from service.settings import ServiceSettings
 from service.state import ServiceState
+from service.repository import ModelRepository
 from service.store import ModelStore
 from service.sync import Follower
 
@@ -46,10 +49,13 @@ def _install_sighup(follower: Follower) -> None:
 
     def _handler(signum, frame):
         def _reload():
-            try:
-                follower.swap()
-            except BundleError as exc:
-                log.error("SIGHUP reload refused, still serving the previous bundle: %s", exc)
+            for name, store in list(follower.repository.stores.items()):
+                if store.unloaded_at is not None:
+                    continue
+                try:
+                    follower.swap(name)
+                except BundleError as exc:
+                    log.error("SIGHUP reload of model %s refused, still serving the previous bundle: %s", name, exc)
         threading.Thread(target=_reload, name="lmve-reload", daemon=True).start()
 
     try:
@@ -82,28 +88,32 @@ def _telemetry(settings: ServiceSettings) -> dict:
     return {"telemetry": {"tracing": settings.otel, "metrics": settings.otel, "logs": settings.otel}}
 
 
-def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None) -> FastAPI:
+def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None,
+               repository: ModelRepository | None = None) -> FastAPI:
+    """The app over ``repository`` (default: the settings' repository or bundle; ``store``: a repository
+    of that one store, loaded or not)."""
     settings = settings or ServiceSettings()
     search.set_search_threads(settings.search_threads or search.default_search_threads(settings.workers))
     keep_freed_memory(settings.heap_keep_mb)
-    store = store or ModelStore(settings.bundle)
+    if repository is None:
+        repository = (ModelRepository.of(store, default=settings.default_model) if store is not None else
+                      ModelRepository(settings.model_repository, bundle=settings.bundle,
+                                      default=settings.default_model))
     metrics = Metrics()
     state = ServiceState(settings.state_db)
     monitor = Monitor(state, settings)
-    follower = Follower(store, state, monitor, metrics, settings.bundle)
-    metrics.registry.register(FeedbackCollector(monitor, store))
+    follower = Follower(repository, state, monitor, metrics)
+    metrics.registry.register(FeedbackCollector(monitor, repository))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        if store.current is None:
-            store.load_initial()
+        repository.load_all()
         follower.start()
-        # everything alive now (numpy, scikit-learn, the bundle) lives as long as the process: move it
+        # everything alive now (numpy, scikit-learn, the bundles) lives as long as the process: move it
         # out of the cyclic collector's sight, so that a full collection during a request walks
         # only that request's garbage (it otherwise walks a million objects: a p99 spike)
         gc.collect()
         gc.freeze()
-        metrics.set_model(store.current)
         _install_sighup(follower)
         task = asyncio.create_task(follower.follow(settings.sync_interval_s)) if state.shared else None
         try:
@@ -113,17 +123,18 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
                 task.cancel()
 
     app = FastAPI(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, **_telemetry(settings))
-    app.state.settings, app.state.store, app.state.metrics = settings, store, metrics
+    app.state.settings, app.state.repository, app.state.metrics = settings, repository, metrics
     app.state.service_state, app.state.monitor, app.state.follower = state, monitor, follower
     install_error_handlers(app)
 
-    from service.routers import admin, feedback, health, model, regions
+    from service.routers import admin, feedback, health, model, models, regions
 
     # the API key is checked by service.middleware.Guards for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
     app.include_router(regions.router)
     app.router.routes[0:0] = regions.PLAIN_ROUTES  # they answer; regions.router documents them
     app.include_router(model.router)
+    app.include_router(models.router)
     app.include_router(feedback.router)
     app.include_router(admin.router)
     if settings.enable_noop:

@@ -1,7 +1,7 @@
-"""``lmve-serve --bundle DIR --host HOST --port PORT``: run the API with uvicorn.
+"""``lmve-serve --bundle DIR | --model-repository DIR --host HOST --port PORT``: run the API with uvicorn.
 
-Every flag is also an environment variable (``LMVE_BUNDLE``, ``LMVE_HOST``, ``LMVE_PORT``,
-``LMVE_WORKERS``, ``LMVE_LOG_LEVEL``); flags win. See ``service.settings`` for the limits.
+Every flag is also an environment variable (``LMVE_BUNDLE``, ``LMVE_MODEL_REPOSITORY``,
+``LMVE_DEFAULT_MODEL``, ``LMVE_HOST``, ``LMVE_PORT``, ``LMVE_WORKERS``, ``LMVE_LOG_LEVEL``); flags win. See ``service.settings`` for the limits.
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ def build_parser(env: ServiceSettings | None = None) -> argparse.ArgumentParser:
                                 epilog="Every other setting is an environment variable only (LMVE_*; the "
                                        "configuration reference lists them).")
     p.add_argument("--bundle", default=env.bundle, help="bundle directory (LMVE_BUNDLE)")
+    p.add_argument("--model-repository", default=env.model_repository, metavar="DIR",
+                   help="a directory of bundles, one model per subdirectory (LMVE_MODEL_REPOSITORY); "
+                        "instead of --bundle")
+    p.add_argument("--default-model", default=env.default_model, metavar="NAME",
+                   help="the model the plain routes serve (LMVE_DEFAULT_MODEL; default: the only one)")
     p.add_argument("--host", default=env.host, help=f"bind address (LMVE_HOST, default {env.host})")
     p.add_argument("--port", type=int, default=env.port, help=f"port (LMVE_PORT, default {env.port})")
     p.add_argument("--workers", type=int, default=env.workers, help="worker processes (LMVE_WORKERS)")
@@ -35,8 +40,23 @@ def build_parser(env: ServiceSettings | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from service.settings import ServiceSettings
 
-    env = ServiceSettings()
-    args = build_parser(env).parse_args(argv)
+    try:
+        env = ServiceSettings()
+    except ValueError as exc:  # e.g. LMVE_BUNDLE and LMVE_MODEL_REPOSITORY both set
+        print(f"lmve-serve: {exc}", file=sys.stderr)
+        return 2
+    parser = build_parser(env)
+    args = parser.parse_args(argv)
+    given = argv if argv is not None else sys.argv[1:]
+    if args.bundle is not None and args.model_repository is not None:
+        # the environment cannot set both (ServiceSettings refuses it): a flag set one, and the flag wins
+        by_flag = {f for f in ("--bundle", "--model-repository") if any(a == f or a.startswith(f + "=") for a in given)}
+        if by_flag == {"--model-repository"}:
+            args.bundle = None
+        elif by_flag == {"--bundle"}:
+            args.model_repository = None
+        else:
+            parser.error("give --bundle or --model-repository, not both: a bundle is a repository of one")
 
     # one compute thread per worker unless told otherwise: N workers x M BLAS/OpenMP threads on
     # N cores oversubscribe them, and OpenMP's spin-waiting then costs far more than it gives
@@ -50,8 +70,12 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # the factory reads settings from the environment in each worker process
-    if args.bundle is not None:
-        os.environ["LMVE_BUNDLE"] = str(args.bundle)
+    for var, value in (("LMVE_BUNDLE", args.bundle), ("LMVE_MODEL_REPOSITORY", args.model_repository),
+                       ("LMVE_DEFAULT_MODEL", args.default_model)):
+        if value is not None:
+            os.environ[var] = str(value)
+        else:
+            os.environ.pop(var, None)
     os.environ["LMVE_HOST"], os.environ["LMVE_PORT"] = args.host, str(args.port)
     if args.workers > 1 and env.state_db is None:
         # the workers must share one state (published bundle, feedback, adaptive level): without a

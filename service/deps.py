@@ -1,4 +1,4 @@
-"""Typed dependencies: the settings, the model snapshot, the parsed body, the admin-key check.
+"""Typed dependencies: the settings, the named model's snapshot, the parsed body, the admin-key check.
 
 All are ``async def``: none blocks, and FastAPI would run a plain ``def`` dependency in the
 thread pool (a thread hop per dependency per request: most of a small request's cost)."""
@@ -17,6 +17,7 @@ from service.errors import APIError
 from service.metrics import Metrics
 from service.monitor import Monitor
 from service.settings import ServiceSettings
+from service.repository import ModelRepository, UnknownModelError
 from service.store import Loaded, ModelStore
 
 
@@ -24,26 +25,69 @@ async def get_settings(request: Request) -> ServiceSettings:
     return request.app.state.settings
 
 
-async def get_store(request: Request) -> ModelStore:
-    return request.app.state.store
+async def get_repository(request: Request) -> ModelRepository:
+    return request.app.state.repository
 
 
 async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
+def store_for(repository: ModelRepository, name: str | None = None, field: str = "model") -> ModelStore:
+    """The store of model ``name`` (``None``: the default model). A 404 naming an unknown model and the
+    known ones; a 422 (``field``) when several models serve, none is the default and none was named;
+    a 503 when ``LMVE_DEFAULT_MODEL`` names a model the repository lacks."""
+    if name is None:
+        store = repository.default
+        if store is not None:
+            return store
+        names = ", ".join(sorted(repository.stores)) or "none"
+        if repository.default_name is not None or not repository.stores:
+            raise APIError(503, "Service Unavailable", f"no default model: {repository.no_default_reason()}",
+                           headers={"Retry-After": "5"})
+        raise APIError(422, "Model not named", repository.no_default_reason(), field=field,
+                       expected=f"one of: {names}", received="null")
+    store = repository.stores.get(name)
+    if store is None:
+        raise APIError(404, "Unknown model", str(UnknownModelError(name, repository.stores)), field=field,
+                       expected=f"one of: {', '.join(sorted(repository.stores)) or 'none'}", received=name)
+    return store
+
+
 def loaded_or_503(store: ModelStore) -> Loaded:
-    """The store's current bundle snapshot; a 503 (with the load error) while none is verified."""
+    """The store's current bundle snapshot; a 503 (with the reason) while none is verified."""
     loaded = store.current
     if loaded is None:
-        raise APIError(503, "Service Unavailable", f"no verified bundle is loaded: {store.error}",
-                       headers={"Retry-After": "5"})
+        raise APIError(503, "Service Unavailable", f"model {store.name!r} is not ready ({store.state}): "
+                       f"{store.reason}", headers=None if store.unloaded_at is not None else {"Retry-After": "5"})
     return loaded
 
 
-async def current_model(store: Annotated[ModelStore, Depends(get_store)]) -> Loaded:
-    """The bundle snapshot for this request; 503 while none is verified."""
+def model_name(request: Request, body_name: str | None = None) -> str | None:
+    """The model a request names: the path's ``{name}``, else the body's ``model`` field (``None``:
+    the default model); a 422 when both name different models."""
+    path_name = request.path_params.get("name")
+    if path_name is None:
+        return body_name
+    if body_name is not None and body_name != path_name:
+        raise APIError(422, "Invalid input", f"the path names model {path_name!r} and the body's \"model\" "
+                       f"{body_name!r}: name it once, or twice the same", field="model",
+                       expected=f"null or {path_name!r}", received=body_name)
+    return path_name
+
+
+def loaded_model(request: Request, body_name: str | None = None) -> Loaded:
+    """The named (or default) model's bundle snapshot for this request, its name recorded for the request
+    metrics (``scope["lmve.model"]``, read by :class:`service.middleware.Guards`)."""
+    store = store_for(request.app.state.repository, model_name(request, body_name))
+    request.scope["lmve.model"] = store.name
     return loaded_or_503(store)
+
+
+async def current_model(request: Request) -> Loaded:
+    """The bundle snapshot of the path's (or the default) model for this request; 404 or 503 as
+    :func:`store_for` and :func:`loaded_or_503`."""
+    return loaded_model(request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +101,14 @@ class Serving:
     monitor: Monitor
 
 
-async def serving(request: Request) -> Serving:
-    """The :class:`Serving` context; 503 while no verified bundle is loaded.
+async def serving(request: Request, body_name: str | None = None) -> Serving:
+    """The :class:`Serving` context of the model the request names (path, else ``body_name``, else the
+    default); 404 for an unknown model, 503 while it has no verified bundle.
 
     One call instead of three dependencies: FastAPI's dependency resolution costs tens of
     microseconds per dependency, a large share of a single-row request."""
     state = request.app.state
-    return Serving(loaded_or_503(state.store), state.settings, state.metrics, state.monitor)
+    return Serving(loaded_model(request, body_name), state.settings, state.metrics, state.monitor)
 
 
 def json_body(model: type[BaseModel]):
@@ -95,7 +140,7 @@ def region_call(model: type[BaseModel]):
 
     async def call(request: Request) -> tuple[BaseModel, Serving]:
         body = await parse(request)
-        return body, await serving(request)
+        return body, await serving(request, body.model)
 
     return call
 
@@ -122,7 +167,7 @@ async def require_admin_key(request: Request, settings: Annotated[ServiceSetting
 
 
 Settings = Annotated[ServiceSettings, Depends(get_settings)]
-Store = Annotated[ModelStore, Depends(get_store)]
+Repository = Annotated[ModelRepository, Depends(get_repository)]
 CurrentModel = Annotated[Loaded, Depends(current_model)]
 AppMetrics = Annotated[Metrics, Depends(get_metrics)]
 AppMonitor = Annotated[Monitor, Depends(get_monitor)]

@@ -38,8 +38,11 @@ class FastJSONResponse(JSONResponse):
         return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def problem(status: int, title: str, detail: str, errors: list | None = None, headers: dict | None = None):
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, "errors": errors or []}
+def problem(status: int, title: str, detail: str, errors: list | None = None, headers: dict | None = None,
+            extra: dict | None = None):
+    """An RFC 9457 problem response; ``extra``: extension members beside the standard ones."""
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, "errors": errors or [],
+            **(extra or {})}
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 

@@ -1,4 +1,8 @@
-"""Prometheus metrics, one registry per app (so tests can build many apps in one process)."""
+"""Prometheus metrics, one registry per app (so tests can build many apps in one process).
+
+Every family carries the ``model`` label: the name of the model that answered (``""`` on routes
+that answer for no model: health, metrics, a refused request, an unknown model's 404). Its values
+are the repository's names only, never a name a client sent that no model has."""
 
 from __future__ import annotations
 
@@ -11,21 +15,22 @@ class Metrics:
         self._children: dict = {}
         r = self.registry
         self.requests = Counter("lmve_http_requests", "HTTP requests by route and status",
-                                ["route", "method", "status"], registry=r)
-        self.latency = Histogram("lmve_http_request_duration_seconds", "Request latency by route", ["route"],
+                                ["route", "method", "status", "model"], registry=r)
+        self.latency = Histogram("lmve_http_request_duration_seconds", "Request latency by route", ["route", "model"],
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
                                  registry=r)
-        self.batch_rows = Histogram("lmve_batch_rows", "Rows per inference request", ["route"],
+        self.batch_rows = Histogram("lmve_batch_rows", "Rows per inference request", ["route", "model"],
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096), registry=r)
-        self.inference = Histogram("lmve_inference_seconds", "Model computation time per request", ["method"],
+        self.inference = Histogram("lmve_inference_seconds", "Model computation time per request", ["model", "method"],
                                    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                             0.1, 0.5, 1), registry=r)
-        self.model_info = Info("lmve_model", "The served bundle", registry=r)
-        self.model_ready = Gauge("lmve_model_ready", "1 when a verified bundle is served", registry=r)
-        self.reloads = Counter("lmve_reloads", "Bundle reloads by result", ["result"], registry=r)
+        self.model_info = Info("lmve_model", "Each model's served bundle", ["model"], registry=r)
+        self.model_ready = Gauge("lmve_model_ready", "1 when a verified bundle is served, 0 while the model cannot "
+                                 "serve (unloaded models have none)", ["model"], registry=r)
+        self.reloads = Counter("lmve_reloads", "Bundle loads and reloads by result", ["model", "result"], registry=r)
         self.rejected = Counter("lmve_rejected", "Requests refused before reaching a route", ["reason"],
                                 registry=r)
-        self.fallbacks = Counter("lmve_fallbacks", "Responses served by a fallback method", ["method"],
+        self.fallbacks = Counter("lmve_fallbacks", "Responses served by a fallback method", ["model", "method"],
                                  registry=r)
 
     def child(self, metric, *labels):
@@ -38,12 +43,25 @@ class Metrics:
             found = self._children[key] = metric.labels(*labels)
         return found
 
-    def set_model(self, loaded) -> None:
+    def set_model(self, name: str, loaded, unloaded: bool = False) -> None:
+        """Model ``name`` now serves ``loaded`` (``None``: it cannot serve; ``unloaded``: an operator
+        unloaded it, and its info and readiness series go)."""
         if loaded is None:
-            self.model_ready.set(0)
+            try:
+                self.model_info.remove(name)
+            except KeyError:
+                pass
+            if unloaded:
+                try:
+                    self.model_ready.remove(name)
+                except KeyError:
+                    pass
+            else:
+                self.model_ready.labels(name).set(0)
             return
         m = loaded.model.manifest
-        self.model_info.info({"version": loaded.version, "dataset": str(m.get("dataset", {}).get("name")),
-                              "primary_method": loaded.model.primary_method, "d": str(m.get("d")),
-                              "n": str(m.get("n")), "coverage": str(m.get("coverage"))})
-        self.model_ready.set(1)
+        self.model_info.labels(name).info({
+            "version": loaded.version, "dataset": str(m.get("dataset", {}).get("name")),
+            "primary_method": loaded.model.primary_method, "d": str(m.get("d")), "n": str(m.get("n")),
+            "coverage": str(m.get("coverage"))})
+        self.model_ready.labels(name).set(1)

@@ -3,7 +3,7 @@
 They run for every HTTP request before any JSON is parsed, so a refused request costs the server
 almost nothing. In order, :class:`Guards`:
 
-1. counts every request by route, method and status, and observes its latency;
+1. counts every request by route, method, status and model, and observes its latency;
 2. answers 401 without the API key, except on :data:`service.auth.PUBLIC_PATHS`;
 3. except on :data:`UNLIMITED` paths (probes, metrics): 413 for a body over ``max_bytes`` (a declared
    ``Content-Length`` at once, a streamed body when the route reads past the limit); 503 when ``limit``
@@ -73,8 +73,9 @@ class Guards:
             route = getattr(scope.get("route"), "path", None) or (path if path in UNLIMITED else "unmatched")
             method = scope.get("method", "")
             method = method if method in _METHODS else "other"  # bounded label set
-            self.metrics.child(self.metrics.requests, route, method, str(status)).inc()
-            self.metrics.child(self.metrics.latency, route).observe(time.perf_counter() - start)
+            model = scope.get("lmve.model", "")  # set by the route once it found a model of that name
+            self.metrics.child(self.metrics.requests, route, method, str(status), model).inc()
+            self.metrics.child(self.metrics.latency, route, model).observe(time.perf_counter() - start)
 
     async def _refuse(self, reason: str, status: int, title: str, detail: str, scope, receive, send,
                       headers: dict | None = None):

@@ -5,7 +5,7 @@ stores the verdicts in the :class:`~service.state.ServiceState` and, in adaptive
 each method serves: its level by adaptive conformal inference (``aci``,
 :class:`models.calibration.adaptive.AdaptiveConformal`) or its threshold by quantile tracking (``quantile``,
 :class:`models.calibration.adaptive.QuantileTracker`).
-Each worker keeps the levels of the served bundle in memory for the region routes (a dict lookup
+Each worker keeps the levels of each model's served bundle in memory for the region routes (a dict lookup
 per request) and refreshes them from the shared state after its own feedback and on every sync
 tick, so that all workers serve the level that all feedback produced.
 """
@@ -20,7 +20,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from models.calibration.adaptive import AdaptiveConformal, QuantileTracker, run_stream
 from service.settings import ServiceSettings
 from service.state import MethodFeedback, ServiceState
-from service.store import Loaded, ModelStore
+from service.repository import ModelRepository
+from service.store import Loaded
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,8 @@ class Monitor:
     def __init__(self, state: ServiceState, settings: ServiceSettings):
         self.state, self.settings = state, settings
         self.adaptive = settings.adaptive != "off"
-        #: (bundle_id, method -> (level, threshold or None)): what the region routes serve
-        self._served: tuple[str, dict[str, tuple[float, float | None]]] = ("", {})
+        #: model -> (bundle_id, method -> (level, threshold or None)): what the region routes serve
+        self._served: dict[str, tuple[str, dict[str, tuple[float, float | None]]]] = {}
 
     # ------------------------------------------------------------------ the served level
     def _rule(self, loaded: Loaded, method: str, stored: tuple | None):
@@ -76,7 +77,7 @@ class Monitor:
         request's or the bundle's level applies)."""
         if not self.adaptive:
             return None
-        bundle_id, served = self._served
+        bundle_id, served = self._served.get(loaded.name, ("", {}))
         if bundle_id != loaded.version or method not in served:
             return loaded.model.coverage
         return served[method][0]
@@ -86,7 +87,7 @@ class Monitor:
         tracking), or ``None``."""
         if self.settings.adaptive != "quantile":
             return None
-        bundle_id, served = self._served
+        bundle_id, served = self._served.get(loaded.name, ("", {}))
         if bundle_id != loaded.version:
             return None
         return {m: (t, lv) for m, (lv, t) in served.items() if t is not None} or None
@@ -95,10 +96,14 @@ class Monitor:
         """Reload what is served for ``loaded`` from the shared state."""
         if not self.adaptive or loaded is None:
             return
-        stored = self.state.adaptive_state(loaded.version)
+        stored = self.state.adaptive_state(loaded.name, loaded.version)
         served = {m: self._serves(self._rule(loaded, m, st), loaded.model.methods[m].calibrator_)
                   for m, st in stored.items() if m in loaded.model.methods}
-        self._served = (loaded.version, served)
+        self._served = {**self._served, loaded.name: (loaded.version, served)}  # one assignment: atomic for readers
+
+    def forget(self, name: str) -> None:
+        """Drop what is served for an unloaded model."""
+        self._served = {k: v for k, v in self._served.items() if k != name}
 
     # ------------------------------------------------------------------ feedback
     def record(self, loaded: Loaded, features, points, centers=None, site: str | None = None,
@@ -118,7 +123,7 @@ class Monitor:
             misses, levels = run_stream(rule, s, served=lambda r: self._serves(r, cal)[0])
             return self._state(rule), levels, ~misses
 
-        served = self.state.record_feedback(loaded.version, batch, site=site, device=device,
+        served = self.state.record_feedback(loaded.name, loaded.version, batch, site=site, device=device,
                                             adapt=adapt if self.adaptive else None, target=model.coverage)
         self.refresh(loaded)
         return FeedbackResult(rows=len(next(iter(scores.values()))),
@@ -130,7 +135,7 @@ class Monitor:
         """Per method: the observed coverage over the window, its rows, mean p-value, the target, the
         binomial margin and (adaptive mode) the served level."""
         model = loaded.model
-        stats = self.state.window(loaded.version, self.settings.feedback_window)
+        stats = self.state.window(loaded.name, loaded.version, self.settings.feedback_window)
         out = {}
         for name in model.methods:
             w = stats.get(name)
@@ -142,7 +147,8 @@ class Monitor:
             if self.adaptive:
                 entry["effective_coverage"] = self.level(loaded, name)
                 entry["served_coverage"] = None if w is None else w.served_coverage
-                served = self._served[1].get(name) if self._served[0] == loaded.version else None
+                bundle_id, by_method = self._served.get(loaded.name, ("", {}))
+                served = by_method.get(name) if bundle_id == loaded.version else None
                 entry["threshold"] = (served[1] if served and served[1] is not None
                                       else model.methods[name].threshold(entry["effective_coverage"]))
             out[name] = entry
@@ -154,54 +160,57 @@ class Monitor:
 class FeedbackCollector:
     """Prometheus view of the shared state: host totals as counters (any worker answers the same),
     the window's observed coverage, its rows and mean p-value, the target and the served level as
-    gauges of the served bundle."""
+    gauges of each loaded model's bundle; every family is labelled by model and method."""
 
-    def __init__(self, monitor: Monitor, store: ModelStore):
-        self.monitor, self.store = monitor, store
+    def __init__(self, monitor: Monitor, repository: ModelRepository):
+        self.monitor, self.repository = monitor, repository
 
     def describe(self):
         return list(self._families().values())
 
     @staticmethod
     def _families():
+        labels = ["model", "method"]
         return {
             "rows": CounterMetricFamily("lmve_feedback_rows", "Labelled feedback rows scored (host total)",
-                                        labels=["method"]),
+                                        labels=labels),
             "inside": CounterMetricFamily("lmve_feedback_inside", "Feedback rows inside the region at the bundle's "
-                                          "level (host total)", labels=["method"]),
+                                          "level (host total)", labels=labels),
             "inside_served": CounterMetricFamily("lmve_feedback_inside_served", "Feedback rows inside the region "
                                                  "actually served (the adaptive level when on; host total)",
-                                                 labels=["method"]),
+                                                 labels=labels),
             "coverage": GaugeMetricFamily("lmve_observed_coverage", "Observed coverage over the feedback window "
-                                          "(served bundle, bundle's level)", labels=["method"]),
+                                          "(served bundle, bundle's level)", labels=labels),
             "served": GaugeMetricFamily("lmve_observed_served_coverage", "Observed coverage of the regions actually "
-                                        "served (the adaptive level when on) over the window", labels=["method"]),
-            "count": GaugeMetricFamily("lmve_observed_rows", "Feedback rows in the window", labels=["method"]),
+                                        "served (the adaptive level when on) over the window", labels=labels),
+            "count": GaugeMetricFamily("lmve_observed_rows", "Feedback rows in the window", labels=labels),
             "p": GaugeMetricFamily("lmve_observed_p_value_mean", "Mean conformal p-value over the window "
-                                   "(about 0.5 when calibrated)", labels=["method"]),
-            "target": GaugeMetricFamily("lmve_coverage_target", "The bundle's coverage level", labels=["method"]),
+                                   "(about 0.5 when calibrated)", labels=labels),
+            "target": GaugeMetricFamily("lmve_coverage_target", "The bundle's coverage level", labels=labels),
             "effective": GaugeMetricFamily("lmve_effective_coverage", "The level served now (adaptive mode: moved "
-                                           "by feedback)", labels=["method"]),
+                                           "by feedback)", labels=labels),
         }
 
     def collect(self):
         f = self._families()
-        for method, c in self.monitor.state.counters().items():
-            f["rows"].add_metric([method], c["rows"])
-            f["inside"].add_metric([method], c["inside"])
-            f["inside_served"].add_metric([method], c["inside_served"])
-        loaded = self.store.current
-        if loaded is not None:
-            stats = self.monitor.state.window(loaded.version, self.monitor.settings.feedback_window)
+        loaded_models = {name: s.current for name, s in list(self.repository.stores.items()) if s.current is not None}
+        for model, methods in self.monitor.state.counters().items():
+            if model not in loaded_models:  # label values only for loaded models
+                continue
+            for method, c in methods.items():
+                f["rows"].add_metric([model, method], c["rows"])
+                f["inside"].add_metric([model, method], c["inside"])
+                f["inside_served"].add_metric([model, method], c["inside_served"])
+        for model, loaded in loaded_models.items():
+            stats = self.monitor.state.window(model, loaded.version, self.monitor.settings.feedback_window)
             for method in loaded.model.methods:
                 w = stats.get(method)
                 if w is not None and w.rows:
-                    f["coverage"].add_metric([method], w.coverage)
-                    f["served"].add_metric([method], w.served_coverage)
-                    f["count"].add_metric([method], w.rows)
-                    f["p"].add_metric([method], w.p_value_mean)
-                f["target"].add_metric([method], loaded.model.coverage)
+                    f["coverage"].add_metric([model, method], w.coverage)
+                    f["served"].add_metric([model, method], w.served_coverage)
+                    f["count"].add_metric([model, method], w.rows)
+                    f["p"].add_metric([model, method], w.p_value_mean)
+                f["target"].add_metric([model, method], loaded.model.coverage)
                 level = self.monitor.level(loaded, method)
-                f["effective"].add_metric([method], loaded.model.coverage if level is None else level)
+                f["effective"].add_metric([model, method], loaded.model.coverage if level is None else level)
         return list(f.values())
-

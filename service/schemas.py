@@ -21,6 +21,8 @@ class PredictRegionRequest(BaseModel):
                                                                    "points per row (n = 2)")
     centers: Matrix | None = Field(default=None, description="your own position estimate per row (N, n), required "
                                    "by a bundle trained with --centre-columns and refused by the others")
+    model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
+                              "/models/{name}/...); default: the default model")
 
 
 class Region(BaseModel):
@@ -46,6 +48,7 @@ class PredictRegionResponse(BaseModel):
                                                   "adaptive mode the level moved by feedback")
     adaptive: bool = Field(default=False, description="true when the adaptive mode chose `effective_coverage`")
     bundle_id: str
+    model: str = Field(description="the model that answered")
 
 
 class ContainsRequest(BaseModel):
@@ -59,6 +62,8 @@ class ContainsRequest(BaseModel):
     coverage: float | None = None
     centers: Matrix | None = Field(default=None, description="your own position estimate per row (N, n), required "
                                    "by a bundle trained with --centre-columns and refused by the others")
+    model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
+                              "/models/{name}/...); default: the default model")
 
 
 class ContainsResult(BaseModel):
@@ -76,6 +81,7 @@ class ContainsResponse(BaseModel):
     effective_coverage: float
     adaptive: bool = False
     bundle_id: str
+    model: str = Field(description="the model that answered")
 
 
 class MethodInfo(BaseModel):
@@ -90,6 +96,7 @@ class MethodInfo(BaseModel):
 
 
 class ModelInfo(BaseModel):
+    name: str = Field(default="default", description="the model's name in the repository")
     version: str = Field(description="bundle content hash")
     dataset: dict
     feature_names: list[str]
@@ -120,14 +127,47 @@ class ModelInfo(BaseModel):
     worker_pid: int = Field(description="the worker process that answered (several workers share one state)")
 
 
+class ModelStatus(BaseModel):
+    name: str = Field(description="the model's name: its directory in the repository")
+    state: Literal["READY", "LOADING", "UNAVAILABLE", "UNLOADED"] = Field(
+        description="READY: a verified bundle serves; UNAVAILABLE: its bundle was refused (see `reason`); "
+                    "UNLOADED: an operator unloaded it; LOADING: not tried yet")
+    default: bool = Field(description="true for the model the plain routes serve")
+    bundle_id: str | None = Field(description="the served bundle's content hash (null when not ready)")
+    path: str | None = Field(description="the bundle directory served, or configured")
+    d: int | None = Field(default=None, description="features per row")
+    n: int | None = Field(default=None, description="target dimensions (2: a plan position)")
+    primary_method: str | None = Field(default=None, description="the method the model's plain routes serve")
+    coverage: float | None = Field(default=None, description="the bundle's coverage level")
+    reason: str | None = Field(default=None, description="why the model does not serve (null when READY)")
+    loaded_at: float | None = Field(default=None, description="Unix time the served bundle was loaded")
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelStatus]
+    default: str | None = Field(description="the model the plain routes serve (null: none; name one)")
+    ready: bool = Field(description="every model that should serve does (as /readyz)")
+    repository: str | None = Field(description="the repository directory (null: one bundle, LMVE_BUNDLE)")
+
+
+class ModelAction(BaseModel):
+    name: str
+    state: str
+    bundle_id: str | None
+    previous_bundle_id: str | None
+    reason: str | None = None
+
+
 class ReloadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    bundle: str | None = Field(default=None, description="directory to load; default: the configured bundle")
+    bundle: str | None = Field(default=None, description="directory to load; default: the model's bundle directory")
+    model: str | None = Field(default=None, description="the model to reload; default: the default model")
 
 
 class ReloadResponse(BaseModel):
     reloaded: bool
     version: str
+    model: str = Field(description="the model now serving `version`")
     previous_version: str | None
 
 
@@ -142,6 +182,8 @@ class FeedbackRequest(BaseModel):
     centers: Matrix | None = Field(default=None, description="your own estimates (N, n), for a --centre-columns bundle")
     site: str | None = Field(default=None, max_length=200, description="tag stored with the rows")
     device: str | None = Field(default=None, max_length=200, description="tag stored with the rows")
+    model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
+                              "/models/{name}/...); default: the default model")
 
 
 class MethodFeedbackResult(BaseModel):
@@ -154,6 +196,7 @@ class MethodFeedbackResult(BaseModel):
 class FeedbackResponse(BaseModel):
     recorded: int
     bundle_id: str
+    model: str = Field(description="the model whose regions were scored")
     methods: dict[str, MethodFeedbackResult]
     monitor: dict = Field(description="observed coverage per method after this batch (as in GET /model)")
     worker_pid: int
@@ -172,6 +215,7 @@ class RecalibrateRequest(BaseModel):
 
 
 class RecalibrateResponse(BaseModel):
+    model: str = Field(description="the model recalibrated")
     version: str = Field(description="the new bundle's id, now served by every worker")
     previous_version: str
     path: str

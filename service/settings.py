@@ -6,14 +6,20 @@ from pathlib import Path
 
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LMVE_", env_file=None)
 
-    bundle: Path | None = Field(default=None, description="bundle directory to serve")
+    bundle: Path | None = Field(default=None, description="bundle directory to serve: a model repository of one, "
+                                "its model named after the directory")
+    model_repository: Path | None = Field(default=None, description="a directory of bundles, one model per "
+                                          "subdirectory (named after it), each served at /models/{name}/...; "
+                                          "instead of LMVE_BUNDLE")
+    default_model: str | None = Field(default=None, description="the model the plain routes (/predict-region, "
+                                      "/contains, /model, /feedback, /admin/reload) serve; default: the only one")
     host: str = Field(default="127.0.0.1", description="bind address")
     port: int = Field(default=8000, ge=0, le=65535, description="port")
     workers: int = Field(default=1, ge=1, description="worker processes (one per core; they share LMVE_STATE_DB)")
@@ -59,6 +65,13 @@ class ServiceSettings(BaseSettings):
     adaptive_min_level: float = Field(default=0.5, gt=0, lt=1, description="the adaptive level never goes below this")
     recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "
                                           "default: beside the served bundle")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if self.bundle is not None and self.model_repository is not None:
+            raise ValueError(f"set LMVE_BUNDLE ({self.bundle}) or LMVE_MODEL_REPOSITORY ({self.model_repository}), "
+                             "not both: a bundle is a repository of one")
+        return self
 
     @field_validator("api_key", mode="before")
     @classmethod

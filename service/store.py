@@ -1,7 +1,8 @@
-"""The served bundle: loaded and verified once, swapped atomically on reload.
+"""One served model: its bundle loaded and verified once, swapped atomically on reload, unloaded on demand.
 
 Requests take ``store.current`` once and use that snapshot to the end, so a reload in the
 middle of a request never mixes two bundles; a bad bundle never replaces a good one.
+A :class:`service.repository.ModelRepository` holds one store per model name.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from models.model import RegionModel
 
 log = logging.getLogger("lmve.service")
 
+#: a model's states, as ``GET /models`` reports them (Triton's and KServe's words)
+READY, LOADING, UNAVAILABLE, UNLOADED = "READY", "LOADING", "UNAVAILABLE", "UNLOADED"
+
 
 @dataclass(frozen=True)
 class Loaded:
@@ -25,18 +29,51 @@ class Loaded:
     path: Path
     version: str
     loaded_at: float
+    name: str = "default"
 
 
 class ModelStore:
-    def __init__(self, path: Path | None = None):
+    """The bundle one model name serves.
+
+    Parameters
+    ----------
+    path : the configured bundle directory (``None``: none configured; the store stays unready)
+    name : the model's name (default: the directory's name)
+    """
+
+    def __init__(self, path: Path | None = None, name: str | None = None):
         self.path = Path(path) if path is not None else None
+        self.configured = self.path
+        self.name = name or (self.path.name if self.path is not None else "default")
         self.current: Loaded | None = None
-        self.error: str | None = "no bundle configured (set LMVE_BUNDLE or --bundle)" if path is None else None
+        self.error: str | None = "no bundle configured (set LMVE_BUNDLE or LMVE_MODEL_REPOSITORY)" \
+            if path is None else None
+        self.unloaded_at: float | None = None
         self._lock = threading.Lock()
 
     @property
     def ready(self) -> bool:
         return self.current is not None
+
+    @property
+    def state(self) -> str:
+        """``READY`` (a verified bundle serves), ``UNLOADED`` (an operator unloaded it), ``UNAVAILABLE``
+        (its bundle was refused: :attr:`error` says why) or ``LOADING`` (not tried yet)."""
+        if self.current is not None:
+            return READY
+        if self.unloaded_at is not None:
+            return UNLOADED
+        return LOADING if self.error is None else UNAVAILABLE
+
+    @property
+    def reason(self) -> str | None:
+        """Why the model does not serve (``None`` when it does)."""
+        state = self.state
+        if state == READY:
+            return None
+        if state == UNLOADED:
+            return "unloaded by an operator (POST /admin/models/{name}/load serves it again)".format(name=self.name)
+        return self.error or "not loaded yet"
 
     def load_initial(self) -> None:
         """Load the configured bundle; on failure stay unready and remember why (never raise)."""
@@ -46,20 +83,34 @@ class ModelStore:
         try:
             self.reload()
         except BundleError as exc:
-            self.error = str(exc)
-            log.error("not ready: bundle %s refused: %s", self.path, exc)
+            log.error("model %s not ready: bundle %s refused: %s", self.name, self.path, exc)
 
     def reload(self, path: Path | None = None) -> tuple[Loaded, Loaded | None]:
-        """Verify and load ``path`` (default: the configured one), then swap. Raises BundleError."""
+        """Verify and load ``path`` (default: the configured one), then swap. Raises BundleError
+        (remembered as :attr:`error` while no bundle serves)."""
         with self._lock:
             target = Path(path) if path is not None else self.path
             if target is None:
                 raise BundleError("no bundle path configured or given")
-            model = load_bundle(target)  # verifies schema and every sha256 before anything is used
+            try:
+                model = load_bundle(target)  # verifies schema and every sha256 before anything is used
+            except BundleError as exc:
+                if self.current is None:
+                    self.error, self.unloaded_at = str(exc), None
+                raise
             new = Loaded(model=model, path=target, version=model.manifest.get("bundle_id", "unknown"),
-                         loaded_at=time.time())
+                         loaded_at=time.time(), name=self.name)
             previous, self.current = self.current, new  # one reference assignment: atomic for readers
-            self.path, self.error = target, None
-            log.info("serving bundle %s (version %s, primary method %s)", target, new.version,
+            self.path, self.error, self.unloaded_at = target, None, None
+            log.info("model %s: serving bundle %s (version %s, primary method %s)", self.name, target, new.version,
                      model.primary_method)
             return new, previous
+
+    def unload(self) -> Loaded | None:
+        """Stop serving (requests in flight finish on their snapshot); the previous bundle or ``None``."""
+        with self._lock:
+            previous, self.current = self.current, None
+            self.unloaded_at = time.time()
+            if previous is not None:
+                log.info("model %s: unloaded (was %s)", self.name, previous.version)
+            return previous

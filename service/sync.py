@@ -1,12 +1,15 @@
-"""Keep every worker on the published bundle.
+"""Keep every worker on the published state of every model.
 
-A reload or a recalibration is taken by one worker; it publishes the new bundle in the shared
-state (:meth:`service.state.ServiceState.publish`). Every worker runs :func:`follow` in its
-lifespan: each ``sync_interval_s`` it reads the published record and, when it names another
-bundle than the one it serves, verifies and loads it (a bundle that fails verification is
-remembered and not retried until another is published; the worker keeps serving its own).
-At start a worker adopts the published bundle when it was derived from the same configured
-bundle (a recalibration survives a restart); a changed ``LMVE_BUNDLE`` wins and is published.
+A load, an unload, a reload or a recalibration is taken by one worker; it publishes the model's
+new record in the shared state (:meth:`service.state.ServiceState.publish`). Every worker runs
+:meth:`Follower.follow` in its lifespan: each ``sync_interval_s`` it reads the published records
+and, for each model whose record names another bundle than the one it serves, verifies and loads
+it, or unloads the model the record says is unloaded, or adds a model another worker loaded from
+the repository since the start. A bundle that fails verification is remembered and not retried
+until another is published (the worker keeps serving its own). At start a worker adopts a model's
+published bundle when it was derived from the same configured bundle (a recalibration survives a
+restart), and keeps a model an operator unloaded unloaded; a changed configured bundle wins and is
+published.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import anyio
 from models.exceptions import BundleError
 from service.metrics import Metrics
 from service.monitor import Monitor
+from service.repository import ModelRepository
 from service.state import ServiceState
 from service.store import Loaded, ModelStore
 
@@ -27,59 +31,111 @@ log = logging.getLogger("lmve.service")
 
 
 class Follower:
-    def __init__(self, store: ModelStore, state: ServiceState, monitor: Monitor, metrics: Metrics,
-                 configured: Path | None):
-        self.store, self.state, self.monitor, self.metrics = store, state, monitor, metrics
-        self.configured = None if configured is None else str(configured)
-        self._refused: tuple[str, str] | None = None
+    def __init__(self, repository: ModelRepository, state: ServiceState, monitor: Monitor, metrics: Metrics):
+        self.repository, self.state, self.monitor, self.metrics = repository, state, monitor, metrics
+        self._refused: dict[str, tuple[str | None, str | None]] = {}
 
-    def publish(self) -> None:
-        """Record the bundle this worker now serves as the one every worker serves."""
-        cur = self.store.current
+    # ------------------------------------------------------------------ one model's changes
+    def publish(self, store: ModelStore) -> None:
+        """Record what ``store`` now serves (or that it is unloaded) as what every worker serves."""
+        configured = None if store.configured is None else str(store.configured)
+        cur = store.current
         if cur is not None:
-            self.state.publish(cur.path, cur.version, configured=self.configured)
+            self.state.publish(store.name, cur.path, cur.version, configured=configured)
+        elif store.unloaded_at is not None:
+            self.state.publish(store.name, configured=configured, loaded=False)
 
-    def swap(self, path: Path | None = None, publish: bool = True) -> tuple[Loaded, Loaded | None]:
-        """Verify and load ``path`` (default: the configured bundle), count the reload and, with
-        ``publish``, make every worker follow. A refused bundle is counted and its ``BundleError``
-        raised; the previous bundle keeps serving. Blocking: call it from a thread."""
+    def swap(self, name: str | None = None, path: Path | None = None,
+             publish: bool = True) -> tuple[Loaded, Loaded | None]:
+        """Verify and load ``path`` (default: the model's configured bundle) for model ``name`` (default:
+        the default model; a model new on disk is added), count it and, with ``publish``, make every
+        worker follow. A refused bundle is counted and its ``BundleError`` raised; the previous bundle
+        keeps serving. Raises :class:`~service.repository.UnknownModelError`. Blocking: call it from a
+        thread."""
+        store = self._store(name)
         try:
-            new, previous = self.store.reload(path)
+            new, previous = store.reload(path)
         except BundleError:
-            self.metrics.reloads.labels("refused").inc()
+            self.metrics.reloads.labels(store.name, "refused").inc()
+            if store.current is None:
+                self.metrics.set_model(store.name, None)
             raise
-        self.metrics.reloads.labels("ok").inc()
-        self.metrics.set_model(new)
+        self.metrics.reloads.labels(store.name, "ok").inc()
+        self.metrics.set_model(store.name, new)
+        self._refused.pop(store.name, None)
         if publish:
-            self.publish()
+            self.publish(store)
+        self.monitor.refresh(new)
         return new, previous
 
+    def unload(self, name: str, publish: bool = True) -> Loaded | None:
+        """Stop serving model ``name`` (every worker follows with ``publish``); the bundle it served."""
+        store = self.repository.get(name)
+        previous = store.unload()
+        self.metrics.set_model(name, None, unloaded=True)
+        self.monitor.forget(name)
+        if publish:
+            self.publish(store)
+        return previous
+
+    def _store(self, name: str | None) -> ModelStore:
+        if name is None:
+            store = self.repository.default
+            if store is None:
+                raise BundleError(self.repository.no_default_reason())
+            return store
+        return self.repository.add(name)
+
+    # ------------------------------------------------------------------ start and follow
     def start(self) -> None:
-        """At start-up (after the configured bundle was loaded or refused)."""
-        rec = self.state.served()
-        cur = self.store.current
-        if rec is not None and rec.configured == self.configured and Path(rec.path).is_dir() \
-                and (cur is None or rec.bundle_id != cur.version):
-            self._adopt(rec.path, rec.bundle_id)
-        elif cur is not None and (rec is None or rec.bundle_id != cur.version):
-            self.publish()
-        self.monitor.refresh(self.store.current)
+        """At start-up (after the configured bundles were loaded or refused)."""
+        if len(self.repository.stores) == 1:
+            (store,) = self.repository.stores.values()
+            self.state.claim_legacy(store.name, store.configured)  # a state file from before the repository
+        records = self.state.served_all()
+        for name, store in list(self.repository.stores.items()):
+            rec = records.get(name)
+            configured = None if store.configured is None else str(store.configured)
+            if rec is not None and rec.configured == configured and not rec.loaded:
+                log.warning("model %s stays unloaded, as an operator left it (POST /admin/models/%s/load serves it)",
+                            name, name)
+                self.unload(name, publish=False)
+            elif rec is not None and rec.configured == configured and rec.path and Path(rec.path).is_dir() \
+                    and (store.current is None or rec.bundle_id != store.current.version):
+                self._adopt(store, rec.path, rec.bundle_id)
+            elif store.current is not None and (rec is None or rec.bundle_id != store.current.version):
+                self.publish(store)
+            self.metrics.set_model(name, store.current, unloaded=store.unloaded_at is not None)
+            self.monitor.refresh(store.current)
 
     def tick(self) -> None:
-        """One poll: adopt a newly published bundle; refresh the adaptive levels."""
-        rec = self.state.served()
-        cur = self.store.current
-        if rec is not None and (cur is None or rec.bundle_id != cur.version) \
-                and self._refused != (rec.path, rec.bundle_id):
-            self._adopt(rec.path, rec.bundle_id)
-        self.monitor.refresh(self.store.current)
+        """One poll: follow every model's published record; refresh the adaptive levels."""
+        for name, rec in self.state.served_all().items():
+            store = self.repository.stores.get(name)
+            if store is None:
+                if not rec.loaded:
+                    continue
+                try:
+                    store = self.repository.add(name)  # another worker loaded a model new on disk
+                except LookupError:
+                    continue
+            cur = store.current
+            if not rec.loaded:
+                if cur is not None or store.unloaded_at is None:
+                    self.unload(name, publish=False)
+                continue
+            if rec.path and (cur is None or rec.bundle_id != cur.version) \
+                    and self._refused.get(name) != (rec.path, rec.bundle_id):
+                self._adopt(store, rec.path, rec.bundle_id)
+            self.monitor.refresh(store.current)
 
-    def _adopt(self, path: str, bundle_id: str) -> None:
+    def _adopt(self, store: ModelStore, path: str, bundle_id: str | None) -> None:
         try:
-            self.swap(Path(path), publish=False)
+            self.swap(store.name, Path(path), publish=False)
         except BundleError as exc:
-            self._refused = (path, bundle_id)
-            log.error("published bundle %s (%s) refused, still serving the previous one: %s", path, bundle_id, exc)
+            self._refused[store.name] = (path, bundle_id)
+            log.error("model %s: published bundle %s (%s) refused, still serving the previous one: %s", store.name,
+                      path, bundle_id, exc)
 
     async def follow(self, interval: float) -> None:
         """Poll forever (cancelled at shutdown); errors are logged, never fatal."""

@@ -1,4 +1,6 @@
-"""Admin routes (the API key is always required): ``POST /admin/reload`` and ``POST /admin/recalibrate``.
+"""Admin routes (the API key is always required): ``POST /admin/reload`` and ``POST /admin/recalibrate``
+for the default model, and per model ``POST /admin/models/{name}/load``, ``.../unload`` and
+``.../recalibrate``.
 
 Both verify the new bundle before it serves; on any error the old one keeps serving and the
 answer says why. A bundle that one worker swapped in is published in the shared state, and
@@ -18,9 +20,10 @@ import numpy as np
 from fastapi import APIRouter, Body, Depends, Query, Request
 
 from models.exceptions import BundleError
-from service.deps import Settings, Store, json_body, json_body_openapi, require_admin_key
+from service.deps import Settings, json_body, json_body_openapi, require_admin_key, store_for
 from service.errors import APIError
-from service.schemas import RecalibrateRequest, RecalibrateResponse, ReloadRequest, ReloadResponse
+from service.repository import UnknownModelError
+from service.schemas import ModelAction, RecalibrateRequest, RecalibrateResponse, ReloadRequest, ReloadResponse
 from service.tabular import read_fresh_csv
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin_key)])
@@ -28,21 +31,56 @@ REQUEST_MODELS = (RecalibrateRequest,)
 _parse_recalibrate = json_body(RecalibrateRequest)
 
 
-@router.post("/admin/reload", response_model=ReloadResponse,
-             responses={401: {"description": "bad key"}, 403: {"description": "no key configured"},
-                        422: {"description": "bundle refused; the old one keeps serving"}},
-             summary="Load and verify a bundle, then swap it in atomically (every worker follows)")
-async def reload(request: Request, store: Store, body: Annotated[ReloadRequest | None, Body()] = None):
-    path = body.bundle if body is not None else None
-    previous = store.current
+BUNDLE_REFUSED = {401: {"description": "bad key"}, 403: {"description": "no key configured"},
+                  404: {"description": "no model of that name in the repository"},
+                  422: {"description": "bundle refused; the old one keeps serving"}}
+
+
+async def _swap(request: Request, name: str | None, path) -> ReloadResponse:
+    repository = request.app.state.repository
+    store = store_for(repository, name) if name is None or name in repository.stores else None
+    previous = None if store is None else store.current
     try:
-        new, _ = await anyio.to_thread.run_sync(request.app.state.follower.swap, path)
+        new, _ = await anyio.to_thread.run_sync(request.app.state.follower.swap, name, path)
+    except UnknownModelError as exc:
+        raise APIError(404, "Unknown model", str(exc), field="model", expected=f"one of: {', '.join(exc.known)}",
+                       received=exc.name) from None
     except BundleError as exc:
         serving = previous.version if previous is not None else "nothing"
+        target = path or (store.path if store is not None else name)
         raise APIError(422, "Bundle refused", f"{exc}; still serving {serving}", field="bundle",
-                       expected="a verified bundle directory", received=str(path or store.path)) from None
-    return ReloadResponse(reloaded=True, version=new.version,
+                       expected="a verified bundle directory", received=str(target)) from None
+    return ReloadResponse(reloaded=True, version=new.version, model=new.name,
                           previous_version=previous.version if previous is not None else None)
+
+
+@router.post("/admin/reload", response_model=ReloadResponse, responses=BUNDLE_REFUSED,
+             summary="Load and verify a bundle for the default model (or the body's `model`), then swap it in "
+                     "atomically (every worker follows)")
+async def reload(request: Request, body: Annotated[ReloadRequest | None, Body()] = None):
+    return await _swap(request, body.model if body is not None else None, body.bundle if body is not None else None)
+
+
+@router.post("/admin/models/{name}/load", response_model=ReloadResponse, responses=BUNDLE_REFUSED,
+             summary="Load (or reload) the model `name` from its directory (or the body's `bundle`), verified, "
+                     "swapped in atomically; a model new in the repository is added (every worker follows)")
+async def load_model(name: str, request: Request, body: Annotated[ReloadRequest | None, Body()] = None):
+    if body is not None and body.model is not None and body.model != name:
+        raise APIError(422, "Invalid input", f"the path names model {name!r} and the body {body.model!r}",
+                       field="model", expected=f"null or {name!r}", received=body.model)
+    return await _swap(request, name, body.bundle if body is not None else None)
+
+
+@router.post("/admin/models/{name}/unload", response_model=ModelAction,
+             responses={401: {"description": "bad key"}, 403: {"description": "no key configured"},
+                        404: {"description": "no model of that name"}},
+             summary="Stop serving the model `name` (requests in flight finish; every worker follows); the "
+                     "others keep serving")
+async def unload_model(name: str, request: Request):
+    store = store_for(request.app.state.repository, name)
+    previous = await anyio.to_thread.run_sync(request.app.state.follower.unload, name)
+    return ModelAction(name=name, state=store.state, bundle_id=None,
+                       previous_bundle_id=None if previous is None else previous.version, reason=store.reason)
 
 
 CSV_DOC = {"requestBody": {"required": True, "content": {
@@ -51,19 +89,38 @@ CSV_DOC = {"requestBody": {"required": True, "content": {
                                                             "names (and the group and estimate columns), then rows"}}}}}
 
 
-@router.post("/admin/recalibrate", response_model=RecalibrateResponse, openapi_extra=CSV_DOC,
-             responses={401: {"description": "bad key"}, 403: {"description": "no key configured"},
-                        422: {"description": "bad rows or too few for the bundle's level; the old bundle keeps serving"},
-                        500: {"description": "the new bundle could not be written; the old one keeps serving"}},
-             summary="New calibration scores from fresh labelled rows (JSON or text/csv); swapped in on every worker")
-async def recalibrate(request: Request, store: Store, settings: Settings,
-                      groups: Annotated[str | None, Query(description="text/csv: the group column(s), "
-                                                                      "comma-separated")] = None,
-                      group_rule: Annotated[str, Query(pattern="^(subsample|pooled)$")] = "subsample",
-                      seed: Annotated[int, Query(ge=0, le=2**32 - 1)] = 0):
+RECALIBRATE = {"response_model": RecalibrateResponse, "openapi_extra": CSV_DOC, "responses": {
+    401: {"description": "bad key"}, 403: {"description": "no key configured"},
+    404: {"description": "no model of that name"},
+    422: {"description": "bad rows or too few for the bundle's level; the old bundle keeps serving"},
+    500: {"description": "the new bundle could not be written; the old one keeps serving"}}}
+Groups = Annotated[str | None, Query(description="text/csv: the group column(s), comma-separated")]
+GroupRule = Annotated[str, Query(pattern="^(subsample|pooled)$")]
+Seed = Annotated[int, Query(ge=0, le=2**32 - 1)]
+
+
+@router.post("/admin/recalibrate", **RECALIBRATE,
+             summary="New calibration scores for the default model from fresh labelled rows (JSON or text/csv); "
+                     "swapped in on every worker")
+async def recalibrate(request: Request, settings: Settings, groups: Groups = None, group_rule: GroupRule = "subsample",
+                      seed: Seed = 0):
+    return await _recalibrate(request, settings, None, groups, group_rule, seed)
+
+
+@router.post("/admin/models/{name}/recalibrate", **RECALIBRATE,
+             summary="New calibration scores for the model `name` (as /admin/recalibrate); the others are untouched")
+async def recalibrate_model(name: str, request: Request, settings: Settings, groups: Groups = None,
+                            group_rule: GroupRule = "subsample", seed: Seed = 0):
+    return await _recalibrate(request, settings, name, groups, group_rule, seed)
+
+
+async def _recalibrate(request: Request, settings, name: str | None, groups, group_rule, seed):
+    repository = request.app.state.repository
+    store = store_for(repository, name)
     loaded = store.current
     if loaded is None:
-        raise APIError(503, "Service Unavailable", f"no verified bundle is loaded to recalibrate: {store.error}")
+        raise APIError(503, "Service Unavailable", f"model {store.name!r} has no verified bundle to recalibrate: "
+                       f"{store.reason}")
     parent = loaded.model
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype == "text/csv":
@@ -82,7 +139,9 @@ async def recalibrate(request: Request, store: Store, settings: Settings,
         raise APIError(415, "Unsupported Media Type", f"send application/json or text/csv; got {ctype!r}",
                        field="content-type", expected="application/json | text/csv", received=ctype)
     source["rows_sent"] = len(Y)
-    out_root = settings.recalibrated_dir or loaded.path.parent
+    # in a repository, beside the models in a hidden directory (never a model itself)
+    out_root = settings.recalibrated_dir or (repository.root / ".recalibrated" if repository.root is not None
+                                             else loaded.path.parent)
     out = Path(out_root) / (f"{loaded.path.name.split('.recal-')[0]}.recal-"
                             f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}")
 
@@ -98,12 +157,12 @@ async def recalibrate(request: Request, store: Store, settings: Settings,
             raise APIError(500, "Recalibration not written", f"could not write the new bundle under {out_root}: "
                            f"{exc}; still serving {loaded.version}") from None
         try:
-            new, _ = request.app.state.follower.swap(out)
+            new, _ = request.app.state.follower.swap(store.name, out)
         except BundleError as exc:  # pragma: no cover - we just wrote it
             raise APIError(500, "Recalibration refused", f"{exc}; still serving {loaded.version}") from None
         return result, new, threshold_changes(parent, result.model)
 
     result, new, changes = await anyio.to_thread.run_sync(work)
-    return RecalibrateResponse(version=new.version, previous_version=loaded.version, path=str(out), rows=result.n_rows,
-                               groups=result.n_groups, alpha_q={k: list(v) for k, v in changes.items()},
+    return RecalibrateResponse(model=store.name, version=new.version, previous_version=loaded.version, path=str(out),
+                               rows=result.n_rows, groups=result.n_groups, alpha_q={k: list(v) for k, v in changes.items()},
                                worker_pid=os.getpid())

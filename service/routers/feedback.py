@@ -1,4 +1,4 @@
-"""``POST /feedback``: labelled readings scored against the served regions (observed coverage and,
+"""``POST /feedback`` and ``POST /models/{name}/feedback``: labelled readings scored against the served regions (observed coverage and,
 in adaptive mode, the served level). Behind the API key like the region routes."""
 
 from __future__ import annotations
@@ -17,18 +17,34 @@ REQUEST_MODELS = (FeedbackRequest,)
 _parse = json_body(FeedbackRequest)
 
 
+RESPONSES = {404: {"description": "unknown model"},
+             422: {"description": "invalid rows (problem+json naming the field); nothing is recorded"},
+             503: {"description": "no verified bundle"}}
+
+
 @router.post("/feedback", response_model=FeedbackResponse, openapi_extra=json_body_openapi(FeedbackRequest),
-             responses={422: {"description": "invalid rows (problem+json naming the field); nothing is recorded"},
-                        503: {"description": "no verified bundle"}},
-             summary="Record where labelled readings truly were: observed coverage per method")
+             responses=RESPONSES,
+             summary="Record where labelled readings truly were: observed coverage per method (the default model, "
+                     "or the body's `model`)")
 async def feedback(request: Request):
+    return await _record(request)
+
+
+@router.post("/models/{name}/feedback", response_model=FeedbackResponse,
+             openapi_extra=json_body_openapi(FeedbackRequest), responses=RESPONSES,
+             summary="Record labelled readings against the model `name`'s regions")
+async def model_feedback(name: str, request: Request):
+    return await _record(request)
+
+
+async def _record(request: Request) -> FeedbackResponse:
     body = await _parse(request)
-    ctx = await serving(request)
+    ctx = await serving(request, body.model)
     inference.check_row_limit(body.features, "features", ctx.settings.max_rows)
     result = await anyio.to_thread.run_sync(ctx.monitor.record, ctx.loaded, body.features, body.points, body.centers,
                                             body.site, body.device)
     summary = await anyio.to_thread.run_sync(ctx.monitor.summary, ctx.loaded)
     return FeedbackResponse(
-        recorded=result.rows, bundle_id=ctx.loaded.version, worker_pid=os.getpid(), monitor=summary,
+        recorded=result.rows, bundle_id=ctx.loaded.version, model=ctx.loaded.name, worker_pid=os.getpid(), monitor=summary,
         methods={m: {"inside": result.inside[m], "p_value": result.p_value[m], "inside_served": result.inside_served[m]}
                  for m in result.inside})

@@ -4,7 +4,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.deps import AppMetrics, Store
+from service.deps import AppMetrics, Repository
 
 router = APIRouter(tags=["health"])
 
@@ -14,14 +14,25 @@ async def livez():
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="A verified bundle is loaded (503 otherwise)",
-            responses={503: {"description": "no verified bundle"}})
-async def readyz(store: Store):
-    if store.current is None:
+@router.get("/readyz", summary="Every model that should serve has a verified bundle (503 naming the others)",
+            responses={503: {"description": "a model is not ready, or there is none (problem+json: `models` maps "
+                                            "each to its reason)"}})
+async def readyz(repository: Repository):
+    not_ready = repository.not_ready()
+    if not not_ready and not any(s.current is not None for s in repository.stores.values()):
+        not_ready = {"": "every model is unloaded"}
+    if not_ready:
         from service.errors import problem
 
-        return problem(503, "Service Unavailable", f"not ready: {store.error}", headers={"Retry-After": "5"})
-    return {"status": "ready", "version": store.current.version}
+        listed = "; ".join(f"{name}: {reason}" if name else reason for name, reason in sorted(not_ready.items()))
+        return problem(503, "Service Unavailable", f"not ready: {listed}", headers={"Retry-After": "5"},
+                       extra={"models": not_ready})
+    default = repository.default
+    body = {"status": "ready", "models": {name: s.current.version for name, s in sorted(repository.stores.items())
+                                          if s.current is not None}}
+    if default is not None and default.current is not None:
+        body["version"] = default.current.version
+    return body
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -1,4 +1,4 @@
-"""``GET /model``: what is being served."""
+"""``GET /model`` (the default model) and ``GET /models/{name}``: what a model serves."""
 
 import os
 
@@ -6,18 +6,22 @@ import anyio
 from fastapi import APIRouter
 
 from service.deps import AppMonitor, CurrentModel
+from service.monitor import Monitor
 from service.schemas import ModelInfo
+from service.store import Loaded
 
 router = APIRouter(tags=["model"])
+NOT_SERVED = {404: {"description": "no model of that name (problem+json listing the models)"},
+              503: {"description": "the model has no verified bundle (problem+json with the reason)"}}
 
 
-@router.get("/model", response_model=ModelInfo, summary="Bundle metadata: version, dims, coverage, alpha_q, metrics")
-async def model_info(loaded: CurrentModel, monitor: AppMonitor):
+async def describe(loaded: Loaded, monitor: Monitor) -> ModelInfo:
+    """A served model's metadata: its bundle's manifest, the selection and the feedback summary."""
     model = loaded.model
     m = model.manifest
-    return ModelInfo(version=loaded.version, dataset=m.get("dataset", {}), feature_names=m["feature_names"],
-                     target_names=m["target_names"], d=m["d"], n=m["n"], coverage=m["coverage"],
-                     primary_method=model.primary_method, selection=model.selection,
+    return ModelInfo(name=loaded.name, version=loaded.version, dataset=m.get("dataset", {}),
+                     feature_names=m["feature_names"], target_names=m["target_names"], d=m["d"], n=m["n"],
+                     coverage=m["coverage"], primary_method=model.primary_method, selection=model.selection,
                      methods={k: {"kind": v["kind"], "alpha_q": v.get("alpha_q"), "n_calibration": v["n_calibration"],
                                   "max_coverage": model.methods[k].calibrator_.max_coverage,
                                   "learned_centre": bool(getattr(model.methods[k].shape_, "moves_centre", False))}
@@ -28,6 +32,18 @@ async def model_info(loaded: CurrentModel, monitor: AppMonitor):
                      preprocess=(m.get("preprocess") or {}).get("description"),
                      created_at=m.get("created_at"), versions=m.get("versions", {}),
                      feedback=await anyio.to_thread.run_sync(monitor.summary, loaded), worker_pid=os.getpid())
+
+
+@router.get("/model", response_model=ModelInfo, responses=NOT_SERVED,
+            summary="The default model's bundle: version, dims, coverage, alpha_q, metrics")
+async def model_info(loaded: CurrentModel, monitor: AppMonitor):
+    return await describe(loaded, monitor)
+
+
+@router.get("/models/{name}", response_model=ModelInfo, responses=NOT_SERVED,
+            summary="One model's bundle: version, dims, coverage, alpha_q, metrics (as GET /model)")
+async def named_model_info(name: str, loaded: CurrentModel, monitor: AppMonitor):
+    return await describe(loaded, monitor)
 
 
 def _centre_choice(manifest: dict) -> dict:

@@ -1,4 +1,5 @@
-"""``/predict-region`` and ``/contains``, and the per-method twins ``/{method}/...``."""
+"""``/predict-region`` and ``/contains``, the per-method twins ``/{method}/...``, and the same four for a
+named model under ``/models/{name}/`` (the plain ones answer for the body's ``model``, else the default)."""
 
 from __future__ import annotations
 
@@ -64,12 +65,12 @@ def _respond(route: str, key: str, rows: list, answer, body, ctx: Serving, t0: f
              thresholds) -> FastJSONResponse:
     """The response of both region routes: ``rows`` under ``key``, the method that answered (and why
     it fell back), the levels asked for and served, and the bundle; the request observed in the metrics."""
-    _observe(ctx.metrics, route, answer, len(rows), t0)
+    _observe(ctx.metrics, route, ctx.loaded.name, answer, len(rows), t0)
     return FastJSONResponse({key: rows, "method": answer.method, "fallback": answer.fallback,
                              "fallback_reason": answer.fallback_reason,
                              "coverage": body.coverage if body.coverage is not None else ctx.loaded.model.coverage,
                              "effective_coverage": _effective(level, answer, ctx, thresholds),
-                             "adaptive": adaptive, "bundle_id": ctx.loaded.version})
+                             "adaptive": adaptive, "bundle_id": ctx.loaded.version, "model": ctx.loaded.name})
 
 
 def _effective(level, answer, ctx: Serving, thresholds) -> float:
@@ -93,11 +94,11 @@ def _level(asked: float | None, ctx: Serving, method: str | None) -> tuple[float
     return ctx.monitor.level(ctx.loaded, name), True, None
 
 
-def _observe(metrics, route: str, answer, rows: int, t0: float) -> None:
-    metrics.child(metrics.inference, answer.method).observe(time.perf_counter() - t0)
-    metrics.child(metrics.batch_rows, route).observe(rows)
+def _observe(metrics, route: str, model: str, answer, rows: int, t0: float) -> None:
+    metrics.child(metrics.inference, model, answer.method).observe(time.perf_counter() - t0)
+    metrics.child(metrics.batch_rows, route, model).observe(rows)
     if answer.fallback:
-        metrics.child(metrics.fallbacks, answer.method).inc()
+        metrics.child(metrics.fallbacks, model, answer.method).inc()
 
 
 #: batches up to this many rows are computed on the event loop (well under a millisecond: a
@@ -140,6 +141,34 @@ async def contains_with(method: str, request: Request):
     return await _run(_contains, *await _contains_call(request), method)
 
 
+MODEL_PROBLEMS = {**PROBLEMS, 404: {"description": "unknown model or method (problem+json naming it)"}}
+
+
+@router.post("/models/{name}/predict-region", response_model=PredictRegionResponse, openapi_extra=PREDICT_BODY,
+             responses=MODEL_PROBLEMS, summary="Calibrated uncertainty ellipses from the model `name`")
+async def model_predict_region(name: str, request: Request):
+    return await _run(_predict, *await _predict_call(request), None)
+
+
+@router.post("/models/{name}/contains", response_model=ContainsResponse, openapi_extra=CONTAINS_BODY,
+             responses=MODEL_PROBLEMS, summary="Containment from the model `name`")
+async def model_contains(name: str, request: Request):
+    return await _run(_contains, *await _contains_call(request), None)
+
+
+@router.post("/models/{name}/{method}/predict-region", response_model=PredictRegionResponse,
+             openapi_extra=PREDICT_BODY, responses=MODEL_PROBLEMS,
+             summary="Regions from one named method of the model `name`")
+async def model_predict_region_with(name: str, method: str, request: Request):
+    return await _run(_predict, *await _predict_call(request), method)
+
+
+@router.post("/models/{name}/{method}/contains", response_model=ContainsResponse, openapi_extra=CONTAINS_BODY,
+             responses=MODEL_PROBLEMS, summary="Containment from one named method of the model `name`")
+async def model_contains_with(name: str, method: str, request: Request):
+    return await _run(_contains, *await _contains_call(request), method)
+
+
 class _PlainRoute(Route):
     """A Starlette route that records itself as ``scope["route"]`` (the request metrics' label), as
     FastAPI's routes do."""
@@ -166,4 +195,9 @@ async def _contains_with(request: Request):
 PLAIN_ROUTES = [_PlainRoute("/predict-region", predict_region, methods=["POST"]),
                 _PlainRoute("/contains", contains, methods=["POST"]),
                 _PlainRoute("/{method}/predict-region", _predict_region_with, methods=["POST"]),
-                _PlainRoute("/{method}/contains", _contains_with, methods=["POST"])]
+                _PlainRoute("/{method}/contains", _contains_with, methods=["POST"]),
+                # the model's name is read from the path by service.deps.serving
+                _PlainRoute("/models/{name}/predict-region", predict_region, methods=["POST"]),
+                _PlainRoute("/models/{name}/contains", contains, methods=["POST"]),
+                _PlainRoute("/models/{name}/{method}/predict-region", _predict_region_with, methods=["POST"]),
+                _PlainRoute("/models/{name}/{method}/contains", _contains_with, methods=["POST"])]

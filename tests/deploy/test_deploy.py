@@ -157,7 +157,7 @@ def test_compose_topology_on_loopback(tmp_path):
         served = []
         for p in ports:
             text = httpx.get(f"http://127.0.0.1:{p}/metrics").text
-            m = re.search(r'lmve_http_requests_total\{method="POST",route="/contains",status="200"\} (\d+)', text)
+            m = re.search(r'lmve_http_requests_total\{method="POST",model="[^"]*",route="/contains",status="200"\} (\d+)', text)
             served.append(int(float(m.group(1))) if m else 0)
         assert sum(served) == 20 and min(served) > 0, served  # both replicas took traffic
         # one replica dies: the proxy routes around it

@@ -36,3 +36,35 @@ def test_rows(trained_synthetic):
 
 def features(X):
     return np.asarray(X).tolist()
+
+
+@pytest.fixture(scope="session")
+def site_repository(tmp_path_factory):
+    """A model repository of three sites, ``site=0`` to ``site=2``: the synthetic survey moved by 100 m
+    per site (so each model's centres tell it apart), GE and NLE only (fast). Returns the root and each
+    site's test rows ``(X, Y)``. Tests that change it work on a copy (:func:`repository_copy`)."""
+    from dataclasses import replace
+
+    from models.bundle import save_bundle
+    from training.datasets import load_dataset
+    from training.pipeline import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("repository")
+    rows = {}
+    for k in range(3):
+        ds = load_dataset("synthetic", n_samples=400, seed=k)
+        ds = replace(ds, Y=ds.Y + 100.0 * k)
+        result = train(ds, TrainConfig(seed=0, methods=("ge", "nle")))
+        save_bundle(result.model, root / f"site={k}", dataset=ds.info)
+        rows[f"site={k}"] = (ds.X[result.split.test], ds.Y[result.split.test])
+    return root, rows
+
+
+@pytest.fixture()
+def repository_copy(site_repository, tmp_path):
+    """A private copy of :func:`site_repository` (the test may corrupt, add or recalibrate models)."""
+    import shutil
+
+    root, rows = site_repository
+    shutil.copytree(root, tmp_path / "repo")
+    return tmp_path / "repo", rows

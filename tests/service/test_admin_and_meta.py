@@ -35,12 +35,12 @@ def test_metrics_count_requests_batches_and_model(client):
     client.post("/nle/contains", json={"features": [ROW], "points": [[0.0, 0.0]]})
     text = client.get("/metrics").text
     # the routes that answer (plain Starlette routes, service.routers.regions.PLAIN_ROUTES) label by template
-    assert 'lmve_http_requests_total{method="POST",route="/{method}/contains",status="200"} 1.0' in text
-    assert 'lmve_http_requests_total{method="POST",route="/predict-region",status="200"} 1.0' in text
-    assert 'lmve_http_requests_total{method="POST",route="/predict-region",status="422"} 1.0' in text
-    assert 'lmve_batch_rows_sum{route="predict-region"} 3.0' in text
+    assert 'lmve_http_requests_total{method="POST",model="synthetic",route="/{method}/contains",status="200"} 1.0' in text
+    assert 'lmve_http_requests_total{method="POST",model="synthetic",route="/predict-region",status="200"} 1.0' in text
+    assert 'lmve_http_requests_total{method="POST",model="synthetic",route="/predict-region",status="422"} 1.0' in text
+    assert 'lmve_batch_rows_sum{model="synthetic",route="predict-region"} 3.0' in text
     assert "lmve_inference_seconds_count" in text and "lmve_model_info{" in text
-    assert "lmve_model_ready 1.0" in text
+    assert 'lmve_model_ready{model="synthetic"} 1.0' in text
 
 
 def test_openapi_documents_routes_with_examples(client):
@@ -91,7 +91,7 @@ def test_reload_good_and_corrupt_bundles(make_client, bundle_dir, tmp_path, trai
     assert r.status_code == 422 and "ge.npz does not match the manifest" in r.json()["detail"]
     assert client.get("/model", headers=h).json()["version"] == v1
     assert client.post("/predict-region", json={"features": [ROW]}, headers=h).status_code == 200
-    assert 'lmve_reloads_total{result="refused"} 1.0' in client.get("/metrics").text
+    assert 'lmve_reloads_total{model="synthetic",result="refused"} 1.0' in client.get("/metrics").text
 
 
 def test_no_cors_unless_configured(make_client):

@@ -148,10 +148,10 @@ def test_reload_good_then_corrupt_then_sighup(server, large_bundle, tmp_path):
     text = ""
     while time.monotonic() < deadline:
         text = httpx.get(f"{base}/metrics").text
-        if 'lmve_reloads_total{result="ok"} 3.0' in text:
+        if 'lmve_reloads_total{model="bundle",result="ok"} 3.0' in text:
             break
         time.sleep(0.2)
-    assert 'lmve_reloads_total{result="ok"} 3.0' in text
+    assert 'lmve_reloads_total{model="bundle",result="ok"} 3.0' in text
     assert httpx.get(f"{base}/readyz").status_code == 200
 
 

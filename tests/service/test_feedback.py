@@ -10,7 +10,7 @@ KEY = {"x-api-key": "k"}
 
 def _counter(text: str, name: str, method: str) -> float:
     for line in text.splitlines():
-        if line.startswith(f'{name}{{method="{method}"}}'):
+        if line.startswith(f'{name}{{method="{method}",model="synthetic"}}'):
             return float(line.split()[-1])
     return 0.0
 

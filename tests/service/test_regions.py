@@ -139,4 +139,4 @@ def test_contains_falls_back_exactly_like_predict_region(nan_lmve_client, test_r
         r = y - np.array(reg["center"])
         assert res["inside"] == bool(r @ np.linalg.solve(np.array(reg["shape"]), r) <= 1.0)
     metrics = client.get("/metrics").text
-    assert 'lmve_fallbacks_total{method="nle"} 4.0' in metrics
+    assert 'lmve_fallbacks_total{method="nle",model="nan_lmve"} 4.0' in metrics

@@ -59,3 +59,16 @@ def test_otel_turns_fastapi_native_tracing_on_and_leaves_it_off_by_default(make_
     assert make_client(otel=True).post("/predict-region", json=body).status_code == 200
     names = [s.name for s in exporter.get_finished_spans()]
     assert any("/predict-region" in n for n in names), names
+
+
+def test_serve_refuses_a_bundle_and_a_repository_together(monkeypatch, tmp_path, capsys):
+    from service import cli
+
+    monkeypatch.setenv("LMVE_BUNDLE", str(tmp_path))
+    monkeypatch.setenv("LMVE_MODEL_REPOSITORY", str(tmp_path))
+    assert cli.main([]) == 2
+    assert "not both" in capsys.readouterr().err
+    monkeypatch.delenv("LMVE_MODEL_REPOSITORY")
+    with pytest.raises(SystemExit):  # both as flags: argparse's error, exit 2
+        cli.main(["--bundle", str(tmp_path), f"--model-repository={tmp_path}"])
+    assert "not both" in capsys.readouterr().err

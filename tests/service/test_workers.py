@@ -52,7 +52,7 @@ def by_worker(base: str, path: str, key, tries: int = 200) -> dict:
 
 def counter(text: str, name: str, method: str = "lmve") -> float:
     for line in text.splitlines():
-        if line.startswith(f'{name}{{method="{method}"}}'):
+        if line.startswith(f'{name}{{method="{method}",model="bundle"}}'):
             return float(line.split()[-1])
     return 0.0
 

@@ -1,0 +1,65 @@
+"""``service.state``: per-model records, feedback and counters, and the migration of a state file from
+before the model repository."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from service.state import MethodFeedback, ServiceState
+
+LEGACY = """
+CREATE TABLE served (id INTEGER PRIMARY KEY CHECK (id = 1), path TEXT NOT NULL, bundle_id TEXT NOT NULL,
+  configured TEXT, generation INTEGER NOT NULL, at REAL NOT NULL);
+CREATE TABLE feedback (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, bundle_id TEXT NOT NULL,
+  method TEXT NOT NULL, inside INTEGER NOT NULL, p_value REAL NOT NULL, level REAL NOT NULL,
+  inside_served INTEGER NOT NULL, site TEXT, device TEXT);
+CREATE TABLE counters (method TEXT NOT NULL, name TEXT NOT NULL, value REAL NOT NULL, PRIMARY KEY (method, name));
+CREATE TABLE adaptive (bundle_id TEXT NOT NULL, method TEXT NOT NULL, alpha REAL NOT NULL, scale REAL,
+  n INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (bundle_id, method));
+INSERT INTO served VALUES (1, '/b/site.recal-1', 'b2', '/b/site', 4, 0);
+INSERT INTO feedback (at, bundle_id, method, inside, p_value, level, inside_served) VALUES (0, 'b2', 'nle', 1, 0.5, 0.9, 1);
+INSERT INTO counters VALUES ('nle', 'rows', 7);
+INSERT INTO adaptive VALUES ('b2', 'nle', 0.08, NULL, 7, 0);
+"""
+
+
+def _batch(k: int, inside: bool = True) -> dict:
+    return {"nle": MethodFeedback(inside=np.full(k, inside), p_value=np.full(k, 0.5), scores=np.ones(k))}
+
+
+def test_models_keep_separate_records_feedback_and_counters():
+    state = ServiceState()
+    assert state.publish("a", "/r/a", "ida", configured="/r/a") == 1
+    assert state.publish("a", configured="/r/a", loaded=False) == 2
+    state.publish("b", "/r/b", "idb")
+    records = state.served_all()
+    assert not records["a"].loaded and records["a"].path is None and records["b"].bundle_id == "idb"
+    state.record_feedback("a", "same-id", _batch(3, True))
+    state.record_feedback("b", "same-id", _batch(2, False))  # two models, one bundle content: kept apart
+    assert state.window("a", "same-id", 100)["nle"].coverage == 1.0
+    assert state.window("b", "same-id", 100)["nle"].coverage == 0.0
+    assert state.counters() == {"a": {"nle": {"rows": 3, "inside": 3, "p_value_sum": 1.5, "inside_served": 3}},
+                                "b": {"nle": {"rows": 2, "inside": 0, "p_value_sum": 1.0, "inside_served": 0}}}
+
+
+def test_a_legacy_state_file_moves_to_the_model_configured_with_its_bundle(tmp_path):
+    path = tmp_path / "state.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(LEGACY)
+    db.commit()
+    db.close()
+    state = ServiceState(path)  # the new tables beside the old ones; feedback gains its model column
+    assert not state.claim_legacy("other", "/b/other")  # configured with another bundle: not this model's
+    assert state.claim_legacy("site", "/b/site")
+    rec = state.served("site")
+    assert (rec.path, rec.bundle_id, rec.configured, rec.generation, rec.loaded) == ("/b/site.recal-1", "b2",
+                                                                                    "/b/site", 4, True)
+    assert state.counters()["site"]["nle"]["rows"] == 7
+    assert state.adaptive_state("site", "b2") == {"nle": (0.08, None)}
+    assert state.window("site", "b2", 10)["nle"].rows == 1
+    assert not state.claim_legacy("site", "/b/site")  # done once: the legacy tables are gone
+    state.close()
+    tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not tables & {"served", "counters", "adaptive"}
