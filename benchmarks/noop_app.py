@@ -24,6 +24,8 @@ app = FastAPI()
 @app.post("/contains")
 @app.post("/{method}/predict-region")
 @app.post("/{method}/contains")
+@app.post("/models/{name}/predict-region")
+@app.post("/models/{name}/contains")
 async def noop(body: Body) -> dict:
     return {}
 

@@ -16,7 +16,11 @@ alternate between the bundle's server and the no-op, so that the shared machine'
   the per-round ratios;
 - ``contains_over_noop``: the same for single-row ``POST /contains``;
 - ``p99_256_ms``: the p99 latency of 256-row ``/predict-region`` requests from one connection;
-- ``rows_per_s_1024``: rows per second in 1,024-row ``/predict-region`` requests from two connections.
+- ``rows_per_s_1024``: rows per second in 1,024-row ``/predict-region`` requests from two connections;
+- the per-model routes: the ``default`` bundle served as one of three models of a model repository
+  (``--model-repository``, links to the bundle; bundle label ``default (repository of 3)``), single-row
+  ``POST /models/{name}/predict-region`` and ``/models/{name}/contains`` over the no-op's on the same body,
+  beside the plain ``/predict-region`` of that server (its default model).
 
 Writes ``benchmarks/results/serving.{json,md}``: the json is ``{"commit", "command", "date", "machine",
 "rows": [{"bundle", "centre", "route", "scenario", "value"}]}``; the md the same as a table, with the
@@ -112,11 +116,14 @@ def _wait(base: str, proc: subprocess.Popen, path: str) -> None:
     raise RuntimeError(f"the server at {base} did not become ready")
 
 
-def serve_bundle(path: Path) -> tuple[subprocess.Popen, str]:
+def serve_bundle(path: Path, repository: bool = False, default: str | None = None) -> tuple[subprocess.Popen, str]:
+    """``lmve-serve`` on ``path``: a bundle, or (``repository``) a model repository whose default is ``default``."""
     port = free_port()
     env = {**os.environ, "LMVE_API_KEY": KEY, "LMVE_LOG_LEVEL": "warning", "LMVE_MAX_BODY_BYTES": "50000000",
-           "LMVE_MAX_ROWS": "4096"}
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "lmve-serve"), "--bundle", str(path), "--port",
+           "LMVE_MAX_ROWS": "4096", **({"LMVE_DEFAULT_MODEL": default} if default else {})}
+    env.pop("LMVE_BUNDLE", None), env.pop("LMVE_MODEL_REPOSITORY", None)
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "lmve-serve"),
+                             "--model-repository" if repository else "--bundle", str(path), "--port",
                              str(port), "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     _wait(base, proc, "/readyz")
@@ -133,8 +140,26 @@ def serve_noop() -> tuple[subprocess.Popen, str]:
     return proc, base
 
 
-def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args) -> list[dict]:
-    """The scenarios of one bundle (see the module docstring), as result rows."""
+#: the repository scenario: the default bundle as three models (links), the middle one also the default
+REPOSITORY_MODELS = ("site-a", "site-b", "site-c")
+REPOSITORY_ROUTES = {("/models/site-b/predict-region", "single_over_noop", "one"): [],
+                     ("/models/site-b/contains", "contains_over_noop", "contains"): [],
+                     ("/predict-region", "single_over_noop", "one"): []}
+
+
+def repository_of(path: Path, tmp: Path) -> Path:
+    """A model repository of :data:`REPOSITORY_MODELS`, each a link to the bundle ``path``."""
+    root = tmp / "repository"
+    root.mkdir(exist_ok=True)
+    for name in REPOSITORY_MODELS:
+        if not (root / name).exists():
+            (root / name).symlink_to(path.resolve(), target_is_directory=True)
+    return root
+
+
+def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args, repository: bool = False) -> list[dict]:
+    """The scenarios of one bundle (see the module docstring), as result rows; ``repository``: the paired
+    single-row scenarios of the per-model routes, the bundle served as one of three models."""
     rows = np.load(CACHE / name / "rows.npz")
     X, Y = rows["X"], rows["Y"]
 
@@ -145,12 +170,16 @@ def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args) -> l
     bodies = {"one": body(1), "contains": body(1, points=Y[:1].tolist()), "256": body(256), "1024": body(1024)}
     for key, body in bodies.items():
         (tmp / f"{name}-{key}.json").write_text(json.dumps(body))
-    proc, base = serve_bundle(path)
+    label = f"{name} (repository of {len(REPOSITORY_MODELS)})" if repository else name
+    proc, base = (serve_bundle(repository_of(path, tmp), repository=True, default=REPOSITORY_MODELS[1]) if repository
+                  else serve_bundle(path))
     out = []
     try:
         wrk(base + "/predict-region", tmp / f"{name}-one.json", 1, 2)  # warm-up
-        paired = {("/predict-region", "single_over_noop", "one"): [], ("/nle/predict-region", "single_over_noop", "one"): [],
-                  ("/contains", "contains_over_noop", "contains"): []}
+        paired = ({k: [] for k in REPOSITORY_ROUTES} if repository else
+                  {("/predict-region", "single_over_noop", "one"): [],
+                   ("/nle/predict-region", "single_over_noop", "one"): [],
+                   ("/contains", "contains_over_noop", "contains"): []})
         for _ in range(args.rounds):
             for (route, scenario, body), ratios in paired.items():
                 a = wrk(noop + route, tmp / f"{name}-{body}.json", args.seconds, 8)
@@ -159,14 +188,16 @@ def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args) -> l
                     raise RuntimeError(f"{name} {route}: {b['errors']} errors (no-op {a['errors']})")
                 ratios.append(b["rps"] / a["rps"])
         for (route, scenario, _), ratios in paired.items():
-            out.append({"bundle": name, "centre": centre, "route": route, "scenario": scenario,
+            route = route.replace("/site-b/", "/{name}/")
+            out.append({"bundle": label, "centre": centre, "route": route, "scenario": scenario,
                         "value": round(statistics.median(ratios), 3), "rounds": [round(r, 3) for r in ratios]})
-        r = wrk(base + "/predict-region", tmp / f"{name}-256.json", args.latency_seconds, 1)
-        out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "p99_256_ms",
-                    "value": round(r["p99_ms"], 2), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"]})
-        r = wrk(base + "/predict-region", tmp / f"{name}-1024.json", args.latency_seconds, 2)
-        out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "rows_per_s_1024",
-                    "value": round(1024 * r["rps"]), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"]})
+        if not repository:  # the repository rows are the per-model routes' ratios only
+            r = wrk(base + "/predict-region", tmp / f"{name}-256.json", args.latency_seconds, 1)
+            out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "p99_256_ms",
+                        "value": round(r["p99_ms"], 2), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"]})
+            r = wrk(base + "/predict-region", tmp / f"{name}-1024.json", args.latency_seconds, 2)
+            out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "rows_per_s_1024",
+                        "value": round(1024 * r["rps"]), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"]})
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -244,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for n, (path, centre) in paths.items():
             rows += measure(n, path, centre, noop, tmp, args)
+            if n == "default":  # the per-model routes, on a repository of three
+                rows += measure(n, path, centre, noop, tmp, args, repository=True)
     finally:
         noop_proc.terminate()
         noop_proc.wait(timeout=30)

@@ -47,6 +47,8 @@ from models.preprocessing import RSSIFloor
 
 SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
+#: a model repository's manifest (``lmve-train --split-by`` writes it; ``lmve-serve --model-repository`` reads it)
+REPOSITORY_MANIFEST = "repository.json"
 CONVERT_HINT = "convert it with `lmve-convert-bundle {path} NEW_DIR` (part of the training install, which has torch)"
 
 

@@ -20,12 +20,11 @@ import json
 import logging
 from pathlib import Path
 
-from models.bundle import MANIFEST
+from models.bundle import MANIFEST, REPOSITORY_MANIFEST
 from service.store import READY, UNLOADED, ModelStore
 
 log = logging.getLogger("lmve.service")
 
-REPOSITORY_MANIFEST = "repository.json"
 
 
 class UnknownModelError(LookupError):

@@ -5,9 +5,11 @@ Examples::
     lmve-train                                   # synthetic data, writes artifacts/synthetic/
     lmve-train --dataset enb --coverage 0.9 --seed 3
     lmve-train --csv survey.csv --targets x,y --features rssi_1,rssi_2,rssi_3 --out runs/site7
+    lmve-train --dataset indoor_localization --split-by BUILDINGID --out repo/   # one model per building
 
 Writes ``OUT/bundle/`` (what ``lmve-serve --bundle`` loads), ``OUT/report.md``,
 ``OUT/metrics.json`` and ``OUT/test_regions.png``. Nothing is written unless training succeeds.
+With ``--split-by COL``, ``OUT`` is a model repository instead (``training.repository``).
 """
 
 from __future__ import annotations
@@ -148,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folds of the train part whose out-of-fold rows join the test part in that choice (default "
                         "3; each costs one more fit of every ellipsoid method, LMVE's the longest); 0: the test part "
                         "alone")
+    p.add_argument("--split-by", metavar="COL", default=None,
+                   help="one model per value of the label column COL (a building, a site), each trained alone and "
+                        "written as OUT/<COL>=<value>/ (a bundle), with OUT/repository.json: a model repository for "
+                        "lmve-serve --model-repository OUT (with --csv, COL is never a feature)")
+    p.add_argument("--split-names", metavar="VALUE=NAME,...", default=None,
+                   help="with --split-by: model names instead of <COL>=<value>, e.g. 0=west,1=east")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -157,10 +165,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from models.bundle import save_bundle
     from models.shapes.lmve import PAPER_GRID
     from training.primary import selection_line
-    from training.report import across_line, centre_line, metrics_table, plot_test_regions, write_report
+    from training.report import across_line, centre_line, metrics_table
 
     t0 = time.perf_counter()
     meter = StageMeter()
@@ -203,25 +210,11 @@ def _run(args) -> int:
     if args.centre_columns and args.centre is not None:
         raise InputError("--centre-columns makes your estimates the centre; leave --centre out",
                          field="--centre", expected="no --centre with --centre-columns", received=args.centre)
-    result = train(dataset, config, meter=meter)
+    if args.split_by:
+        return _run_split(args, dataset, config)
     out = args.out or Path("artifacts") / dataset.name
-    grouped = config.grouped(dataset)
-    pre = result.model.preprocess
-    training = {"seed": args.seed, "coverage": args.coverage,
-                "cross_fit": result.centre.get("cross_fit", config.resolved_cross_fit(grouped)),
-                "centre": result.centre, "preprocess": pre.describe() if pre is not None else "none",
-                "rows": {"train": len(result.split.train),
-                                                "calibration": len(result.split.calibration),
-                                                "test": len(result.split.test)}}
-    calibration = guarantee(dataset, result, grouped)
-    with meter.stage("save bundle"):
-        manifest = save_bundle(result.model, out / "bundle", dataset=dataset.info, metrics=result.metrics,
-                               training=training, calibration=calibration)
+    result, manifest, calibration, training = _fit_and_write(dataset, config, args, out / "bundle", out, meter)
     test = result.split.test
-    with meter.stage("plot"):
-        plot_test_regions(out / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed,
-                          centers=None if dataset.centers is None else dataset.centers[test])
-    write_report(out, dataset.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
     print(f"\n{dataset.name}: {dataset.X.shape[0]} rows, d={dataset.X.shape[1]}, n={dataset.Y.shape[1]}; "
           f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s, peak memory "
           f"{meter.peak():.0f} MiB (per stage: {out / 'report.md'})")
@@ -239,14 +232,78 @@ def _run(args) -> int:
     return 0
 
 
+def _fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: StageMeter):
+    """Train on ``dataset``, write the bundle to ``bundle`` and the report and plot under ``report``;
+    ``(result, manifest, calibration, training)``."""
+    from models.bundle import save_bundle
+    from training.report import plot_test_regions, write_report
+
+    result = train(dataset, config, meter=meter)
+    grouped = config.grouped(dataset)
+    pre = result.model.preprocess
+    training = {"seed": args.seed, "coverage": args.coverage,
+                "cross_fit": result.centre.get("cross_fit", config.resolved_cross_fit(grouped)),
+                "centre": result.centre, "preprocess": pre.describe() if pre is not None else "none",
+                "rows": {"train": len(result.split.train), "calibration": len(result.split.calibration),
+                         "test": len(result.split.test)}}
+    calibration = guarantee(dataset, result, grouped)
+    with meter.stage("save bundle"):
+        manifest = save_bundle(result.model, bundle, dataset=dataset.info, metrics=result.metrics,
+                               training=training, calibration=calibration)
+    test = result.split.test
+    report.mkdir(parents=True, exist_ok=True)
+    with meter.stage("plot"):
+        plot_test_regions(report / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed,
+                          centers=None if dataset.centers is None else dataset.centers[test])
+    write_report(report, dataset.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
+    return result, manifest, calibration, training
+
+
+def _run_split(args, dataset, config) -> int:
+    """``--split-by COL``: one bundle per value into the model repository ``--out`` (training.repository)."""
+    from dataclasses import replace as with_
+
+    from training.primary import selection_line
+    from training.repository import parse_names, train_repository
+
+    out = args.out or Path("artifacts") / f"{dataset.name}-by-{args.split_by}"
+    t0 = time.perf_counter()
+
+    def train_one(rows, name: str) -> dict:
+        result, manifest, calibration, _ = _fit_and_write(rows, with_(config, progress=False), args, out / name,
+                                                          out / "reports" / name, StageMeter())
+        method = result.model.primary_method
+        return {"bundle_id": manifest["bundle_id"], "primary_method": method,
+                "served": selection_line(result.model.selection), "coverage": result.model.coverage,
+                "test_coverage": result.metrics.get(method, {}).get("coverage"),
+                "test_volume": result.metrics.get(method, {}).get("volume"),
+                "guarantee": calibration["guarantee"]}
+
+    source = str(args.csv) if args.csv is not None else dataset.name
+    repo = train_repository(dataset, args.split_by, out, train_one, names=parse_names(args.split_names),
+                            source=source, progress=not args.quiet)
+    print(f"\n{dataset.name} by {args.split_by}: {len(repo['models'])} models in {time.perf_counter() - t0:.1f} s "
+          f"-> {out}")
+    width = max((len(n) for n in (*repo["models"], *repo["failed"])), default=5)
+    for name, m in repo["models"].items():
+        cov = m["test_coverage"]
+        print(f"  {name:<{width}}  {m['rows']:>6} rows  serves {m['primary_method'].upper():<5} test coverage "
+              f"{'-' if cov is None else f'{100 * cov:.1f} %'}  bundle {m['bundle_id']}")
+    for name, f in repo["failed"].items():
+        print(f"  {name:<{width}}  {f['rows']:>6} rows  FAILED: {f['reason']}")
+    print(f"\nrepository  {out / 'repository.json'}\nserve       lmve-serve --model-repository {out}")
+    return 1 if repo["failed"] else 0
+
+
 def _load(args):
     """The dataset the flags name, grouped by position when most rows share their position (a survey)."""
     group_cols = None if args.groups in (None, "none") else _csv_list(args.groups)
     if args.csv is not None:
         if not args.targets:
             raise LMVEError("--csv needs --targets, e.g. --targets x,y")
+        labels = [*(args.calibrate_across or ()), *([args.split_by] if args.split_by else [])]
         dataset = load_csv(args.csv, args.targets, args.features, groups=group_cols,
-                           centre_columns=args.centre_columns, meta_columns=args.calibrate_across)
+                           centre_columns=args.centre_columns, meta_columns=list(dict.fromkeys(labels)) or None)
     else:
         if args.targets or args.features or args.centre_columns:
             raise LMVEError("--targets/--features/--centre-columns go with --csv")

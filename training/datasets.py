@@ -59,6 +59,19 @@ class Dataset:
         return info
 
 
+def subset(ds: Dataset, rows: np.ndarray, name: str | None = None) -> Dataset:
+    """The rows ``rows`` (a boolean mask or indices) of ``ds``: features, targets, groups, labels and
+    estimates alike; the grouping's count of groups is recounted."""
+    rows = np.asarray(rows)
+    groups = None if ds.groups is None else ds.groups[rows]
+    grouping = dict(ds.grouping)
+    if groups is not None and "n_groups" in grouping:
+        grouping["n_groups"] = int(len(np.unique(groups)))
+    return replace(ds, name=name or ds.name, X=ds.X[rows], Y=ds.Y[rows], groups=groups, grouping=grouping,
+                   meta={k: np.asarray(v)[rows] for k, v in ds.meta.items()},
+                   centers=None if ds.centers is None else ds.centers[rows])
+
+
 def share_of_repeated_positions(Y: np.ndarray) -> float:
     """The share of rows whose exact target position is also another row's."""
     _, inverse, counts = np.unique(Y, axis=0, return_inverse=True, return_counts=True)
