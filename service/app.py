@@ -132,7 +132,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     # the API key is checked by service.middleware.Guards for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
     app.include_router(regions.router)
-    app.router.routes[0:0] = regions.PLAIN_ROUTES  # they answer; regions.router documents them
+    app.router.routes.insert(0, regions.RegionRoutes())  # it answers; regions.router documents them
     app.include_router(model.router)
     app.include_router(models.router)
     app.include_router(feedback.router)
