@@ -216,6 +216,7 @@ class RegionRoutes(BaseRoute):
             (3, "contains"): route("/models/{name}/contains", contains),
             (4, "predict-region"): route("/models/{name}/{method}/predict-region", _predict_region_with),
             (4, "contains"): route("/models/{name}/{method}/contains", _contains_with)}
+        self._matched: _PlainRoute | None = None
 
     def matches(self, scope):
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -230,8 +231,16 @@ class RegionRoutes(BaseRoute):
             return Match.NONE, {}
         params = ({} if n == 1 else {"method": parts[1]} if n == 2 else {"name": parts[2]} if n == 3 else
                   {"name": parts[2], "method": parts[3]})
+        self._matched = route
         return Match.FULL, {"endpoint": route.endpoint, "route": route,
                             "path_params": {**scope.get("path_params", {}), **params}}
+
+    @property
+    def path_format(self) -> str | None:
+        """The template of the route matched last (``/models/{name}/contains``): FastAPI's router reads
+        ``path_format`` from the route right after a full match, with no ``await`` between, to name the
+        request's OpenTelemetry span; routing runs on the one event loop, so that is this request's."""
+        return None if self._matched is None else self._matched.path_format
 
     async def handle(self, scope, receive, send):
         await scope["route"].app(scope, receive, send)

@@ -188,3 +188,14 @@ def test_method_not_allowed_and_named_model_routes(client, test_rows):
     assert r.status_code == 200 and r.json()["method"] == "nle" and r.json()["model"] == "synthetic"
     text = client.get("/metrics").text
     assert 'route="/models/{name}/{method}/contains",status="200"' in text
+
+
+def test_region_dispatch_names_the_matched_template():
+    """FastAPI's telemetry reads ``path_format`` from the route right after it matched (the span's name)."""
+    from service.routers.regions import RegionRoutes
+
+    dispatch = RegionRoutes()
+    for path, template in (("/models/a/nle/contains", "/models/{name}/{method}/contains"),
+                           ("/predict-region", "/predict-region"), ("/ge/contains", "/{method}/contains")):
+        dispatch.matches({"type": "http", "path": path, "root_path": "", "method": "POST"})
+        assert dispatch.path_format == template
