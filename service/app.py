@@ -127,19 +127,21 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.state.service_state, app.state.monitor, app.state.follower = state, monitor, follower
     install_error_handlers(app)
 
-    from service.routers import admin, feedback, health, model, models, regions
+    from service.routers import admin, dispatch, feedback, health, model, models, regions, v2
 
     # the API key is checked by service.middleware.Guards for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
     app.include_router(regions.router)
-    app.router.routes.insert(0, regions.RegionRoutes())  # it answers; regions.router documents them
+    app.include_router(v2.router)
+    app.router.routes.insert(0, dispatch.InferenceRoutes())  # it answers; regions' and v2's routers document them
     app.include_router(model.router)
     app.include_router(models.router)
     app.include_router(feedback.router)
     app.include_router(admin.router)
     if settings.enable_noop:
         app.include_router(health.noop_router)
-    _document_request_bodies(app, (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS, *feedback.REQUEST_MODELS))
+    _document_request_bodies(app, (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS, *feedback.REQUEST_MODELS,
+                                   *v2.REQUEST_MODELS))
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])

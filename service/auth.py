@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import secrets
 
-#: never behind the key: probes, metrics scrapes and the API documentation
-PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc",
+#: never behind the key: probes (the V2 protocol's too), metrics scrapes and the API documentation
+PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/v2/health/live", "/v2/health/ready", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc",
                           "/openapi.json"})
 
 

@@ -1,7 +1,10 @@
-"""Errors as RFC 9457 ``application/problem+json``.
+"""Errors as RFC 9457 ``application/problem+json``, and as the Open Inference Protocol's ``{"error"}``.
 
 Every error body is ``{"type", "title", "status", "detail", "errors": [{"field", "expected",
-"received"}]}``: the client learns which field was wrong, what was expected and what came.
+"received"}]}``: the client learns which field was wrong, what was expected and what came. Under
+``/v2`` (:mod:`service.v2`) the same errors are ``{"error": "..."}`` naming the input, parameter or
+model, and the protocol's 400 stands for bad input where the other routes answer 422. Every
+exception is translated here, for both.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.exceptions import InputError, UnattainableCoverageError, UnknownMethodError
+from service.v2 import INPUTS, V2Error
 
 PROBLEM = "application/problem+json"
 log = logging.getLogger("lmve.service")
@@ -46,6 +50,32 @@ def problem(status: int, title: str, detail: str, errors: list | None = None, he
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
+def is_v2(scope) -> bool:
+    """Whether a request is the Open Inference Protocol's (its path, below any root path, is under ``/v2``)."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    if root and path.startswith(root + "/"):
+        path = path[len(root):]
+    return path == "/v2" or path.startswith("/v2/")
+
+
+def v2_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    """The protocol's error body, ``{"error": message}``; a 422 (the other routes' bad input) is its 400."""
+    return JSONResponse({"error": message}, status_code=400 if status == 422 else status, headers=headers)
+
+
+def error_response(scope, status: int, title: str, detail: str, headers: dict | None = None) -> JSONResponse:
+    """An error in the request's own dialect: ``{"error"}`` under ``/v2``, problem+json elsewhere."""
+    return v2_error(status, detail, headers) if is_v2(scope) else problem(status, title, detail, headers=headers)
+
+
+def _v2_input_message(exc: InputError) -> str:
+    """A model's input error for a V2 client: the input or parameter it concerns, then the message."""
+    root = (exc.field or "").split("[")[0]
+    if not root:
+        return str(exc)
+    return f"{'input' if root in INPUTS else 'parameter'} {root!r}: {exc}"
+
+
 def _short(value, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -60,12 +90,20 @@ def _loc(loc) -> str:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(V2Error)
+    async def _v2(request: Request, exc: V2Error):
+        return v2_error(exc.status, exc.message)
+
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
+        if is_v2(request.scope):
+            return v2_error(exc.status, exc.detail, exc.headers)
         return problem(exc.status, exc.title, exc.detail, exc.errors, exc.headers)
 
     @app.exception_handler(InputError)
     async def _input_error(request: Request, exc: InputError):
+        if is_v2(request.scope):
+            return v2_error(400, _v2_input_message(exc))
         status, title = input_error_status(exc)
         errors = [] if exc.field is None else [{"field": exc.field, "expected": exc.expected,
                                                 "received": exc.received}]
@@ -80,16 +118,25 @@ def install_error_handlers(app: FastAPI) -> None:
                            "received": _short(e.get("input"))})
         first = errors[0] if errors else {"field": "body", "expected": "a valid JSON body", "received": "?"}
         detail = f"{first['field']}: {first['expected']}; received {first['received']}"
+        if is_v2(request.scope):
+            return v2_error(400, f"invalid request body: {detail}")
         return problem(422, "Invalid request body", detail, errors)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
-        return problem(exc.status_code, _title(exc.status_code), str(exc.detail), headers=getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if is_v2(request.scope):
+            detail = (f"no V2 route {request.method} {request.url.path}" if exc.status_code == 404 else
+                      f"{request.method} is not allowed on {request.url.path}" if exc.status_code == 405 else
+                      str(exc.detail))
+            return v2_error(exc.status_code, detail, headers)
+        return problem(exc.status_code, _title(exc.status_code), str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):  # pragma: no cover - a bug, not bad input
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return problem(500, "Internal Server Error", "an unexpected error occurred; it has been logged")
+        return error_response(request.scope, 500, "Internal Server Error",
+                              "an unexpected error occurred; it has been logged")
 
 
 def input_error_status(exc: InputError) -> tuple[int, str]:

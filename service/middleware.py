@@ -22,9 +22,9 @@ import asyncio
 import time
 
 from service.auth import PUBLIC_PATHS, key_matches, presented_key
-from service.errors import problem
+from service.errors import error_response
 
-UNLIMITED = frozenset({"/livez", "/readyz", "/metrics"})
+UNLIMITED = frozenset({"/livez", "/readyz", "/v2/health/live", "/v2/health/ready", "/metrics"})
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
 
@@ -80,7 +80,7 @@ class Guards:
     async def _refuse(self, reason: str, status: int, title: str, detail: str, scope, receive, send,
                       headers: dict | None = None):
         self.metrics.rejected.labels(reason).inc()
-        await problem(status, title, detail, headers=headers)(scope, receive, send)
+        await error_response(scope, status, title, detail, headers=headers)(scope, receive, send)
 
     async def _guarded(self, scope, receive, send):
         path = scope["path"]

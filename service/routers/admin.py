@@ -36,7 +36,9 @@ BUNDLE_REFUSED = {401: {"description": "bad key"}, 403: {"description": "no key 
                   422: {"description": "bundle refused; the old one keeps serving"}}
 
 
-async def _swap(request: Request, name: str | None, path) -> ReloadResponse:
+async def swap(request: Request, name: str | None, path) -> ReloadResponse:
+    """Load and verify ``path`` (default: the model's directory) for model ``name``, swapped in on every
+    worker; 404 for a model the repository lacks, 422 (the old bundle keeps serving) for a refused one."""
     repository = request.app.state.repository
     store = store_for(repository, name) if name is None or name in repository.stores else None
     previous = None if store is None else store.current
@@ -58,7 +60,7 @@ async def _swap(request: Request, name: str | None, path) -> ReloadResponse:
              summary="Load and verify a bundle for the default model (or the body's `model`), then swap it in "
                      "atomically (every worker follows)")
 async def reload(request: Request, body: Annotated[ReloadRequest | None, Body()] = None):
-    return await _swap(request, body.model if body is not None else None, body.bundle if body is not None else None)
+    return await swap(request, body.model if body is not None else None, body.bundle if body is not None else None)
 
 
 @router.post("/admin/models/{name}/load", response_model=ReloadResponse, responses=BUNDLE_REFUSED,
@@ -68,7 +70,7 @@ async def load_model(name: str, request: Request, body: Annotated[ReloadRequest 
     if body is not None and body.model is not None and body.model != name:
         raise APIError(422, "Invalid input", f"the path names model {name!r} and the body {body.model!r}",
                        field="model", expected=f"null or {name!r}", received=body.model)
-    return await _swap(request, name, body.bundle if body is not None else None)
+    return await swap(request, name, body.bundle if body is not None else None)
 
 
 @router.post("/admin/models/{name}/unload", response_model=ModelAction,
@@ -77,6 +79,11 @@ async def load_model(name: str, request: Request, body: Annotated[ReloadRequest 
              summary="Stop serving the model `name` (requests in flight finish; every worker follows); the "
                      "others keep serving")
 async def unload_model(name: str, request: Request):
+    return await unload(request, name)
+
+
+async def unload(request: Request, name: str) -> ModelAction:
+    """Unload the model ``name`` on every worker (404 for an unknown one); what it served before."""
     store = store_for(request.app.state.repository, name)
     previous = await anyio.to_thread.run_sync(request.app.state.follower.unload, name)
     return ModelAction(name=name, state=store.state, bundle_id=None,

@@ -14,13 +14,20 @@ async def livez():
     return {"status": "ok"}
 
 
+def unready(repository) -> dict[str, str]:
+    """Each model that should serve and does not, with its reason (``""``: every model is unloaded); empty
+    when the service is ready. ``/readyz`` and ``/v2/health/ready`` both answer from it."""
+    not_ready = repository.not_ready()
+    if not not_ready and not any(s.current is not None for s in repository.stores.values()):
+        not_ready = {"": "every model is unloaded"}
+    return not_ready
+
+
 @router.get("/readyz", summary="Every model that should serve has a verified bundle (503 naming the others)",
             responses={503: {"description": "a model is not ready, or there is none (problem+json: `models` maps "
                                             "each to its reason)"}})
 async def readyz(repository: Repository):
-    not_ready = repository.not_ready()
-    if not not_ready and not any(s.current is not None for s in repository.stores.values()):
-        not_ready = {"": "every model is unloaded"}
+    not_ready = unready(repository)
     if not_ready:
         from service.errors import problem
 

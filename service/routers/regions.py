@@ -1,5 +1,8 @@
 """``/predict-region`` and ``/contains``, the per-method twins ``/{method}/...``, and the same four for a
-named model under ``/models/{name}/`` (the plain ones answer for the body's ``model``, else the default)."""
+named model under ``/models/{name}/`` (the plain ones answer for the body's ``model``, else the default).
+
+The FastAPI routes below document them (OpenAPI); :class:`service.routers.dispatch.InferenceRoutes`
+answers them."""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import time
 
 import anyio
 from fastapi import APIRouter, Request
-from starlette.routing import BaseRoute, Match, NoMatchFound, Route
 
 from service import inference
 from service.deps import Serving, json_body_openapi, region_call
@@ -167,88 +169,3 @@ async def model_predict_region_with(name: str, method: str, request: Request):
              responses=MODEL_PROBLEMS, summary="Containment from one named method of the model `name`")
 async def model_contains_with(name: str, method: str, request: Request):
     return await _run(_contains, *await _contains_call(request), method)
-
-
-class _PlainRoute(Route):
-    """A Starlette route that records itself as ``scope["route"]`` (the request metrics' label), as
-    FastAPI's routes do."""
-
-    def matches(self, scope):
-        match, child_scope = super().matches(scope)
-        if match != Match.NONE:
-            child_scope["route"] = self
-        return match, child_scope
-
-
-async def _predict_region_with(request: Request):
-    return await predict_region_with(request.path_params["method"], request)
-
-
-async def _contains_with(request: Request):
-    return await contains_with(request.path_params["method"], request)
-
-
-class RegionRoutes(BaseRoute):
-    """The eight region routes (``/predict-region``, ``/contains``, their ``/{method}/`` twins and the
-    same four under ``/models/{name}/``) as one Starlette route that ``create_app`` puts ahead of
-    FastAPI's: it answers the requests, while the FastAPI routes above document them (OpenAPI).
-
-    FastAPI's routing and request handler (included-router contexts, dependency resolution, two exit
-    stacks) cost about 40 us of a single-row request, which plain routes do without: their endpoints
-    parse and check their own input. One matcher instead of eight routes: a path is split on ``/``
-    and looked up by its shape, where Starlette's router would try each route's regular expression in
-    turn (a ``/models/{name}/{method}/contains`` request failed seven before it matched). A path that
-    is no region route, or a method other than POST, is left to the routes after it (which answer 404
-    or 405 as before). The matched :class:`_PlainRoute` is ``scope["route"]``: the metrics' label."""
-
-    def __init__(self):
-        def route(path, endpoint):
-            return _PlainRoute(path, endpoint, methods=["POST"])
-
-        # (segments, leaf) -> route; the segments before the leaf: [] plain, [method], [models, name],
-        # [models, name, method]
-        self.routes = {
-            (1, "predict-region"): route("/predict-region", predict_region),
-            (1, "contains"): route("/contains", contains),
-            (2, "predict-region"): route("/{method}/predict-region", _predict_region_with),
-            (2, "contains"): route("/{method}/contains", _contains_with),
-            (3, "predict-region"): route("/models/{name}/predict-region", predict_region),
-            (3, "contains"): route("/models/{name}/contains", contains),
-            (4, "predict-region"): route("/models/{name}/{method}/predict-region", _predict_region_with),
-            (4, "contains"): route("/models/{name}/{method}/contains", _contains_with)}
-        self._matched: _PlainRoute | None = None
-
-    def matches(self, scope):
-        if scope["type"] != "http" or scope["method"] != "POST":
-            return Match.NONE, {}
-        path, root = scope["path"], scope.get("root_path", "")
-        if root and path.startswith(root + "/"):  # mounted under a prefix: match what follows it
-            path = path[len(root):]
-        parts = path.split("/")  # "/a/b" -> ["", "a", "b"]
-        n = len(parts) - 1
-        route = self.routes.get((n, parts[-1]))
-        if route is None or parts[0] or not all(parts[1:-1]) or (n >= 3 and parts[1] != "models"):
-            return Match.NONE, {}
-        params = ({} if n == 1 else {"method": parts[1]} if n == 2 else {"name": parts[2]} if n == 3 else
-                  {"name": parts[2], "method": parts[3]})
-        self._matched = route
-        return Match.FULL, {"endpoint": route.endpoint, "route": route,
-                            "path_params": {**scope.get("path_params", {}), **params}}
-
-    @property
-    def path_format(self) -> str | None:
-        """The template of the route matched last (``/models/{name}/contains``): FastAPI's router reads
-        ``path_format`` from the route right after a full match, with no ``await`` between, to name the
-        request's OpenTelemetry span; routing runs on the one event loop, so that is this request's."""
-        return None if self._matched is None else self._matched.path_format
-
-    async def handle(self, scope, receive, send):
-        await scope["route"].app(scope, receive, send)
-
-    def url_path_for(self, name: str, /, **path_params):
-        for route in self.routes.values():
-            try:
-                return route.url_path_for(name, **path_params)
-            except NoMatchFound:
-                pass
-        raise NoMatchFound(name, path_params)

@@ -146,19 +146,24 @@ PATHS = ["/predict-region", "/contains", "/nle/predict-region", "/ge/contains", 
          "/models/site-a/predict-region", "/models/site-a/contains", "/models/BUILDINGID=1/nle/predict-region",
          "/models/a b/ge/contains", "/models/x/y/z/contains", "/other/x/predict-region", "/predict-region/",
          "//predict-region", "/models//contains", "/models/x//contains", "/contains/extra", "/predict", "/",
-         "/lmve/predict-region/", "/model", "/models/x", "/prefix/predict-region"]
+         "/lmve/predict-region/", "/model", "/models/x", "/prefix/predict-region",
+         # the V2 infer routes
+         "/v2/models/s/infer", "/v2/models/BUILDINGID=1/versions/abc/infer", "/v2/models/s/x/infer",
+         "/v2/model/s/infer", "/v1/models/s/infer", "/v2/models//infer", "/v2/models/s/version/abc/infer",
+         "/v2/models/s/versions//infer", "/models/s/x/infer", "/v2/models/s/predict-region", "/x/v2/models/s/infer",
+         "/v2/models/s/infer/", "/v2/infer"]
 
 
 @pytest.mark.parametrize("method", ["POST", "GET"])
 @pytest.mark.parametrize("path", PATHS)
 def test_region_dispatch_matches_like_starlettes_routes(path, method):
-    """service.routers.regions.RegionRoutes looks a path up by its shape; it must answer exactly the
-    requests that Starlette's eight regex routes (tried in order) answer, with the same parameters."""
+    """service.routers.dispatch.InferenceRoutes looks a path up by its shape; it must answer exactly the
+    requests that Starlette's ten regex routes (tried in order) answer, with the same parameters."""
     from starlette.routing import Match
 
-    from service.routers.regions import RegionRoutes
+    from service.routers.dispatch import InferenceRoutes
 
-    dispatch = RegionRoutes()
+    dispatch = InferenceRoutes()
     scope = {"type": "http", "path": path, "root_path": "", "method": method}
     expected = next(((r, child) for r in dispatch.routes.values()
                      for m, child in [r.matches(scope)] if m == Match.FULL), (None, None))
@@ -173,9 +178,9 @@ def test_region_dispatch_matches_like_starlettes_routes(path, method):
 def test_region_dispatch_under_a_root_path():
     from starlette.routing import Match
 
-    from service.routers.regions import RegionRoutes
+    from service.routers.dispatch import InferenceRoutes
 
-    match, child = RegionRoutes().matches({"type": "http", "path": "/api/models/s/nle/contains", "root_path": "/api",
+    match, child = InferenceRoutes().matches({"type": "http", "path": "/api/models/s/nle/contains", "root_path": "/api",
                                            "method": "POST"})
     assert match == Match.FULL and child["path_params"] == {"name": "s", "method": "nle"}
     assert child["route"].path == "/models/{name}/{method}/contains"
@@ -192,9 +197,9 @@ def test_method_not_allowed_and_named_model_routes(client, test_rows):
 
 def test_region_dispatch_names_the_matched_template():
     """FastAPI's telemetry reads ``path_format`` from the route right after it matched (the span's name)."""
-    from service.routers.regions import RegionRoutes
+    from service.routers.dispatch import InferenceRoutes
 
-    dispatch = RegionRoutes()
+    dispatch = InferenceRoutes()
     for path, template in (("/models/a/nle/contains", "/models/{name}/{method}/contains"),
                            ("/predict-region", "/predict-region"), ("/ge/contains", "/{method}/contains")):
         dispatch.matches({"type": "http", "path": path, "root_path": "", "method": "POST"})
