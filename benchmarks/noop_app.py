@@ -1,5 +1,6 @@
-"""The baseline of ``benchmarks/serving.py``: a bare FastAPI app whose region routes parse the same body
-with pydantic and answer ``{}``: what any FastAPI + pydantic service on this machine pays per request.
+"""The baseline of ``benchmarks/serving.py``: a bare FastAPI app whose region routes (and V2 ``infer`` route)
+parse the same body with pydantic and answer ``{}``: what any FastAPI + pydantic service on this machine
+pays per request.
 
     .venv/bin/uvicorn benchmarks.noop_app:app --port 8001
 """
@@ -17,6 +18,21 @@ class Body(BaseModel):
     coverage: float | None = None
 
 
+class V2Input(BaseModel):
+    name: str
+    shape: list[int]
+    datatype: str
+    data: list[float]
+
+
+class V2Body(BaseModel):
+    """The Open Inference Protocol's request, as a FastAPI + pydantic V2 server would declare it."""
+
+    id: str | None = None
+    parameters: dict | None = None
+    inputs: list[V2Input]
+
+
 app = FastAPI()
 
 
@@ -27,6 +43,11 @@ app = FastAPI()
 @app.post("/models/{name}/predict-region")
 @app.post("/models/{name}/contains")
 async def noop(body: Body) -> dict:
+    return {}
+
+
+@app.post("/v2/models/{name}/infer")
+async def noop_v2(body: V2Body) -> dict:
     return {}
 
 

@@ -20,7 +20,9 @@ alternate between the bundle's server and the no-op, so that the shared machine'
 - the per-model routes: the ``default`` bundle served as one of three models of a model repository
   (``--model-repository``, links to the bundle; bundle label ``default (repository of 3)``), single-row
   ``POST /models/{name}/predict-region`` and ``/models/{name}/contains`` over the no-op's on the same body,
-  beside the plain ``/predict-region`` of that server (its default model).
+  beside the plain ``/predict-region`` of that server (its default model), and the Open Inference Protocol's
+  single-row ``POST /v2/models/{name}/infer`` (one FP64 ``features`` tensor, flat data) over the no-op's
+  V2 route on the same body (issue 39).
 
 Writes ``benchmarks/results/serving.{json,md}``: the json is ``{"commit", "command", "date", "machine",
 "rows": [{"bundle", "centre", "route", "scenario", "value"}]}``; the md the same as a table, with the
@@ -144,6 +146,7 @@ def serve_noop() -> tuple[subprocess.Popen, str]:
 REPOSITORY_MODELS = ("site-a", "site-b", "site-c")
 REPOSITORY_ROUTES = {("/models/site-b/predict-region", "single_over_noop", "one"): [],
                      ("/models/site-b/contains", "contains_over_noop", "contains"): [],
+                     ("/v2/models/site-b/infer", "single_over_noop", "v2"): [],
                      ("/predict-region", "single_over_noop", "one"): []}
 
 
@@ -167,7 +170,9 @@ def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args, repo
         return {"features": X[:n].tolist(), **extra,
                 **({"centers": rows["centers"][:n].tolist()} if "centers" in rows.files else {})}
 
-    bodies = {"one": body(1), "contains": body(1, points=Y[:1].tolist()), "256": body(256), "1024": body(1024)}
+    bodies = {"one": body(1), "contains": body(1, points=Y[:1].tolist()), "256": body(256), "1024": body(1024),
+              "v2": {"inputs": [{"name": "features", "shape": [1, X.shape[1]], "datatype": "FP64",
+                                 "data": X[0].tolist()}]}}
     for key, body in bodies.items():
         (tmp / f"{name}-{key}.json").write_text(json.dumps(body))
     label = f"{name} (repository of {len(REPOSITORY_MODELS)})" if repository else name
@@ -230,7 +235,7 @@ def write(rows: list[dict], command: str, args) -> None:
              f"Command: `{command}` at commit `{result['commit']}`, {result['date']}, on this {os.cpu_count()}-core "
              f"machine (client and servers share the cores). {args.rounds} rounds of {args.seconds} s per ratio, "
              "alternating with the no-op (`wrk -t1 -c8`); p99 from one connection, rows/s from two "
-             f"({args.latency_seconds} s each). Targets from issue 32.", "",
+             f"({args.latency_seconds} s each). Targets from issue 32; the V2 `infer` row's from issue 39.", "",
              "| bundle | centre | route | scenario | value | target | met |", "|---|---|---|---|---|---|---|"]
     for row in rows:
         goal = target_of(row)

@@ -22,15 +22,6 @@ def check_row_limit(rows: list, field: str, max_rows: int) -> None:
                        received=f"{len(rows)} rows")
 
 
-def volumes(region) -> np.ndarray:
-    """The regions' volumes (areas for n = 2), computed as :func:`region_rows` computes them (the closed
-    form for finite ellipses, so that both answers agree to the bit)."""
-    shapes = region.shapes
-    if shapes.shape[1] == 2 and all_finite(shapes):
-        return geometry.ellipse_2d(shapes)[0]
-    return region.volume("lebesgue")
-
-
 def region_rows(answer, boundary_points: int | None) -> list[dict]:
     """The JSON rows of a :class:`~models.model.RegionAnswer`'s ellipsoids (numpy values go straight to orjson)."""
     region, method = answer.regions, answer.method

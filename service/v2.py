@@ -30,6 +30,7 @@ INPUTS = ("features", "points", "centers")
 REGION_OUTPUTS = ("center", "shape", "volume")
 CONTAINMENT_OUTPUTS = ("inside", "distance", "p_value")
 OUTPUTS = REGION_OUTPUTS + CONTAINMENT_OUTPUTS
+REGION_OUTPUTS_SET, CONTAINMENT_OUTPUTS_SET = frozenset(REGION_OUTPUTS), frozenset(CONTAINMENT_OUTPUTS)
 BINARY_HINT = ("binary tensor data is not supported: send the data as JSON (tritonclient: "
                "InferInput.set_data_from_numpy(x, binary_data=False))")
 
@@ -163,6 +164,8 @@ class InferCall:
     method: str | None
     id: str | None
     outputs: tuple[str, ...]
+    regions: bool  # an output of predict_region is wanted
+    containment: bool  # an output of assess is wanted
 
     @property
     def rows(self) -> int:
@@ -247,11 +250,13 @@ def decode(request: InferenceRequest) -> InferCall:
         arrays[inp.name] = tensor(inp)
     if "features" not in arrays:
         raise V2Error(400, "input 'features' is missing: FP64 [rows, d], one row per query")
-    params = request.parameters or {}
-    coverage = _parameter(params, "coverage", (int, float), "a number in (0, 1)")
-    method = _parameter(params, "method", str, "a method name, e.g. \"nle\"")
+    params = request.parameters
+    coverage = method = None
+    if params:
+        coverage = _parameter(params, "coverage", (int, float), "a number in (0, 1)")
+        method = _parameter(params, "method", str, "a method name, e.g. \"nle\"")
     points = arrays.get("points")
-    if request.outputs is None:
+    if not request.outputs:
         wanted = OUTPUTS if points is not None else REGION_OUTPUTS
     else:
         wanted = []
@@ -265,7 +270,8 @@ def decode(request: InferenceRequest) -> InferCall:
         wanted = tuple(wanted)
     return InferCall(features=arrays["features"], points=points, centers=arrays.get("centers"),
                      coverage=None if coverage is None else float(coverage), method=method, id=request.id,
-                     outputs=wanted)
+                     outputs=wanted, regions=not REGION_OUTPUTS_SET.isdisjoint(wanted),
+                     containment=not CONTAINMENT_OUTPUTS_SET.isdisjoint(wanted))
 
 
 # ---------------------------------------------------------------------------------------- responses

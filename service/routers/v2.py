@@ -104,12 +104,13 @@ def _infer(call: v2.InferCall, ctx) -> FastJSONResponse:
     t0 = time.perf_counter()
     level, adaptive, thresholds = _level(call.coverage, ctx, call.method)
     values, answer = {}, None
-    if any(name in v2.REGION_OUTPUTS for name in want):
+    if call.regions:
         answer = model.predict_region(call.features, call.method, level, kind="ellipsoid", centers=call.centers,
                                       thresholds=thresholds)
         region = answer.regions
-        values.update(center=region.centers, shape=region.shapes, volume=inference.volumes(region))
-    if any(name in v2.CONTAINMENT_OUTPUTS for name in want):
+        # the closed form's areas, equal to region_rows' to the bit (tests/service/test_v2.py)
+        values.update(center=region.centers, shape=region.shapes, volume=region.volume("lebesgue"))
+    if call.containment:
         assessed = model.assess(call.features, call.points, call.method, level, kind="ellipsoid",
                                 centers=call.centers, thresholds=thresholds)
         values.update(inside=assessed.inside, distance=assessed.distance, p_value=assessed.p_value)
@@ -134,9 +135,13 @@ async def infer(request: Request):
     the thread pool, as the region routes'."""
     ctx = await serving(request)
     _check_version(request, ctx.loaded)
-    if "inference-header-content-length" in request.headers:  # Triton's binary extension: before parsing
-        raise v2.V2Error(400, v2.BINARY_HINT)
-    call = v2.decode(v2.parse_request(await request.body()))
+    try:
+        call = v2.decode(v2.parse_request(await request.body()))
+    except v2.V2Error:
+        # Triton's binary extension (JSON, then raw tensors) fails to parse or decode: say why
+        if any(key == b"inference-header-content-length" for key, _ in request.scope["headers"]):
+            raise v2.V2Error(400, v2.BINARY_HINT) from None
+        raise
     if call.rows <= INLINE_ROWS:
         return _infer(call, ctx)
     return await anyio.to_thread.run_sync(_infer, call, ctx, abandon_on_cancel=True)
