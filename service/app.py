@@ -74,7 +74,9 @@ def _document_request_bodies(app: FastAPI, models) -> None:
             spec = build()
             schemas = spec.setdefault("components", {}).setdefault("schemas", {})
             for m in models:
-                schemas[m.__name__] = m.model_json_schema(ref_template="#/components/schemas/{model}")
+                schema = m.model_json_schema(ref_template="#/components/schemas/{model}")
+                schemas.update(schema.pop("$defs", {}))  # nested models: components of their own
+                schemas[m.__name__] = schema
         return app.openapi_schema
 
     app.openapi = openapi
