@@ -12,6 +12,9 @@ Layout (schema version 2)::
       centre.npz        the centre's arrays (SVR: support vectors, dual coefficients, intercepts)
       calibration.npz   the sorted calibration scores of every method
       <method>.npz      each method's arrays (LMVE: its layers' weights, input box and floor)
+      floors.npz        (optional, ``lmve-train --floor-column``) the floor classifier's arrays, its labels,
+                        and per method the joint calibration's map and scores (:mod:`models.floors`);
+                        the manifest's ``floors`` names the columns, the classifier and the guarantee
 
 Every file is a numpy ``.npz`` read with ``allow_pickle=False``: no file is unpickled, and nothing
 is read before its sha256 matches the manifest. Each method and centre saves and loads itself
@@ -41,6 +44,7 @@ from models import registry
 from models.calibration.conformal import SplitConformalCalibrator
 from models.calibration.recalibration import Recalibration
 from models.exceptions import BundleError
+from models.floors import FloorModel
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
@@ -117,6 +121,11 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         if reg.calibrator_.weights_ is not None:
             scores[f"{name}__weights"] = reg.calibrator_.weights_
     files["calibration.npz"] = npz_bytes(scores)
+    floors = None
+    if model.floors is not None:
+        floor_params, floor_arrays = model.floors.to_arrays()
+        files["floors.npz"] = npz_bytes(floor_arrays)
+        floors = {**floor_params, "file": "floors.npz", "guarantee": floor_guarantee(model)}
     first = next(iter(model.methods.values())).calibrator_
     manifest = {
         "schema_version": SCHEMA_VERSION,
@@ -138,11 +147,22 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         "selection": model.selection,
         "files": {name: sha256_bytes(data) for name, data in sorted(files.items())},
     }
+    if floors is not None:
+        manifest["floors"] = floors
     manifest["bundle_id"] = sha256_bytes(json.dumps(manifest["files"], sort_keys=True).encode())[:16]
     files[MANIFEST] = json.dumps(manifest, indent=2, sort_keys=True).encode()
     write_atomic(Path(path), files)
     model.manifest = manifest
     return manifest
+
+
+def floor_guarantee(model: RegionModel) -> str:
+    """A floor bundle's guarantee in words."""
+    labels = model.floors.labels
+    what = " and ".join(labels.columns)
+    return (f"P[true {what} in `floors` and true position in the ellipse] >= coverage, for a new "
+            f"{'row' if next(iter(model.floors.joint.values())).calibrator.rule == 'rows' else 'row of a new group'}: "
+            "floors and ellipse calibrated together on one joint score (models.floors)")
 
 
 def save_recalibrated(parent: RegionModel, result: Recalibration, out) -> dict:
@@ -271,6 +291,13 @@ def load_bundle(path) -> RegionModel:
                                                        scores.get(f"{name}__weights"), entry["n_calibration"],
                                                        info.get("n_rows", len(scores[name])))
             methods[name] = SplitConformalRegressor.from_fitted(centre, shape, cal, coverage)
+        floors = None
+        if manifest.get("floors"):
+            floors = FloorModel.from_arrays(manifest["floors"], arrays(manifest["floors"]["file"]))
+            unknown = set(floors.joint) - set(methods)
+            if unknown:
+                raise BundleError(f"{path / MANIFEST}: floors calibrate methods the bundle lacks: {sorted(unknown)}",
+                                  path=str(path / MANIFEST))
     except BundleError:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
@@ -278,7 +305,7 @@ def load_bundle(path) -> RegionModel:
                           path=str(path)) from None
     return RegionModel(feature_names=list(manifest["feature_names"]), target_names=list(manifest["target_names"]),
                        scaler_mean=scaler["mean"], scaler_scale=scaler["scale"], methods=methods, coverage=coverage,
-                       manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path))
+                       manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path), floors=floors)
 
 
 def _selection(manifest: dict, path: Path) -> dict:

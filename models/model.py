@@ -21,6 +21,7 @@ from models._validation import all_finite, check_matrix, check_same_rows
 from models.centres import ClientCentre
 from models.exceptions import InputError, UnknownMethodError
 from models.centres.search import shared_distances
+from models.floors import FloorAnswer, FloorModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 
@@ -40,13 +41,17 @@ class Answer:
 @dataclass(frozen=True)
 class RegionAnswer(Answer):
     regions: object  # EllipsoidRegions or BoxRegions
+    #: a floor bundle's floor sets (the ellipse then has the joint threshold); None without floors
+    floors: FloorAnswer | None = None
 
 
 @dataclass(frozen=True)
 class Assessment(Answer):
     inside: np.ndarray    # (N,) bool
     distance: np.ndarray  # (N,) score / alpha_q: <= 1 inside (0 for an unbounded region)
-    p_value: np.ndarray   # (N,) conformal p-values of the points
+    p_value: np.ndarray   # (N,) conformal p-values of the points (joint ones when floors were given)
+    #: (N,) bool, when floors were given: each row's floor in its floor set (``inside`` needs both)
+    floor_inside: np.ndarray | None = None
 
 
 @dataclass
@@ -70,6 +75,10 @@ class RegionModel:
         How the served method was chosen (``order``: the ellipsoid methods the plain routes
         serve, best first, then the fallbacks; the held-out figures that ranked them). Empty: the
         registry's order, LMVE then NLE then GE.
+    floors : FloorModel or None
+        A floor bundle's classifier and joint calibration (:mod:`models.floors`): its ellipsoid regions come
+        with floor sets, and region and floor set together hold the truth with the level's probability.
+        ``None``: regions in the plane alone, as calibrated per method.
     """
 
     feature_names: list[str]
@@ -81,6 +90,7 @@ class RegionModel:
     manifest: dict = field(default_factory=dict)
     preprocess: RSSIFloor | None = None
     selection: dict = field(default_factory=dict)
+    floors: FloorModel | None = None
 
     @property
     def n_features(self) -> int:
@@ -216,30 +226,71 @@ class RegionModel:
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
-        with shared_distances():
+        with shared_distances():  # a kNN centre and kNN floors on the same rows search once
             mu = self._centers(centers, X)
             name, reason, parts = self._first_finite(candidates, X)
+            proba = None if self.floors is None else self.floors.proba(X)
         alpha, level = self._threshold(name, coverage, thresholds)
+        floors = None
+        if proba is not None and name in self.floors.joint:
+            floors, alpha = self.floors.answer(proba, name, self._joint_level(name, level))
         regions = self.methods[name].shape_.region(X, mu, alpha, level, **parts)
-        return RegionAnswer(method=name, fallback_reason=reason, regions=regions)
+        return RegionAnswer(method=name, fallback_reason=reason, regions=regions, floors=floors)
+
+    def _joint_level(self, name: str, level: float) -> float:
+        """The level of the joint calibration: ``level``, at most what the joint calibration attains (an
+        online rule's level can move above it)."""
+        return min(level, self.floors.joint[name].calibrator.max_coverage)
 
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
-               kind: str | None = None, centers=None, thresholds: dict | None = None) -> Assessment:
+               kind: str | None = None, centers=None, thresholds: dict | None = None, floors=None,
+               buildings=None) -> Assessment:
         """Score candidate ``points`` (N, n) once: inside the calibrated region, its scaled distance
-        (``score / alpha_q``) and conformal p-value, from the same method :meth:`predict_region` would use."""
+        (``score / alpha_q``) and conformal p-value, from the same method :meth:`predict_region` would use.
+
+        A floor bundle's region is the ellipse of the joint threshold; with ``floors`` (N,) (and ``buildings``
+        (N,) when its floors are (building, floor) pairs) each row's floor is scored too: ``inside`` when
+        the floor is in the row's floor set and the point in the ellipse, ``p_value`` the joint one, and
+        ``floor_inside`` the floor part alone. Without ``floors``, the point alone against that ellipse and
+        its p-value among the position scores."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
         P = self._points(points, X)
+        codes = self._floor_codes(floors, buildings, X)
         with shared_distances():
             mu = self._centers(centers, X)
             name, reason, parts = self._first_finite(candidates, X)
+            proba = None if self.floors is None else self.floors.proba(X)
         reg = self.methods[name]
         scores = reg.shape_.conformity_scores(X, P - mu, **parts)
-        alpha = self._threshold(name, coverage, thresholds)[0]
+        alpha, level = self._threshold(name, coverage, thresholds)
+        joint = proba is not None and name in self.floors.joint
+        if joint:
+            t, alpha = self.floors.threshold(name, self._joint_level(name, level))
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
-        return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
-                          p_value=reg.calibrator_.p_value(scores))
+        if codes is None or not joint:
+            return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
+                              p_value=reg.calibrator_.p_value(scores))
+        floor_inside = self.floors.sets(proba, t)[np.arange(len(codes)), codes]
+        p_value = self.floors.joint[name].calibrator.p_value(self.floors.joint_scores(name, proba, codes, scores))
+        return Assessment(method=name, fallback_reason=reason, inside=floor_inside & (distance <= 1.0),
+                          distance=distance, p_value=p_value, floor_inside=floor_inside)
+
+    def _floor_codes(self, floors, buildings, X: np.ndarray) -> np.ndarray | None:
+        """The class codes of a request's ``floors`` (and ``buildings``), checked: one per row, known labels."""
+        if floors is None:
+            if buildings is not None:
+                raise InputError("buildings: given without floors; send a floor with each building",
+                                 field="floors", expected=f"{X.shape[0]} floors", received="none")
+            return None
+        if self.floors is None:
+            raise InputError("floors: this bundle was trained without floors (lmve-train --floor-column); leave "
+                             "`floors` out", field="floors", expected="no floors", received=f"{len(floors)} values")
+        if len(floors) != X.shape[0]:
+            raise InputError(f"floors has {len(floors)} values for {X.shape[0]} rows of features; send one floor "
+                             "per row", field="floors", expected=f"{X.shape[0]} values", received=f"{len(floors)}")
+        return self.floors.labels.encode(floors, buildings)
 
     def score_points(self, features, points, centers=None) -> dict[str, np.ndarray]:
         """Every method's conformity scores (N,) of labelled ``points`` (N, n) at raw ``features``
@@ -266,6 +317,11 @@ class RegionModel:
 
         from models.calibration.conformal import check_rule, group_codes, max_coverage
 
+        if self.floors is not None:
+            raise InputError("this bundle calibrates floors and positions jointly; recalibrating it needs the "
+                             "fresh rows' floors, which recalibration does not take yet: retrain with "
+                             "lmve-train --floor-column", field="floors", expected="a bundle without floors",
+                             received="a floor bundle")
         X = self._features(features)
         P = self._points(points, X)
         mu = self._centers(centers, X)

@@ -106,6 +106,44 @@ def make_survey(n_points: int = 100, readings: int = 20, n_beacons: int = 16, n_
             ["x_m", "y_m"])
 
 
+def make_floor_survey(n_points: int = 60, readings: int = 10, n_floors: int = 3, beacons_per_floor: int = 8,
+                      floor_height_m: float = 4.0, floor_loss_db: float = 4.0, crowded: float = 0.25, seed: int = 0):
+    """A survey of a building of ``n_floors`` floors: ``readings`` readings at each of ``n_points`` reference
+    points per floor, every floor with ``beacons_per_floor`` beacons (the same plan).
+
+    A beacon's reading loses ``floor_loss_db`` per floor between it and the reader, on top of the 3-D path
+    loss, so the floor is told by which beacons are strong. A share ``crowded`` of the readings are taken
+    in a crowd (three times the shadowing): their floor and their position are both less certain, the
+    case in which one joint score beats a union bound. The label of a reading is its reference point and
+    its floor.
+
+    Returns ``(X, Y, floor, point_id, feature_names, target_names)`` (``point_id`` unique over floors).
+    """
+    if min(n_points, readings, n_floors, beacons_per_floor) < 1:
+        raise InputError(f"n_points, readings, n_floors and beacons_per_floor must be positive; got {n_points}, "
+                         f"{readings}, {n_floors}, {beacons_per_floor}")
+    rng = np.random.default_rng([seed, 40])
+    cols = int(np.ceil(np.sqrt(n_points * FLOOR[0] / FLOOR[1])))
+    rows = int(np.ceil(n_points / cols))
+    grid = np.array([((i + 0.5) / cols * FLOOR[0], (j + 0.5) / rows * FLOOR[1]) for j in range(rows)
+                     for i in range(cols)])[:n_points]
+    points = np.concatenate([grid + rng.uniform(-0.3, 0.3, size=grid.shape) * (np.array(FLOOR) / [cols, rows])
+                             for _ in range(n_floors)])
+    point_floor = np.repeat(np.arange(n_floors), n_points)
+    point_id = np.repeat(np.arange(n_floors * n_points), readings)
+    Y, floor = points[point_id], point_floor[point_id]
+    B = beacon_layout(beacons_per_floor)
+    flat = np.linalg.norm(Y[:, None, :] - B[None], axis=2)  # (m, beacons) in the plane
+    between = np.abs(floor[:, None, None] - np.arange(n_floors)[None, None, :])  # (m, 1, floors)
+    dist = np.maximum(np.sqrt(flat[:, :, None] ** 2 + (between * floor_height_m) ** 2), 0.5)
+    shadow = _shadowing(Y) * np.where(rng.random(len(Y)) < crowded, 3.0, 1.0)
+    noise = rng.normal(size=dist.shape) * shadow[:, None, None]
+    rssi = -45.0 - 22.0 * np.log10(dist) - floor_loss_db * between + noise
+    X = np.maximum(rssi, -100.0).transpose(0, 2, 1).reshape(len(Y), n_floors * beacons_per_floor)
+    names = [f"f{f}_beacon_{i + 1:02d}" for f in range(n_floors) for i in range(beacons_per_floor)]
+    return X, np.round(Y, 2), floor, point_id, names, ["x_m", "y_m"]
+
+
 def make_queries(n: int, n_beacons: int = 16, n_devices: int = 5, device_sd_db: float = 3.0, seed: int = 1,
                  survey_seed: int = 0):
     """Readings at ``n`` uniform positions of the floor (between a survey's reference points), with
