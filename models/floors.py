@@ -374,6 +374,8 @@ class FloorModel:
     joint : dict of str -> JointCalibration
     selection : dict
         How the classifier was chosen (the candidates' cross-validated figures).
+    metrics : dict
+        Held-out figures per method, as training measured them.
     """
 
     classifier: object
@@ -381,6 +383,8 @@ class FloorModel:
     floor_map: RankMap
     joint: dict = field(default_factory=dict)
     selection: dict = field(default_factory=dict)
+    #: held-out figures per method (joint coverage, floor hit rate, set size, area), as training measured them
+    metrics: dict = field(default_factory=dict)
 
     def proba(self, X: np.ndarray) -> np.ndarray:
         """(N, K) class probabilities of standardised rows ``X``."""
@@ -438,7 +442,7 @@ class FloorModel:
                 arrays[f"{name}__weights"] = cal.weights_
             methods[name] = {"rule": cal.rule, "n_calibration": cal.n_calibration_, "n_rows": cal.n_rows_}
         params = {"classifier": {"type": self.classifier.name, "params": clf_params}, **label_params,
-                  "methods": methods, "selection": self.selection}
+                  "methods": methods, "selection": self.selection, "metrics": self.metrics}
         return params, arrays
 
     @classmethod
@@ -458,4 +462,5 @@ class FloorModel:
                                                        arrays.get(f"{name}__weights"), info["n_calibration"],
                                                        info["n_rows"])
             joint[name] = JointCalibration(RankMap(**sub(f"{name}__map__")), cal)
-        return cls(classifier, labels, floor_map, joint, dict(params.get("selection") or {}))
+        return cls(classifier, labels, floor_map, joint, dict(params.get("selection") or {}),
+                   dict(params.get("metrics") or {}))

@@ -150,6 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folds of the train part whose out-of-fold rows join the test part in that choice (default "
                         "3; each costs one more fit of every ellipsoid method, LMVE's the longest); 0: the test part "
                         "alone")
+    p.add_argument("--floor-column", metavar="COL", default=None,
+                   help="the label column of each row's floor (FLOOR on UJIIndoorLoc, floor on --dataset floors; "
+                        "with --csv any column, never a feature): the bundle then answers a set of floors beside "
+                        "each ellipse, with P[true floor in the set and true position in the ellipse] >= coverage "
+                        "from one joint calibration")
+    p.add_argument("--building-column", metavar="COL", default=None,
+                   help="with --floor-column: the column of each row's building (BUILDINGID); the floors are then "
+                        "(building, floor) pairs")
+    p.add_argument("--floor-classifier", choices=("auto", "knn", "logistic"), default="auto",
+                   help="with --floor-column: the floor classifier, auto (default: the one of smallest "
+                        "cross-validated Brier score on the train part), knn or logistic")
     p.add_argument("--split-by", metavar="COL", default=None,
                    help="one model per value of the label column COL (a building, a site), each trained alone and "
                         "written as OUT/<COL>=<value>/ (a bundle), with OUT/repository.json: a model repository for "
@@ -193,6 +204,8 @@ def _run(args) -> int:
                          rssi_floor=args.rssi_floor, primary=args.primary, primary_folds=args.primary_folds,
                          centre_screen_rows=_screen_setting(args.centre_screen),
                          calibrate_across=tuple(args.calibrate_across or ()), across_mode=args.across_mode,
+                         floor_column=args.floor_column, building_column=args.building_column,
+                         floor_classifier=args.floor_classifier,
                          **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
                          **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
     for name in args.centre_candidates or ():
@@ -225,6 +238,8 @@ def _run(args) -> int:
     if result.split.across:
         print(f"calibrated across: {across_line(result.split.across)}")
     print(f"guarantee: {calibration['guarantee']}")
+    if result.model.floors is not None:
+        print(f"floors: {floor_line(result.model)}")
     print(f"centre: {centre_line(result.centre)}")
     print(f"RSSI preprocessing: {training['preprocess']}")
     print(f"\nbundle  {out / 'bundle'}  (id {manifest['bundle_id']})\nreport  {out / 'report.md'}\n"
@@ -247,6 +262,10 @@ def _fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Sta
                 "rows": {"train": len(result.split.train), "calibration": len(result.split.calibration),
                          "test": len(result.split.test)}}
     calibration = guarantee(dataset, result, grouped)
+    if result.model.floors is not None:
+        what = " and ".join(result.model.floors.labels.columns)
+        calibration["guarantee"] = (f"jointly with the {what}: {calibration['guarantee']}, for the true {what} in "
+                                    "the floor set and the true position in the ellipse together")
     with meter.stage("save bundle"):
         manifest = save_bundle(result.model, bundle, dataset=dataset.info, metrics=result.metrics,
                                training=training, calibration=calibration)
@@ -301,7 +320,8 @@ def _load(args):
     if args.csv is not None:
         if not args.targets:
             raise LMVEError("--csv needs --targets, e.g. --targets x,y")
-        labels = [*(args.calibrate_across or ()), *([args.split_by] if args.split_by else [])]
+        labels = [*(args.calibrate_across or ()), *([args.split_by] if args.split_by else []),
+                  *(c for c in (args.building_column, args.floor_column) if c)]
         dataset = load_csv(args.csv, args.targets, args.features, groups=group_cols,
                            centre_columns=args.centre_columns, meta_columns=list(dict.fromkeys(labels)) or None)
     else:
@@ -359,6 +379,17 @@ def guarantee(dataset, result, grouped: bool) -> dict:
     if result.split.adjustment:
         out["split_adjustment"] = result.split.adjustment
     return out
+
+
+def floor_line(model) -> str:
+    """The floor part in one line: the classifier, and the served method's held-out figures."""
+    floors = model.floors
+    sel = floors.selection
+    m = floors.metrics.get(model.primary_method, {})
+    figures = (f"; test: joint coverage {100 * m['joint_coverage']:.1f} %, top floor right {100 * m['floor_hit_rate']:.1f} %, "
+               f"{m['set_size_mean']:.2f} floors per set" if m else "")
+    return (f"{len(floors.labels)} classes of {'/'.join(floors.labels.columns)}, classifier {sel.get('chosen')} "
+            f"({sel.get('rule')}, {sel.get('selected_by')}){figures}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,9 +19,10 @@ from training import synthetic
 from training.settings import TrainingSettings
 
 PAPER_DATASETS = ("enb", "ble_rssi", "indoor_localization", "residential_building")
-#: built-in data that needs no download: the default survey, and a follow-up study of 35 subjects
-#: (few groups: lmve-train moves whole subjects into calibration to reach the level)
-DATASETS = ("synthetic", "visits", *PAPER_DATASETS)
+#: built-in data that needs no download: the default survey, a follow-up study of 35 subjects
+#: (few groups: lmve-train moves whole subjects into calibration to reach the level), and a survey of a
+#: three-floor building (its ``floor`` column: lmve-train --floor-column floor)
+DATASETS = ("synthetic", "visits", "floors", *PAPER_DATASETS)
 
 #: rows needed for the split protocol: NLE needs floor(0.81 m / 20) >= 1 neighbour and
 #: LMVE 20 fitting + 10 held-out train rows; the calibration part then has >= 5 rows.
@@ -138,7 +139,7 @@ def _pipe_csv(folder: Path, target_scale: float) -> tuple[np.ndarray, np.ndarray
 
 
 def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int = 0) -> Dataset:
-    """Load one of :data:`DATASETS` (``synthetic`` and ``visits`` need no data directory)."""
+    """Load one of :data:`DATASETS` (``synthetic``, ``visits`` and ``floors`` need no data directory)."""
     import pandas as pd
 
     if name == "synthetic":  # a survey: 5 readings at each of n_samples / 5 reference points
@@ -150,6 +151,10 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
         digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
         return with_groups(Dataset("visits", X, Y, fn, tn, digest, meta={"subject": subject}),
                            {"subject": subject}, "subject")
+    if name == "floors":  # 3 floors x n_samples / 30 reference points x 10 readings
+        X, Y, floor, _, fn, tn = synthetic.make_floor_survey(n_points=max(n_samples // 30, 3), readings=10, seed=seed)
+        digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
+        return Dataset("floors", X, Y, fn, tn, digest, meta={"floor": floor})
     if name not in PAPER_DATASETS:
         raise InputError(f"dataset must be one of {', '.join(DATASETS)}; got {name!r}")
     root = _data_dir(data_dir) / name

@@ -136,3 +136,14 @@ def floor_metrics(member: np.ndarray, P: np.ndarray, codes: np.ndarray, inside: 
             "position_coverage": float(np.mean(inside)), "floor_hit_rate": float(np.mean(P.argmax(axis=1) == codes)),
             "set_size_mean": float(size.mean()), "area_mean": float(np.mean(area)),
             "region_mean": float(np.mean(size * area)), "n_test": int(len(codes))}
+
+
+def held_out_floor_metrics(model, X_raw: np.ndarray, Y: np.ndarray, codes: np.ndarray, centers=None) -> dict:
+    """Per ellipsoid method of a floor model, :func:`floor_metrics` of its answers on raw test rows."""
+    out = {}
+    for name in model.floors.joint:
+        answer = model.predict_region(X_raw, method=name, centers=centers)
+        region = answer.regions
+        out[name] = floor_metrics(answer.floors.member, answer.floors.proba, codes, region.contains(Y),
+                                  region.volume("lebesgue"))
+    return out

@@ -108,6 +108,14 @@ class TrainConfig:
     #: training unit by a model of its unit fold (all units calibrate; approximate), "held-out" only
     #: units held out of training (exact with 9 or more at 0.9; few units in a survey)
     across_mode: str = "cross-fit"
+    #: the per-row label column (``Dataset.meta``) holding each row's floor: the bundle then answers a floor set
+    #: beside each ellipse, both calibrated on one joint score (training.floors, models.floors). None: off
+    floor_column: str | None = None
+    #: with ``floor_column``: the column of each row's building (the floors are then (building, floor) pairs)
+    building_column: str | None = None
+    #: the floor classifier: "auto" (the candidate of smallest cross-validated Brier score) or one of
+    #: models.floors.CLASSIFIERS
+    floor_classifier: str = "auto"
 
     def grouped(self, dataset) -> bool:
         return self.use_groups and getattr(dataset, "groups", None) is not None
@@ -266,6 +274,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         raise InputError(f"the candidate stack blends the other candidates, so it needs at least two of them; got "
                          f"{', '.join(config.centre_candidates)}", field="centre_candidates",
                          expected="stack with at least two other candidates", received=", ".join(others) or "none")
+    floor_classes = _floor_classes(dataset, config)
     X, Y = dataset.X, dataset.Y
     grouped = config.grouped(dataset)
     groups = dataset.groups if grouped else None
@@ -333,9 +342,26 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     model = RegionModel(feature_names=list(dataset.feature_names), target_names=list(dataset.target_names),
                         scaler_mean=scaler.mean_.copy(), scaler_scale=scaler.scale_.copy(), methods=methods,
                         coverage=eta, preprocess=preprocess)
+    if floor_classes is not None:
+        from training.floors import conformalize_floors, fit_floors
+
+        labels, codes = floor_classes
+        with meter.stage("floors"):
+            cal_groups = None if groups is None else np.asarray(groups)[split.calibration]
+            model.floors = conformalize_floors(
+                fit_floors(Xs[split.train], codes[split.train], labels, config.floor_classifier, folds=k or 5,
+                           groups=train_groups, seed=config.seed),
+                methods, Xs[split.train], Y[split.train] - centers[split.train], Xs[split.calibration],
+                Y[split.calibration] - centers[split.calibration], codes[split.calibration], rule, cal_groups,
+                config.seed)
     test_centers = None if dataset.centers is None else dataset.centers[split.test]
     with meter.stage("test"):
         metrics = evaluate(model, dataset.X[split.test], Y[split.test], centers=test_centers)
+        if floor_classes is not None:
+            from training.floors import held_out_floor_metrics
+
+            model.floors.metrics = held_out_floor_metrics(model, dataset.X[split.test], Y[split.test],
+                                                          floor_classes[1][split.test], test_centers)
     for name in metrics:
         metrics[name]["fit_seconds"] = timings[name]
     centre_info["test"] = centre_errors(Y[split.test], centers[split.test])
@@ -368,6 +394,26 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
                                      ([train_groups] if oof else []) + [np.asarray(groups)[rows]]))
     return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
                        stages=meter.stages)
+
+
+def _floor_classes(dataset: Dataset, config: TrainConfig):
+    """``(labels, codes)`` of ``config.floor_column`` (and ``building_column``), checked before any fit; ``None``
+    without floors."""
+    if config.floor_column is None:
+        if config.building_column is not None:
+            raise InputError("--building-column pairs buildings with floors; name the floors with --floor-column",
+                             field="--building-column", expected="with --floor-column", received="alone")
+        return None
+    if config.calibrate_across:
+        raise InputError("--floor-column and --calibrate-across do not combine yet: the joint calibration of floors "
+                         "is for rows (or groups) held out of training, not cross-fitted units", field="--floor-column",
+                         expected="no --calibrate-across", received=f"--calibrate-across {','.join(config.calibrate_across)}")
+    from models.floors import make_classifier
+    from training.floors import floor_labels
+
+    if config.floor_classifier != "auto":
+        make_classifier(config.floor_classifier)
+    return floor_labels(dataset, config.floor_column, config.building_column)
 
 
 def _units(rows: np.ndarray, groups) -> int:

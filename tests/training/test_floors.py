@@ -95,3 +95,55 @@ def test_joint_coverage_at_new_groups_over_200_random_group_splits(survey):
         joint.append(one_split(survey, tr, ca, te, seed, groups=point)[0])
     j = summary(joint)
     assert ETA <= j["joint_coverage"] <= ETA + 2 / (M + 1), j
+
+
+@pytest.fixture(scope="module")
+def floor_bundle(tmp_path_factory):
+    from training.cli import main
+
+    out = tmp_path_factory.mktemp("floors")
+    assert main(["--dataset", "floors", "--floor-column", "floor", "--methods", "ge,nle", "--groups", "none",
+                 "--out", str(out), "--quiet"]) == 0
+    return out / "bundle"
+
+
+def test_lmve_train_writes_a_floor_bundle_that_answers_floor_sets(floor_bundle, capsys):
+    from models.bundle import load_bundle
+    from training.datasets import load_dataset
+
+    model = load_bundle(floor_bundle)
+    floors = model.manifest["floors"]
+    assert floors["file"] == "floors.npz" and floors["columns"] == ["floor"]
+    assert floors["selection"]["chosen"] in ("knn", "logistic") and set(floors["selection"]["cv"]) == {"knn", "logistic"}
+    assert set(floors["methods"]) == {"ge", "nle"} and "true floor in `floors`" in floors["guarantee"]
+    assert "jointly with the floor" in model.manifest["calibration"]["guarantee"]
+    for figures in floors["metrics"].values():
+        assert 0.8 <= figures["joint_coverage"] <= 1.0 and figures["set_size_mean"] >= 1.0
+    ds = load_dataset("floors", seed=7)  # another draw of the same building: new readings
+    answer = model.predict_region(ds.X)
+    rows = answer.floors.rows()
+    assert all(r and r[0]["probability"] >= r[-1]["probability"] for r in rows)
+    assert {f["floor"] for r in rows for f in r} <= {0, 1, 2}
+    # the ellipse is the joint one: its threshold is G_M^-1(t_q), not the position calibration's own
+    t, alpha = model.floors.threshold(answer.method, model.coverage)
+    assert answer.regions.alpha_q == alpha != model.methods[answer.method].alpha_q_
+    assess = model.assess(ds.X, ds.Y, floors=ds.meta["floor"])
+    np.testing.assert_array_equal(assess.floor_inside, answer.floors.member[np.arange(len(ds.Y)), ds.meta["floor"]])
+    np.testing.assert_array_equal(assess.inside, assess.floor_inside & answer.regions.contains(ds.Y))
+    alone = model.assess(ds.X, ds.Y)  # no floors: the point against the same ellipse
+    assert alone.floor_inside is None
+    np.testing.assert_array_equal(alone.inside, answer.regions.contains(ds.Y))
+
+
+def test_floor_flags_are_checked_before_any_fit(tmp_path, capsys):
+    from training.cli import main
+
+    base = ["--dataset", "floors", "--methods", "ge", "--out", str(tmp_path / "x"), "--quiet"]
+    assert main([*base, "--floor-column", "FLOOR"]) != 0
+    assert "--floor-column FLOOR: the data has no such per-row column; its label columns are floor" in \
+        capsys.readouterr().err
+    assert main([*base, "--building-column", "floor"]) != 0
+    assert "name the floors with --floor-column" in capsys.readouterr().err
+    assert main([*base, "--floor-column", "floor", "--calibrate-across", "floor"]) != 0
+    assert "do not combine yet" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
