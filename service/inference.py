@@ -2,7 +2,8 @@
 
 Input checks live in :class:`models.model.RegionModel` (one check per request, errors naming the
 field); this module adds only what is the service's own: the row limit (413) and the response
-geometry (volume, semi-axes, orientation, boundary) computed once over the whole batch.
+geometry (volume, semi-axes, orientation, boundary) computed once over the whole batch, and a floor
+bundle's floor sets.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ def region_rows(answer, boundary_points: int | None) -> list[dict]:
     boundary = geometry.boundary_points(centers, shapes, boundary_points, closed=True) if boundary_points else None
     semi_axes = np.ascontiguousarray(semi_axes)
     eta = region.coverage
-    return [{"center": centers[i], "shape": shapes[i], "volume": volumes[i], "coverage": eta, "method": method,
+    rows = [{"center": centers[i], "shape": shapes[i], "volume": volumes[i], "coverage": eta, "method": method,
              "semi_axes": semi_axes[i], "orientation": None if orientation is None else orientation[i],
              "boundary": None if boundary is None else boundary[i]} for i in range(len(centers))]
+    if answer.floors is not None:  # a floor bundle: each ellipse with its floor set (absent otherwise)
+        for row, floors in zip(rows, answer.floors.rows()):
+            row["floors"] = floors
+    return rows

@@ -25,6 +25,13 @@ class PredictRegionRequest(BaseModel):
                               "/models/{name}/...); default: the default model")
 
 
+class FloorCandidate(BaseModel):
+    building: int | str | None = Field(default=None, description="the building (bundles trained with "
+                                       "--building-column only)")
+    floor: int | str = Field(description="the floor, as the training data's floor column spells it")
+    probability: float = Field(description="the classifier's probability of this floor (building and floor)")
+
+
 class Region(BaseModel):
     center: list[float] = Field(description="centre mu(x)")
     shape: list[list[float]] = Field(description="calibrated C: region = {y : (y-c)^T C^-1 (y-c) <= 1}")
@@ -35,6 +42,10 @@ class Region(BaseModel):
     orientation: float | None = Field(description="angle of the major axis from the first target axis, "
                                                   "radians in (-pi/2, pi/2] (n = 2 only)")
     boundary: list[list[float]] | None = Field(default=None, description="closed polygon (first point repeated)")
+    floors: list[FloorCandidate] | None = Field(
+        default=None, description="a floor bundle's floor set (absent otherwise), most probable first: the true "
+                                  "floor is in it and the true position in the ellipse with probability `coverage`, "
+                                  "jointly")
 
 
 class PredictRegionResponse(BaseModel):
@@ -49,6 +60,8 @@ class PredictRegionResponse(BaseModel):
     adaptive: bool = Field(default=False, description="true when the adaptive mode chose `effective_coverage`")
     bundle_id: str
     model: str = Field(description="the model that answered")
+    guarantee: str | None = Field(default=None, description="a floor bundle's joint guarantee in words (absent "
+                                                           "for bundles without floors)")
 
 
 class ContainsRequest(BaseModel):
@@ -62,14 +75,22 @@ class ContainsRequest(BaseModel):
     coverage: float | None = None
     centers: Matrix | None = Field(default=None, description="your own position estimate per row (N, n), required "
                                    "by a bundle trained with --centre-columns and refused by the others")
+    floors: list[int | str] | None = Field(default=None, description="a floor bundle only: each point's floor "
+                                           "(N,); then `inside` needs the floor in the row's floor set too")
+    buildings: list[int | str] | None = Field(default=None, description="each point's building (N,), with "
+                                              "`floors`, for a bundle trained with --building-column")
     model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
                               "/models/{name}/...); default: the default model")
 
 
 class ContainsResult(BaseModel):
-    inside: bool
+    inside: bool = Field(description="the point in its row's ellipse (and, when `floors` were sent, the floor in "
+                                     "the row's floor set)")
     distance: float = Field(description="scaled Mahalanobis distance; <= 1 inside")
-    p_value: float = Field(description="conformal p-value of the point: (1 + #{alpha_i >= M}) / (m + 1)")
+    p_value: float = Field(description="conformal p-value of the point: (1 + #{alpha_i >= M}) / (m + 1); with "
+                                       "`floors`, of the joint score")
+    floor_inside: bool | None = Field(default=None, description="the floor in the row's floor set (present only "
+                                                                "when the request sent `floors`)")
 
 
 class ContainsResponse(BaseModel):
@@ -82,6 +103,8 @@ class ContainsResponse(BaseModel):
     adaptive: bool = False
     bundle_id: str
     model: str = Field(description="the model that answered")
+    guarantee: str | None = Field(default=None, description="a floor bundle's joint guarantee in words (absent "
+                                                           "for bundles without floors)")
 
 
 class MethodInfo(BaseModel):
@@ -119,6 +142,9 @@ class ModelInfo(BaseModel):
                                                            "cross-validated errors), or the client's estimate columns")
     requires_centers: bool = Field(default=False, description="true: every request must bring `centers`, the "
                                                               "client's own estimates (a --centre-columns bundle)")
+    floors: dict | None = Field(default=None, description="a floor bundle's floor part (null without floors): "
+                                "its `columns`, `labels`, `classifier` and how it was chosen (`selection`), the "
+                                "held-out `metrics` per method and the joint `guarantee`")
     preprocess: str | None = Field(default=None, description="the fitted preprocessing step applied to features")
     created_at: str | None = None
     versions: dict = {}

@@ -28,7 +28,7 @@ async def describe(loaded: Loaded, monitor: Monitor) -> ModelInfo:
                               for k, v in m["methods"].items()},
                      metrics=m.get("metrics", {}), calibration=m.get("calibration", {}),
                      centre={"type": m["centre"]["type"], **_centre_choice(m)},
-                     requires_centers=model.requires_centers,
+                     requires_centers=model.requires_centers, floors=_floors(model),
                      preprocess=(m.get("preprocess") or {}).get("description"),
                      created_at=m.get("created_at"), versions=m.get("versions", {}),
                      feedback=await anyio.to_thread.run_sync(monitor.summary, loaded), worker_pid=os.getpid())
@@ -50,3 +50,14 @@ def _centre_choice(manifest: dict) -> dict:
     """How the centre was chosen, as ``lmve-train`` recorded it (older bundles: nothing)."""
     choice = manifest.get("training", {}).get("centre")
     return choice if isinstance(choice, dict) else {}
+
+
+def _floors(model) -> dict | None:
+    """A floor bundle's floor part for ``GET /model``: the manifest's entry and the labels it knows."""
+    if model.floors is None:
+        return None
+    entry = model.manifest["floors"]
+    labels = model.floors.labels
+    return {"columns": entry["columns"], "labels": [labels.label(k) for k in range(len(labels.values))],
+            "classifier": entry["classifier"], "selection": entry.get("selection", {}),
+            "metrics": entry.get("metrics", {}), "guarantee": entry["guarantee"]}

@@ -57,22 +57,28 @@ def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
     t0 = time.perf_counter()
     level, adaptive, thresholds = _level(body.coverage, ctx, method)
     answer = model.assess(body.features, body.points, method, level, kind="ellipsoid", centers=body.centers,
-                          thresholds=thresholds)
+                          thresholds=thresholds, floors=body.floors, buildings=body.buildings)
     results = [{"inside": i, "distance": d, "p_value": p} for i, d, p in
                zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist())]  # plain floats: cheap
+    if answer.floor_inside is not None:
+        for row, floor_inside in zip(results, answer.floor_inside.tolist()):
+            row["floor_inside"] = floor_inside
     return _respond("contains", "results", results, answer, body, ctx, t0, level, adaptive, thresholds)
 
 
 def _respond(route: str, key: str, rows: list, answer, body, ctx: Serving, t0: float, level, adaptive,
              thresholds) -> FastJSONResponse:
     """The response of both region routes: ``rows`` under ``key``, the method that answered (and why
-    it fell back), the levels asked for and served, and the bundle; the request observed in the metrics."""
+    it fell back), the levels asked for and served, the bundle, and a floor bundle's joint guarantee;
+    the request observed in the metrics."""
     _observe(ctx.metrics, route, ctx.loaded.name, answer, len(rows), t0)
-    return FastJSONResponse({key: rows, "method": answer.method, "fallback": answer.fallback,
-                             "fallback_reason": answer.fallback_reason,
-                             "coverage": body.coverage if body.coverage is not None else ctx.loaded.model.coverage,
-                             "effective_coverage": _effective(level, answer, ctx, thresholds),
-                             "adaptive": adaptive, "bundle_id": ctx.loaded.version, "model": ctx.loaded.name})
+    out = {key: rows, "method": answer.method, "fallback": answer.fallback, "fallback_reason": answer.fallback_reason,
+           "coverage": body.coverage if body.coverage is not None else ctx.loaded.model.coverage,
+           "effective_coverage": _effective(level, answer, ctx, thresholds),
+           "adaptive": adaptive, "bundle_id": ctx.loaded.version, "model": ctx.loaded.name}
+    if ctx.loaded.model.floors is not None:  # a floor bundle states its joint guarantee
+        out["guarantee"] = ctx.loaded.model.manifest["floors"]["guarantee"]
+    return FastJSONResponse(out)
 
 
 def _effective(level, answer, ctx: Serving, thresholds) -> float:
