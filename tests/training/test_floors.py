@@ -116,6 +116,13 @@ def test_lmve_train_writes_a_floor_bundle_that_answers_floor_sets(floor_bundle, 
     assert floors["file"] == "floors.npz" and floors["columns"] == ["floor"]
     assert floors["selection"]["chosen"] in ("knn", "logistic") and set(floors["selection"]["cv"]) == {"knn", "logistic"}
     assert set(floors["methods"]) == {"ge", "nle"} and "true floor in `floors`" in floors["guarantee"]
+    # each candidate at the best point of its grid; the chosen one refitted with those parameters
+    knn = floors["selection"]["cv"]["knn"]
+    assert set(knn["grid"]) == {"n_neighbors=5", "n_neighbors=10", "n_neighbors=20"}
+    assert knn["brier"] == min(knn["grid"].values()) == knn["grid"][f"n_neighbors={knn['params']['n_neighbors']}"]
+    chosen = floors["selection"]["chosen"]
+    assert floors["selection"]["params"] == floors["selection"]["cv"][chosen]["params"]
+    assert floors["classifier"]["params"].items() >= floors["selection"]["params"].items()
     assert "jointly with the floor" in model.manifest["calibration"]["guarantee"]
     for figures in floors["metrics"].values():
         assert 0.8 <= figures["joint_coverage"] <= 1.0 and figures["set_size_mean"] >= 1.0
