@@ -179,7 +179,7 @@ def write(rows: list[dict], records: list[dict], args) -> None:
                      f"{r['area_mean']:.0f} | {fmt(r['region_mean'], '.0f')} |")
     lines += ["", f"Floor classifier (`--floor-classifier {args.floor_classifier}`), splits per choice: "
               + "; ".join(f"{p}: " + ", ".join(f"{k} x{n}" for k, n in sorted(c.items())) for p, c in chosen.items())
-              + (f"; cross-validated Brier scores of the candidates on the first split: "
+              + ("; cross-validated Brier scores of the candidates on the first split: "
                  + ", ".join(f"{k} {v['brier']:.4f}" + (f" ({', '.join(f'{p} {b:.4f}' for p, b in v['grid'].items())})"
                                                          if "grid" in v else "") for k, v in cv.items())
                  if cv else "") + ".",
