@@ -15,6 +15,10 @@ Layout (schema version 2)::
       floors.npz        (optional, ``lmve-train --floor-column``) the floor classifier's arrays, its labels,
                         and per method the joint calibration's map and scores (:mod:`models.floors`);
                         the manifest's ``floors`` names the columns, the classifier and the guarantee
+      survey.npz        (optional) the surveyed positions and a few held-out rows, for the viewer
+                        (:mod:`models.survey`); the manifest's ``survey`` counts them
+
+The manifest's optional ``crs`` declares the targets' coordinate reference system (:mod:`models.geo`).
 
 Every file is a numpy ``.npz`` read with ``allow_pickle=False``: no file is unpickled, and nothing
 is read before its sha256 matches the manifest. Each method and centre saves and loads itself
@@ -43,11 +47,13 @@ import numpy as np
 from models import registry
 from models.calibration.conformal import SplitConformalCalibrator
 from models.calibration.recalibration import Recalibration
-from models.exceptions import BundleError
+from models.exceptions import BundleError, InputError
 from models.floors import FloorModel
+from models.geo import TargetCRS
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.survey import Survey
 
 SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
@@ -126,6 +132,9 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         floor_params, floor_arrays = model.floors.to_arrays()
         files["floors.npz"] = npz_bytes(floor_arrays)
         floors = {**floor_params, "file": "floors.npz", "guarantee": floor_guarantee(model)}
+    if model.survey is not None:
+        survey_info, survey_arrays = model.survey.to_arrays()
+        files["survey.npz"] = npz_bytes(survey_arrays)
     first = next(iter(model.methods.values())).calibrator_
     manifest = {
         "schema_version": SCHEMA_VERSION,
@@ -149,6 +158,10 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
     }
     if floors is not None:
         manifest["floors"] = floors
+    if model.crs is not None:
+        manifest["crs"] = model.crs.to_manifest()
+    if model.survey is not None:
+        manifest["survey"] = {**survey_info, "file": "survey.npz"}
     manifest["bundle_id"] = sha256_bytes(json.dumps(manifest["files"], sort_keys=True).encode())[:16]
     files[MANIFEST] = json.dumps(manifest, indent=2, sort_keys=True).encode()
     write_atomic(Path(path), files)
@@ -298,6 +311,16 @@ def load_bundle(path) -> RegionModel:
             if unknown:
                 raise BundleError(f"{path / MANIFEST}: floors calibrate methods the bundle lacks: {sorted(unknown)}",
                                   path=str(path / MANIFEST))
+        crs = None
+        if manifest.get("crs"):
+            try:
+                crs = TargetCRS.from_manifest(manifest["crs"])
+            except InputError as exc:
+                raise BundleError(f"{path / MANIFEST}: its crs cannot be used: {exc}", path=str(path / MANIFEST)) from None
+        survey = None
+        if manifest.get("survey"):
+            file = manifest["survey"]["file"]
+            survey = Survey.from_arrays(arrays(file), int(manifest["d"]), int(manifest["n"]), str(path / file))
     except BundleError:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
@@ -305,7 +328,8 @@ def load_bundle(path) -> RegionModel:
                           path=str(path)) from None
     return RegionModel(feature_names=list(manifest["feature_names"]), target_names=list(manifest["target_names"]),
                        scaler_mean=scaler["mean"], scaler_scale=scaler["scale"], methods=methods, coverage=coverage,
-                       manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path), floors=floors)
+                       manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path), floors=floors,
+                       crs=crs, survey=survey)
 
 
 def _selection(manifest: dict, path: Path) -> dict:

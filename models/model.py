@@ -22,8 +22,10 @@ from models.centres import ClientCentre
 from models.exceptions import InputError, UnknownMethodError
 from models.centres.search import shared_distances
 from models.floors import FloorAnswer, FloorModel
+from models.geo import TargetCRS
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.survey import Survey
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ class RegionModel:
         A floor bundle's classifier and joint calibration (:mod:`models.floors`): its ellipsoid regions come
         with floor sets, and region and floor set together hold the truth with the level's probability.
         ``None``: regions in the plane alone, as calibrated per method.
+    crs : TargetCRS or None
+        The targets' coordinate reference system (:mod:`models.geo`): map clients get WGS84 polygons and
+        ground metres. ``None``: plane coordinates only.
+    survey : Survey or None
+        Where the survey's rows were and a few held-out rows (:mod:`models.survey`), for the viewer.
     """
 
     feature_names: list[str]
@@ -91,6 +98,8 @@ class RegionModel:
     preprocess: RSSIFloor | None = None
     selection: dict = field(default_factory=dict)
     floors: FloorModel | None = None
+    crs: TargetCRS | None = None
+    survey: Survey | None = None
 
     @property
     def n_features(self) -> int:
@@ -347,7 +356,7 @@ class RegionModel:
         return RegionModel(feature_names=list(self.feature_names), target_names=list(self.target_names),
                            scaler_mean=self.scaler_mean, scaler_scale=self.scaler_scale, methods=methods,
                            coverage=self.coverage, manifest={}, preprocess=self.preprocess,
-                           selection=dict(self.selection))
+                           selection=dict(self.selection), crs=self.crs, survey=self.survey)
 
     def predict_center(self, features, centers=None) -> np.ndarray:
         """(N, n) centres for raw ``features`` (a client-centre bundle: the checked ``centers``)."""

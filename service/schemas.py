@@ -23,6 +23,11 @@ class PredictRegionRequest(BaseModel):
                                    "by a bundle trained with --centre-columns and refused by the others")
     model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
                               "/models/{name}/...); default: the default model")
+    format: Literal["json", "geojson"] | None = Field(
+        default=None, description="geojson: an RFC 7946 FeatureCollection (as `Accept: application/geo+json`), one "
+                                  "Feature per row: the ellipse as a Polygon (WGS84 when the bundle declares a CRS), "
+                                  "with `accuracy_m`, `area_m2`, `semi_axes`, `orientation`, `coverage` and `floors`; "
+                                  "default: json, or geojson when the Accept header asks for it")
 
 
 class FloorCandidate(BaseModel):

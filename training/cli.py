@@ -161,6 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--floor-classifier", choices=("auto", "knn", "logistic"), default="auto",
                    help="with --floor-column: the floor classifier, auto (default: the one of smallest "
                         "cross-validated Brier score on the train part), knn or logistic")
+    p.add_argument("--crs", metavar="EPSG:XXXX|none", default=None,
+                   help="the coordinate reference system of the targets, a projected one (EPSG:3857 for "
+                        "UJIIndoorLoc, whose built-in loader declares it; a UTM zone): map clients then get "
+                        "WGS84 polygons and ground metres (Accept: application/geo+json). none: no CRS")
+    p.add_argument("--crs-axes", choices=("xy", "yx"), default=None,
+                   help="with --crs: xy (default): the first target is the easting, the second the northing; yx: "
+                        "the other way round (UJIIndoorLoc's built-in loader: latitude first)")
+    p.add_argument("--crs-scale", type=float, default=None, metavar="UNITS",
+                   help="with --crs: CRS units per target unit (default 1; 1000 for UJIIndoorLoc's built-in "
+                        "loader, whose targets are kilometres)")
     p.add_argument("--split-by", metavar="COL", default=None,
                    help="one model per value of the label column COL (a building, a site), each trained alone and "
                         "written as OUT/<COL>=<value>/ (a bundle), with OUT/repository.json: a model repository for "
@@ -223,6 +233,9 @@ def _run(args) -> int:
     if args.centre_columns and args.centre is not None:
         raise InputError("--centre-columns makes your estimates the centre; leave --centre out",
                          field="--centre", expected="no --centre with --centre-columns", received=args.centre)
+    from training.survey import crs_of
+
+    args.target_crs = crs_of(dataset, args.crs, args.crs_axes, args.crs_scale)  # checked before any fit
     if args.split_by:
         return _run_split(args, dataset, config)
     out = args.out or Path("artifacts") / dataset.name
@@ -262,6 +275,7 @@ def _fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Sta
                 "rows": {"train": len(result.split.train), "calibration": len(result.split.calibration),
                          "test": len(result.split.test)}}
     calibration = guarantee(dataset, result, grouped)
+    _attach_survey(result, dataset, config, args)
     if result.model.floors is not None:
         what = " and ".join(result.model.floors.labels.columns)
         calibration["guarantee"] = (f"jointly with the {what}: {calibration['guarantee']}, for the true {what} in "
@@ -276,6 +290,18 @@ def _fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Sta
                           centers=None if dataset.centers is None else dataset.centers[test])
     write_report(report, dataset.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
     return result, manifest, calibration, training
+
+
+def _attach_survey(result, dataset, config, args) -> None:
+    """The bundle's CRS and survey (the surveyed positions and held-out rows the viewer shows)."""
+    from training.floors import floor_labels
+    from training.survey import survey_of
+
+    codes = None
+    if result.model.floors is not None:
+        codes = floor_labels(dataset, config.floor_column, config.building_column)[1]
+    result.model.crs = getattr(args, "target_crs", None)
+    result.model.survey = survey_of(dataset, result.split, codes, seed=args.seed)
 
 
 def _run_split(args, dataset, config) -> int:

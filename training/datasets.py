@@ -50,6 +50,9 @@ class Dataset:
     #: (m, n) the client's own position estimate per row (``--centre-columns``), or None
     centers: np.ndarray | None = None
     centre_columns: list[str] = field(default_factory=list)
+    #: the CRS the targets are in, as the source declares it (:func:`models.geo.parse_crs`'s ``default``:
+    #: ``crs``, ``axes``, ``scale``), or None; ``lmve-train --crs`` overrides it
+    crs: dict | None = None
 
     @property
     def info(self) -> dict:
@@ -176,7 +179,8 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
         X = df[fn].to_numpy(np.float64)
         Y = df[["LATITUDE", "LONGITUDE"]].to_numpy(np.float64) / 1000.0  # kilometres, latitude first
         tn, digest = ["latitude_km", "longitude_km"], _hash_files(f)
-        return Dataset(name, X, Y, fn, tn, digest, meta=meta)
+        # UJIIndoorLoc's LATITUDE and LONGITUDE are EPSG:3857 (Web Mercator) northing and easting, in metres
+        return Dataset(name, X, Y, fn, tn, digest, meta=meta, crs={"crs": "EPSG:3857", "axes": "yx", "scale": 1000.0})
     return Dataset(name, X, Y, fn, tn, digest)
 
 

@@ -11,7 +11,7 @@ import time
 import anyio
 from fastapi import APIRouter, Request
 
-from service import inference
+from service import geojson, inference
 from service.deps import Serving, json_body_openapi, region_call
 from service.errors import APIError, FastJSONResponse
 from service.schemas import ContainsRequest, ContainsResponse, PredictRegionRequest, PredictRegionResponse
@@ -32,8 +32,10 @@ PROBLEMS = {413: {"description": "too many rows or body too large"},
             503: {"description": "no verified bundle, or too many requests in flight"}}
 
 
-def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
+def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None, geo: bool = False):
     settings, model = ctx.settings, ctx.loaded.model
+    if geo:
+        geojson.check(model)
     inference.check_row_limit(body.features, "features", settings.max_rows)
     k = body.boundary_points
     if k is not None and not (3 <= k <= settings.max_boundary_points):
@@ -47,6 +49,9 @@ def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None):
     level, adaptive, thresholds = _level(body.coverage, ctx, method)
     answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers,
                                   thresholds=thresholds)
+    if geo:
+        meta = _meta("predict-region", answer, body, ctx, t0, len(body.features), level, adaptive, thresholds)
+        return FastJSONResponse(geojson.feature_collection(answer, model, k, meta), media_type=geojson.MEDIA_TYPE)
     return _respond("predict-region", "regions", inference.region_rows(answer, k), answer, body, ctx, t0, level,
                     adaptive, thresholds)
 
@@ -68,17 +73,22 @@ def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
 
 def _respond(route: str, key: str, rows: list, answer, body, ctx: Serving, t0: float, level, adaptive,
              thresholds) -> FastJSONResponse:
-    """The response of both region routes: ``rows`` under ``key``, the method that answered (and why
-    it fell back), the levels asked for and served, the bundle, and a floor bundle's joint guarantee;
-    the request observed in the metrics."""
-    _observe(ctx.metrics, route, ctx.loaded.name, answer, len(rows), t0)
-    out = {key: rows, "method": answer.method, "fallback": answer.fallback, "fallback_reason": answer.fallback_reason,
+    """The response of both region routes: ``rows`` under ``key`` beside :func:`_meta`."""
+    return FastJSONResponse({key: rows, **_meta(route, answer, body, ctx, t0, len(rows), level, adaptive, thresholds)})
+
+
+def _meta(route: str, answer, body, ctx: Serving, t0: float, rows: int, level, adaptive, thresholds) -> dict:
+    """A region answer's members beside its rows: the method that answered (and why it fell back), the
+    levels asked for and served, the bundle, and a floor bundle's joint guarantee; the request observed
+    in the metrics."""
+    _observe(ctx.metrics, route, ctx.loaded.name, answer, rows, t0)
+    out = {"method": answer.method, "fallback": answer.fallback, "fallback_reason": answer.fallback_reason,
            "coverage": body.coverage if body.coverage is not None else ctx.loaded.model.coverage,
            "effective_coverage": _effective(level, answer, ctx, thresholds),
            "adaptive": adaptive, "bundle_id": ctx.loaded.version, "model": ctx.loaded.name}
     if ctx.loaded.model.floors is not None:  # a floor bundle states its joint guarantee
         out["guarantee"] = ctx.loaded.model.manifest["floors"]["guarantee"]
-    return FastJSONResponse(out)
+    return out
 
 
 def _effective(level, answer, ctx: Serving, thresholds) -> float:
@@ -126,7 +136,8 @@ async def _run(fn, body, *args):
 @router.post("/predict-region", response_model=PredictRegionResponse, responses=PROBLEMS, openapi_extra=PREDICT_BODY,
              summary="Calibrated uncertainty ellipses (LMVE; falls back to NLE, then GE)")
 async def predict_region(request: Request):
-    return await _run(_predict, *await _predict_call(request), None)
+    body, ctx = await _predict_call(request)
+    return await _run(_predict, body, ctx, None, geojson.wants_geojson(request, body))
 
 
 @router.post("/contains", response_model=ContainsResponse, responses=PROBLEMS, openapi_extra=CONTAINS_BODY,
@@ -139,7 +150,8 @@ async def contains(request: Request):
              responses={**PROBLEMS, 404: {"description": "unknown method"}},
              summary="Regions from one named method (nle and ge are the fallbacks)")
 async def predict_region_with(method: str, request: Request):
-    return await _run(_predict, *await _predict_call(request), method)
+    body, ctx = await _predict_call(request)
+    return await _run(_predict, body, ctx, method, geojson.wants_geojson(request, body))
 
 
 @router.post("/{method}/contains", response_model=ContainsResponse, openapi_extra=CONTAINS_BODY,
@@ -155,7 +167,7 @@ MODEL_PROBLEMS = {**PROBLEMS, 404: {"description": "unknown model or method (pro
 @router.post("/models/{name}/predict-region", response_model=PredictRegionResponse, openapi_extra=PREDICT_BODY,
              responses=MODEL_PROBLEMS, summary="Calibrated uncertainty ellipses from the model `name`")
 async def model_predict_region(name: str, request: Request):
-    return await _run(_predict, *await _predict_call(request), None)
+    return await predict_region(request)
 
 
 @router.post("/models/{name}/contains", response_model=ContainsResponse, openapi_extra=CONTAINS_BODY,
@@ -168,7 +180,7 @@ async def model_contains(name: str, request: Request):
              openapi_extra=PREDICT_BODY, responses=MODEL_PROBLEMS,
              summary="Regions from one named method of the model `name`")
 async def model_predict_region_with(name: str, method: str, request: Request):
-    return await _run(_predict, *await _predict_call(request), method)
+    return await predict_region_with(method, request)
 
 
 @router.post("/models/{name}/{method}/contains", response_model=ContainsResponse, openapi_extra=CONTAINS_BODY,

@@ -170,3 +170,54 @@ def test_a_bundle_written_before_the_packages_loads_and_answers_as_it_did():
         np.testing.assert_allclose(got, want["shapes" if region.kind == "ellipsoid" else "half_widths"],
                                    rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(model.assess(X, Y, name).p_value, want["p_value"], rtol=1e-10, atol=1e-12)
+
+
+def test_crs_and_survey_round_trip_and_survive_recalibration(trained_synthetic, tmp_path):
+    from dataclasses import replace
+
+    from models.geo import TargetCRS
+    from models.survey import EXAMPLES, Survey
+
+    result, ds = trained_synthetic
+    split = result.split
+    survey = Survey.of(ds.Y[split.train], None, ds.X[split.test], ds.Y[split.test], None)
+    model = replace(result.model, crs=TargetCRS("EPSG:32630"), survey=survey)
+    manifest = save_bundle(model, tmp_path / "b")
+    assert manifest["crs"]["crs"] == "EPSG:32630" and manifest["crs"]["name"] == "WGS 84 / UTM zone 30N"
+    positions = np.unique(ds.Y[split.train], axis=0)
+    assert manifest["survey"] == {"file": "survey.npz", "positions": len(positions), "rows": len(split.train),
+                                  "examples": min(EXAMPLES, len(split.test))}
+    back = load_bundle(tmp_path / "b")
+    assert back.crs == model.crs
+    assert np.array_equal(back.survey.positions, positions) and back.survey.floors is None
+    assert back.survey.example_features.shape == (manifest["survey"]["examples"], ds.X.shape[1])
+    rows = {tuple(r) for r in np.column_stack([ds.X[split.test], ds.Y[split.test]])}
+    assert all(tuple(r) in rows for r in np.column_stack([back.survey.example_features, back.survey.example_points]))
+    fresh = back.recalibrated(ds.X[split.calibration], ds.Y[split.calibration])
+    assert fresh.crs == back.crs and fresh.survey is back.survey
+
+
+def test_a_bad_crs_or_survey_is_refused_naming_the_file(trained_synthetic, tmp_path):
+    from dataclasses import replace
+
+    from models.bundle import npz_bytes, sha256_bytes
+    from models.geo import TargetCRS
+    from models.survey import Survey
+
+    result, ds = trained_synthetic
+    survey = Survey.of(ds.Y[:50], None, ds.X[:10], ds.Y[:10], None)
+    save_bundle(replace(result.model, crs=TargetCRS("EPSG:3857"), survey=survey), tmp_path / "b")
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    m["crs"]["crs"] = "EPSG:4326"
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(BundleError, match="its crs cannot be used: .*not projected"):
+        load_bundle(tmp_path / "b")
+    m["crs"]["crs"] = "EPSG:3857"
+    data = npz_bytes({"positions": np.zeros((3, 3)), "counts": np.ones(3), "example_features": ds.X[:2],
+                      "example_points": ds.Y[:2]})  # positions of 3 coordinates in a 2-D bundle
+    (tmp_path / "b" / "survey.npz").write_bytes(data)
+    m["files"]["survey.npz"] = sha256_bytes(data)
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(BundleError, match=r"survey\.npz: its arrays do not fit the bundle") as info:
+        load_bundle(tmp_path / "b")
+    assert info.value.path.endswith("survey.npz")

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -49,6 +50,22 @@ def wait_alive(base: str, proc: subprocess.Popen, timeout: float = 60.0, path: s
             pass
         time.sleep(0.2)
     raise TimeoutError(f"server did not answer {path}")
+
+
+@contextmanager
+def serving_client(log: Path, **env):
+    """A real ``lmve-serve`` on a free loopback port (``env``: its settings, e.g. ``LMVE_MODEL_REPOSITORY``),
+    ready, and an httpx client on it with the API key; stopped on exit."""
+    port = free_port()
+    proc = start_server(None, port, log, **env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_alive(base, proc, path="/readyz")
+        with httpx.Client(base_url=base, timeout=30.0, headers={"X-API-Key": KEY}) as client:
+            yield client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")

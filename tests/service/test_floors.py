@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import httpx
 import numpy as np
 import pytest
 
-from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
+from tests.service.test_e2e import serving_client
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +34,9 @@ def floor_bundles(tmp_path_factory):
 def served(floor_bundles, tmp_path_factory):
     """``lmve-serve`` over a repository of the two floor bundles (the floor-only one the default)."""
     root, _ = floor_bundles
-    port = free_port()
-    log = tmp_path_factory.mktemp("logs") / "server.log"
-    proc = start_server(None, port, log, LMVE_MODEL_REPOSITORY=str(root), LMVE_DEFAULT_MODEL="floors")
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_alive(base, proc, path="/readyz")
-        with httpx.Client(base_url=base, timeout=30.0, headers={"X-API-Key": KEY}) as client:
-            yield client
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    with serving_client(tmp_path_factory.mktemp("logs") / "server.log", LMVE_MODEL_REPOSITORY=str(root),
+                        LMVE_DEFAULT_MODEL="floors") as client:
+        yield client
 
 
 def test_predict_region_answers_floor_sets_with_the_joint_ellipse(served, floor_bundles):

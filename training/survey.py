@@ -1,0 +1,33 @@
+"""The bundle's survey (:mod:`models.survey`) and CRS (:mod:`models.geo`) from a training run."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.exceptions import InputError
+from models.geo import TargetCRS, parse_crs
+from models.survey import Survey
+
+
+def survey_of(dataset, split, floor_codes: np.ndarray | None, seed: int = 0) -> Survey:
+    """The positions of the training and calibration rows (with their floor classes when the bundle has
+    floors) and held-out rows of the test part to show."""
+    surveyed = np.concatenate([split.train, split.calibration])
+    test = np.asarray(split.test)
+    return Survey.of(dataset.Y[surveyed], None if floor_codes is None else floor_codes[surveyed],
+                     dataset.X[test], dataset.Y[test], None if floor_codes is None else floor_codes[test], seed=seed)
+
+
+def crs_of(dataset, crs: str | None, axes: str | None, scale: float | None) -> TargetCRS | None:
+    """The CRS a run declares (``--crs``, ``--crs-axes``, ``--crs-scale``; else the dataset's), checked
+    against the targets: a CRS places 2-D positions."""
+    try:
+        target = parse_crs(crs, axes, scale, default=dataset.crs)
+    except InputError as exc:
+        flag = {"crs": "--crs", "crs_axes": "--crs-axes", "crs_scale": "--crs-scale"}.get(exc.field, exc.field)
+        message = str(exc) if str(exc).startswith("--") else f"{flag}: {exc}"
+        raise InputError(message, field=flag, expected=exc.expected, received=exc.received) from None
+    if target is not None and dataset.Y.shape[1] != 2:
+        raise InputError(f"--crs places 2-D positions; the targets have {dataset.Y.shape[1]} columns",
+                         field="--crs", expected="2 targets", received=f"{dataset.Y.shape[1]} targets")
+    return target
