@@ -129,7 +129,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.state.service_state, app.state.monitor, app.state.follower = state, monitor, follower
     install_error_handlers(app)
 
-    from service.routers import admin, dispatch, feedback, health, model, models, regions, v2
+    from service.routers import admin, dispatch, feedback, health, model, models, regions, v2, viewer
 
     # the API key is checked by service.middleware.Guards for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
@@ -140,6 +140,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.include_router(models.router)
     app.include_router(feedback.router)
     app.include_router(admin.router)
+    app.include_router(viewer.router)
     if settings.enable_noop:
         app.include_router(health.noop_router)
     _document_request_bodies(app, (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS, *feedback.REQUEST_MODELS,

@@ -11,7 +11,9 @@ import secrets
 
 #: never behind the key: probes (the V2 protocol's too), metrics scrapes and the API documentation
 PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/v2/health/live", "/v2/health/ready", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc",
-                          "/openapi.json"})
+                          "/openapi.json",
+                          # the viewer's page and assets (static, no data: what it draws comes from routes behind the key)
+                          "/viewer", "/viewer/viewer.js", "/viewer/viewer.css"})
 
 
 def presented_key(x_api_key: str | None, authorization: str | None) -> str | None:

@@ -124,7 +124,8 @@ class Monitor:
             return self._state(rule), levels, ~misses
 
         served = self.state.record_feedback(loaded.name, loaded.version, batch, site=site, device=device,
-                                            adapt=adapt if self.adaptive else None, target=model.coverage)
+                                            adapt=adapt if self.adaptive else None, target=model.coverage,
+                                            points=points)
         self.refresh(loaded)
         return FeedbackResult(rows=len(next(iter(scores.values()))),
                               inside={m: fb.inside.tolist() for m, fb in batch.items()},

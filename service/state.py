@@ -6,7 +6,8 @@ It holds what must outlive a request, a worker and a restart:
   unloaded. ``/admin/reload``, ``/admin/recalibrate`` and the per-model load and unload publish
   here; each worker polls it and follows within a sync interval.
 * ``feedback``: the recent labelled rows, per model and method: inside the region at the bundle's
-  level, the conformal p-value, the level actually served and whether that region held the point.
+  level, the conformal p-value, the level actually served, whether that region held the point, and
+  the point itself (JSON; what ``GET /viewer`` draws).
 * ``model_counters``: running totals per model and method (rows, inside, p-value sum), exported as
   Prometheus counters by every worker, so a scrape of any worker sees the host's totals.
 * ``model_adaptive``: the online rule's state per model, bundle and method (ACI's ``alpha_t``;
@@ -23,6 +24,7 @@ read-modify-write of the adaptive state.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -40,7 +42,7 @@ CREATE TABLE IF NOT EXISTS model_served (
 CREATE TABLE IF NOT EXISTS feedback (
   id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, bundle_id TEXT NOT NULL, method TEXT NOT NULL,
   inside INTEGER NOT NULL, p_value REAL NOT NULL, level REAL NOT NULL, inside_served INTEGER NOT NULL,
-  site TEXT, device TEXT, model TEXT);
+  site TEXT, device TEXT, model TEXT, point TEXT);
 CREATE TABLE IF NOT EXISTS model_counters (
   model TEXT NOT NULL, method TEXT NOT NULL, name TEXT NOT NULL, value REAL NOT NULL,
   PRIMARY KEY (model, method, name));
@@ -101,8 +103,10 @@ class ServiceState:
                 self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=30000")
             self._db.executescript(SCHEMA)
-            if "model" not in {row[1] for row in self._db.execute("PRAGMA table_info(feedback)")}:
-                self._db.execute("ALTER TABLE feedback ADD COLUMN model TEXT")
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(feedback)")}
+            for column in ("model", "point"):  # a state file from before either column: add it
+                if column not in columns:
+                    self._db.execute(f"ALTER TABLE feedback ADD COLUMN {column} TEXT")
             self._db.executescript(INDEXES)
 
     @property
@@ -181,10 +185,13 @@ class ServiceState:
     # ------------------------------------------------------------------ feedback
     def record_feedback(self, model: str, bundle_id: str, batch: dict[str, MethodFeedback], *,
                         site: str | None = None, device: str | None = None, adapt: AdaptStep | None = None,
-                        target: float = 0.9) -> dict[str, np.ndarray]:
-        """Store a batch of labelled rows' verdicts for every method of ``model``, update the counters and
-        (with ``adapt``) the adaptive state, in one transaction. Returns ``method -> inside served (k,)``."""
+                        target: float = 0.9, points=None) -> dict[str, np.ndarray]:
+        """Store a batch of labelled rows' verdicts for every method of ``model`` (with ``points`` (k, n), the
+        true positions), update the counters and (with ``adapt``) the adaptive state, in one transaction.
+        Returns ``method -> inside served (k,)``."""
         now = time.time()
+        k_rows = int(next(iter(batch.values())).inside.shape[0]) if batch else 0
+        texts = [None] * k_rows if points is None else [json.dumps(p) for p in np.asarray(points, float).tolist()]
         served_inside = {}
         with self._write() as db:
             for method, fb in batch.items():
@@ -202,9 +209,9 @@ class ServiceState:
                     levels, inside_served = np.full(k, target), fb.inside
                 db.executemany(
                     "INSERT INTO feedback (at, model, bundle_id, method, inside, p_value, level, inside_served, site, "
-                    "device) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(now, model, bundle_id, method, int(i), float(p), float(lv), int(s), site, device)
-                     for i, p, lv, s in zip(fb.inside, fb.p_value, levels, inside_served)])
+                    "device, point) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(now, model, bundle_id, method, int(i), float(p), float(lv), int(s), site, device, pt)
+                     for i, p, lv, s, pt in zip(fb.inside, fb.p_value, levels, inside_served, texts)])
                 for name, value in (("rows", k), ("inside", int(np.sum(fb.inside))),
                                     ("p_value_sum", float(np.sum(fb.p_value))),
                                     ("inside_served", int(np.sum(inside_served)))):
@@ -228,6 +235,16 @@ class ServiceState:
             n, cov, p, served = rows[0]
             out[method] = WindowStats(int(n), cov, p, served)
         return out
+
+    def recent(self, model: str, method: str, limit: int) -> list[dict]:
+        """The last ``limit`` labelled rows of ``model`` scored by ``method`` (any bundle), newest first: when,
+        the bundle, the point (None for rows stored before points were), inside at the bundle's level and
+        inside the region served."""
+        rows = self._read("SELECT at, bundle_id, point, inside, inside_served, level, site, device FROM feedback "
+                          "WHERE model = ? AND method = ? ORDER BY id DESC LIMIT ?", (model, method, int(limit)))
+        return [{"at": at, "bundle_id": b, "point": None if pt is None else json.loads(pt), "inside": bool(i),
+                 "inside_served": bool(s), "level": lv, "site": site, "device": device}
+                for at, b, pt, i, s, lv, site, device in rows]
 
     def counters(self) -> dict[str, dict[str, dict[str, float]]]:
         """``model -> method -> {rows, inside, p_value_sum, inside_served}``: running totals on this host."""

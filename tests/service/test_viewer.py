@@ -1,0 +1,227 @@
+"""GET /viewer (issue 41) in a real headless Chromium driven by selenium, against a real ``lmve-serve`` on
+loopback: it draws the survey per floor, recent feedback coloured by whether its served region held it,
+and the picked row's ellipse where the API puts it, redrawn when the coverage slider moves; no console
+error, nothing fetched from elsewhere. And the two reads it draws from, with their errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.service.test_e2e import KEY, serving_client
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+STROKE = (0x21, 0x66, 0xAC)  # #region's stroke colour (service/viewer/viewer.css)
+
+
+@pytest.fixture(scope="module")
+def viewer_repository(tmp_path_factory):
+    """A floor bundle in UTM zone 30N (the built-in three-floor survey moved to Castello) and a plane bundle."""
+    from models.bundle import save_bundle
+    from models.geo import TargetCRS
+    from training.datasets import load_dataset
+    from training.pipeline import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("viewer-repository")
+    fl = load_dataset("floors", seed=0)
+    fl = replace(fl, Y=fl.Y + np.array([750000.0, 4430000.0]))
+    result = train(fl, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"))
+    result.model.crs = TargetCRS("EPSG:32630")
+    from training.survey import survey_of
+    from training.floors import floor_labels
+
+    result.model.survey = survey_of(fl, result.split, floor_labels(fl, "floor")[1])
+    save_bundle(result.model, root / "floors", dataset=fl.info)
+    ds = load_dataset("synthetic", n_samples=400, seed=0)
+    result = train(ds, TrainConfig(seed=0, methods=("ge",)))
+    save_bundle(result.model, root / "plane", dataset=ds.info)  # no survey: a bundle from before it
+    test = load_dataset("floors", seed=3)
+    rows = np.random.default_rng(0).choice(len(test.Y), 60, replace=False)
+    return root, test.X[rows], test.Y[rows] + np.array([750000.0, 4430000.0])
+
+
+@pytest.fixture(scope="module")
+def served(viewer_repository, tmp_path_factory):
+    root, X, Y = viewer_repository
+    logs = tmp_path_factory.mktemp("logs")
+    with serving_client(logs / "server.log", LMVE_MODEL_REPOSITORY=str(root), LMVE_DEFAULT_MODEL="floors",
+                        LMVE_STATE_DB=str(logs / "state.sqlite")) as client:
+        # feedback: 40 true positions (mostly inside), 20 moved 40 m east (outside)
+        far = Y[40:] + np.array([40.0, 0.0])
+        r = client.post("/models/floors/feedback", json={"features": X.tolist(),
+                                                         "points": np.vstack([Y[:40], far]).tolist()})
+        assert r.status_code == 200, r.text
+        yield client
+
+
+def test_the_reads_behind_the_page(served, viewer_repository):
+    X_COLUMNS = viewer_repository[1].shape[1]
+    survey = served.get("/models/floors/survey").json()
+    assert survey["display"]["x_label"].startswith("easting") and survey["crs"]["crs"] == "EPSG:32630"
+    assert len(survey["positions"]) == len(survey["floors"]) == len(survey["counts"]) > 0
+    assert {f["floor"] for f in survey["floors"]} == {f["floor"] for f in survey["floor_labels"]}
+    assert len(survey["examples"]) == 100 and len(survey["examples"][0]["features"]) == X_COLUMNS
+    recent = served.get("/models/floors/feedback/recent", params={"limit": 1000}).json()
+    assert recent["method"] == survey["primary_method"] and len(recent["rows"]) == 60
+    outside = [r for r in recent["rows"] if not r["inside_served"]]
+    assert len(outside) >= 20 and all(len(r["point"]) == 2 for r in recent["rows"])
+    plane = served.get("/models/plane/survey").json()
+    assert plane["positions"] == [] and "keeps no survey" in plane["note"] and plane["crs"] is None
+
+
+def test_the_page_is_public_and_the_reads_are_not(served):
+    import httpx
+
+    base = str(served.base_url)
+    assert httpx.get(f"{base}/viewer").status_code == 200
+    assert httpx.get(f"{base}/viewer/viewer.js").headers["content-type"].startswith("text/javascript")
+    assert httpx.get(f"{base}/models/floors/survey").status_code == 401
+    assert served.get("/viewer/secret.txt").status_code == 404
+    assert served.get("/viewer/..%2Fapp.py").status_code == 404
+    assert served.get("/models/nowhere/survey").status_code == 404
+    r = served.get("/models/floors/feedback/recent", params={"limit": 0})
+    assert r.status_code == 422 and "limit" in r.text
+    r = served.get("/models/floors/feedback/recent", params={"method": "lmve"})
+    assert r.status_code == 404 and r.json()["errors"][0]["field"] == "method"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("no chromium/chromedriver on PATH (Debian: apt-get install chromium chromium-driver; .ci/run "
+                    "installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,900", "--force-device-scale-factor=1"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def expected_box(served, survey: dict, row: int, coverage: float, origin: tuple[float, float]) -> dict:
+    """The bounding box of the row's ellipse in the drawing's coordinates (the display axes less the
+    drawing's ``origin``), from the API itself."""
+    example = survey["examples"][row]
+    region = served.post("/models/floors/predict-region", json={"features": [example["features"]],
+                         "coverage": coverage, "boundary_points": 128}).json()["regions"][0]
+    d = survey["display"]
+    b = np.asarray(region["boundary"])
+    x, y = b[:, d["x_index"]] * d["scale"] - origin[0], -(b[:, d["y_index"]] * d["scale"] - origin[1])
+    return {"x": x.min(), "y": y.min(), "width": np.ptp(x), "height": np.ptp(y)}
+
+
+def drawn_box(driver) -> dict:
+    return driver.execute_script("const b = document.getElementById('region').getBBox(); "
+                                 "return {x: b.x, y: b.y, width: b.width, height: b.height};")
+
+
+def assert_same_box(got: dict, want: dict, scale: float) -> None:
+    for k in ("x", "y", "width", "height"):
+        assert abs(got[k] - want[k]) < 1e-3 * scale, (k, got, want)  # a millimetre
+
+
+def stroke_pixels(png: bytes, rect: dict, inside: bool) -> int:
+    """Pixels of the ellipse's stroke colour inside (or, ``inside`` false, outside) ``rect`` (CSS pixels)."""
+    import io
+
+    from PIL import Image
+
+    image = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    match = (np.abs(image - np.array(STROKE)).sum(axis=2) <= 12)
+    ys, xs = np.nonzero(match)
+    within = ((xs >= rect["left"] - 2) & (xs <= rect["right"] + 2) & (ys >= rect["top"] - 2)
+              & (ys <= rect["bottom"] + 2))
+    return int(within.sum() if inside else (~within).sum())
+
+
+def test_viewer_draws_the_survey_feedback_and_the_ellipse_and_follows_the_slider(served, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base = str(served.base_url).rstrip("/")
+    survey = served.get("/models/floors/survey").json()
+    recent = served.get("/models/floors/feedback/recent", params={"limit": 2000}).json()["rows"]
+    browser.get(f"{base}/viewer?model=floors#key={KEY}")
+    WebDriverWait(browser, 60).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
+                                     in ("drawn", "error"))
+    assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "drawn", \
+        browser.find_element(By.ID, "status").text
+
+    # the survey per floor, the feedback coloured by its served region
+    assert browser.execute_script("return document.querySelectorAll('#survey circle').length") == \
+        len(survey["positions"])
+    colours = browser.execute_script("return [document.querySelectorAll('circle.fb-in').length, "
+                                     "document.querySelectorAll('circle.fb-out').length]")
+    assert colours == [sum(r["inside_served"] for r in recent), sum(not r["inside_served"] for r in recent)]
+    assert colours[1] >= 20
+    floor = browser.find_element(By.ID, "floor")
+    floor.find_elements(By.TAG_NAME, "option")[1].click()  # one floor: the other floors' positions fade
+    faded = browser.execute_script("return document.querySelectorAll('#survey circle.other-floor').length")
+    first = survey["floor_labels"][0]["floor"]
+    assert faded == sum(f["floor"] != first for f in survey["floors"]) > 0
+
+    # the ellipse of held-out row 0 where the API puts it, at the bundle's level, with its floor set
+    scale = max(survey["display"]["scale"], 1.0)
+    level = float(browser.find_element(By.ID, "coverage").get_attribute("value"))
+    assert level == pytest.approx(survey["coverage"])
+    origin = tuple(float(v) for v in browser.find_element(By.ID, "map").get_attribute("data-origin").split(","))
+    assert abs(origin[0] - 750000) < 100 and abs(origin[1] - 4430000) < 100  # a surveyed position's
+    before = drawn_box(browser)
+    assert_same_box(before, expected_box(served, survey, 0, level, origin), scale)
+    assert "floor set" in browser.find_element(By.ID, "facts").text
+    rect = browser.execute_script("const r = document.getElementById('region').getBoundingClientRect(); "
+                                  "const m = document.getElementById('map').getBoundingClientRect(); "
+                                  "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, "
+                                  "inside: r.left >= m.left && r.right <= m.right && r.top >= m.top && "
+                                  "r.bottom <= m.bottom, ratio: window.devicePixelRatio};")
+    assert rect["inside"] and rect["ratio"] == 1 and rect["right"] - rect["left"] > 3, rect
+    png = browser.get_screenshot_as_png()
+    assert stroke_pixels(png, rect, inside=True) > 20   # the stroke is drawn there ...
+    assert stroke_pixels(png, rect, inside=False) == 0  # ... and nowhere else
+    shot = Path(os.environ.get("LMVE_VIEWER_SCREENSHOT") or tmp_path / "viewer.png")
+    shot.write_bytes(png)
+
+    # the slider: 20 steps down, one redraw per step, the last one the smaller ellipse of the new level
+    drawn = int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-drawn"))
+    slider = browser.find_element(By.ID, "coverage")
+    slider.send_keys(*([Keys.ARROW_LEFT] * 20))
+    target = round(level - 0.20, 2)
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "coverage-value").text == f"{target:.2f}")
+    WebDriverWait(browser, 30).until(lambda d: int(d.find_element(By.TAG_NAME, "body").get_attribute("data-drawn"))
+                                     > drawn and drawn_box(d)["width"] < before["width"])
+    WebDriverWait(browser, 30).until(
+        lambda d: abs(drawn_box(d)["width"] - expected_box(served, survey, 0, target, origin)["width"]) < 1e-3 * scale)
+    after = drawn_box(browser)
+    assert_same_box(after, expected_box(served, survey, 0, target, origin), scale)
+    assert after["width"] * after["height"] < before["width"] * before["height"]
+
+    # no console error; every resource from the service itself
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    resources = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert resources and all(r.startswith(base + "/") for r in resources), resources
+
+
+def test_the_viewer_says_when_the_key_is_refused(served, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base = str(served.base_url).rstrip("/")
+    browser.get(f"{base}/viewer#key=wrong")
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
+                                     == "error")
+    assert "API key was refused" in browser.find_element(By.ID, "status").text
