@@ -28,7 +28,7 @@ from service.metrics import Metrics
 from service.middleware import Guards
 from service.monitor import FeedbackCollector, Monitor
 from service.settings import ServiceSettings
-from service.state import ServiceState
+from service.state import open_state
 from service.repository import ModelRepository
 from service.store import ModelStore
 from service.sync import Follower
@@ -102,7 +102,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
                       ModelRepository(settings.model_repository, bundle=settings.bundle,
                                       default=settings.default_model))
     metrics = Metrics()
-    state = ServiceState(settings.state_db)
+    state = open_state(settings.state_url)
     monitor = Monitor(state, settings)
     follower = Follower(repository, state, monitor, metrics)
     metrics.registry.register(FeedbackCollector(monitor, repository))

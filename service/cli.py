@@ -77,15 +77,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             os.environ.pop(var, None)
     os.environ["LMVE_HOST"], os.environ["LMVE_PORT"] = args.host, str(args.port)
-    if args.workers > 1 and env.state_db is None:
+    if args.workers > 1 and env.state_url is None:
         # the workers must share one state (published bundle, feedback, adaptive level): without a
         # configured file they share a temporary one, which does not outlive this process
         import tempfile
 
         os.environ["LMVE_STATE_DB"] = str(Path(tempfile.mkdtemp(prefix="lmve-state-")) / "state.sqlite")
         logging.getLogger("lmve.service").warning(
-            "%d workers and no LMVE_STATE_DB: sharing the temporary state %s (feedback and recalibrations are "
-            "lost on restart; set LMVE_STATE_DB to a file on a writable volume)", args.workers,
+            "%d workers and no LMVE_STATE_URL: sharing the temporary state %s (feedback and recalibrations are "
+            "lost on restart; set LMVE_STATE_URL to sqlite:////a/file/on/a/writable/volume or postgresql://...)", args.workers,
             os.environ["LMVE_STATE_DB"])
     uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
                 log_level=args.log_level, timeout_graceful_shutdown=20, proxy_headers=False)

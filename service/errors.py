@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.exceptions import InputError, UnattainableCoverageError, UnknownMethodError
+from service.state import StateUnavailable
 from service.v2 import INPUTS, V2Error
 
 PROBLEM = "application/problem+json"
@@ -99,6 +100,13 @@ def install_error_handlers(app: FastAPI) -> None:
         if is_v2(request.scope):
             return v2_error(exc.status, exc.detail, exc.headers)
         return problem(exc.status, exc.title, exc.detail, exc.errors, exc.headers)
+
+    @app.exception_handler(StateUnavailable)
+    async def _state_unavailable(request: Request, exc: StateUnavailable):
+        # feedback, a publish: nothing was stored; the client may send it again
+        log.warning("state unavailable on %s %s: %s", request.method, request.url.path, exc.reason)
+        return error_response(request.scope, 503, "State unavailable", f"nothing was recorded: {exc.reason}",
+                              headers={"Retry-After": "5"})
 
     @app.exception_handler(InputError)
     async def _input_error(request: Request, exc: InputError):

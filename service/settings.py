@@ -50,9 +50,13 @@ class ServiceSettings(BaseSettings):
                                                          "tests)")
 
 
-    state_db: Path | None = Field(default=None, description="SQLite file (WAL) with the feedback window, the "
-                                  "observed-coverage counters, the adaptive level and the served bundle, shared by "
-                                  "the workers of a host and kept across restarts; unset: in memory, one worker")
+    state_url: str | None = Field(default=None, description="the state (the served bundle per model, feedback, "
+                                  "counters, the adaptive level) every worker shares and that outlives restarts: "
+                                  "sqlite:///relative/path or sqlite:////absolute/path (one host, WAL), "
+                                  "postgresql://user:password@host:port/db (a fleet of hosts); unset: in memory, "
+                                  "one worker")
+    state_db: Path | None = Field(default=None, description="a SQLite state file: the same as "
+                                  "LMVE_STATE_URL=sqlite:///<path> (kept for existing deployments)")
     sync_interval_s: float = Field(default=1.0, gt=0, le=60, description="how often each worker checks the state "
                                    "for a bundle published by another worker (reload, recalibrate)")
     feedback_window: int = Field(default=500, ge=10, description="labelled rows behind the observed coverage")
@@ -65,6 +69,23 @@ class ServiceSettings(BaseSettings):
     adaptive_min_level: float = Field(default=0.5, gt=0, lt=1, description="the adaptive level never goes below this")
     recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "
                                           "default: beside the served bundle")
+
+    @model_validator(mode="after")
+    def _one_state(self):
+        if self.state_db is not None:
+            url = f"sqlite:///{self.state_db}"
+            if self.state_url is not None and self.state_url != url:
+                raise ValueError(f"set LMVE_STATE_URL ({self.state_url}) or LMVE_STATE_DB ({self.state_db}), not both")
+            self.state_url = url
+        if self.state_url is not None:
+            from service.state import sqlite_path
+
+            if not self.state_url.startswith(("sqlite://", "postgresql://", "postgres://")):
+                raise ValueError("LMVE_STATE_URL must start with sqlite:// or postgresql://; got "
+                                 f"{self.state_url.split('://')[0]!r}")
+            if self.state_url.startswith("sqlite://"):
+                sqlite_path(self.state_url)  # a malformed path raises here, at start
+        return self
 
     @model_validator(mode="after")
     def _one_source(self):

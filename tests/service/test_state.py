@@ -7,7 +7,7 @@ import sqlite3
 
 import numpy as np
 
-from service.state import MethodFeedback, ServiceState
+from service.state import MethodFeedback, SQLiteState
 
 LEGACY = """
 CREATE TABLE served (id INTEGER PRIMARY KEY CHECK (id = 1), path TEXT NOT NULL, bundle_id TEXT NOT NULL,
@@ -30,7 +30,7 @@ def _batch(k: int, inside: bool = True) -> dict:
 
 
 def test_models_keep_separate_records_feedback_and_counters():
-    state = ServiceState()
+    state = SQLiteState()
     assert state.publish("a", "/r/a", "ida", configured="/r/a") == 1
     assert state.publish("a", configured="/r/a", loaded=False) == 2
     state.publish("b", "/r/b", "idb")
@@ -50,7 +50,7 @@ def test_a_legacy_state_file_moves_to_the_model_configured_with_its_bundle(tmp_p
     db.executescript(LEGACY)
     db.commit()
     db.close()
-    state = ServiceState(path)  # the new tables beside the old ones; feedback gains its model column
+    state = SQLiteState(path)  # the new tables beside the old ones; feedback gains its model column
     assert not state.claim_legacy("other", "/b/other")  # configured with another bundle: not this model's
     assert state.claim_legacy("site", "/b/site")
     rec = state.served("site")
@@ -63,3 +63,45 @@ def test_a_legacy_state_file_moves_to_the_model_configured_with_its_bundle(tmp_p
     state.close()
     tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert not tables & {"served", "counters", "adaptive"}
+
+
+def test_migrations_are_recorded_once_and_a_newer_schema_is_refused(tmp_path):
+    from service.state import StateUnavailable
+    from service.state.migrations import latest
+
+    path = tmp_path / "state.sqlite"
+    SQLiteState(path).close()
+    SQLiteState(path).close()  # a second start applies nothing again
+    db = sqlite3.connect(path)
+    assert [v for (v,) in db.execute("SELECT version FROM schema_version")] == list(range(1, latest("sqlite") + 1))
+    db.execute("INSERT INTO schema_version VALUES (?, 0)", (latest("sqlite") + 1,))
+    db.commit()
+    db.close()
+    try:
+        SQLiteState(path)
+    except StateUnavailable as exc:
+        assert f"version {latest('sqlite') + 1}, newer than this lmve's {latest('sqlite')}" in exc.reason
+    else:
+        raise AssertionError("a state written by a newer lmve was opened")
+
+
+def test_state_urls_name_the_backend_and_the_file(tmp_path, monkeypatch):
+    import pytest
+
+    from service.settings import ServiceSettings
+    from service.state import open_state, sqlite_path
+
+    assert sqlite_path("sqlite://") is None and str(sqlite_path("sqlite:///rel/s.db")) == "rel/s.db"
+    assert str(sqlite_path("sqlite:////abs/s.db")) == "/abs/s.db"
+    state = open_state(f"sqlite:///{tmp_path}/s.db")  # SQLAlchemy's spelling: four slashes for an absolute path
+    assert state.shared and state.path == tmp_path / "s.db" and state.health() is None
+    assert not open_state(None).shared
+    monkeypatch.setenv("LMVE_STATE_DB", str(tmp_path / "old.sqlite"))
+    assert ServiceSettings().state_url == f"sqlite:///{tmp_path}/old.sqlite"  # the old variable still works
+    monkeypatch.setenv("LMVE_STATE_URL", "sqlite:///elsewhere.sqlite")
+    with pytest.raises(ValueError, match="LMVE_STATE_URL .* or LMVE_STATE_DB"):
+        ServiceSettings()
+    monkeypatch.delenv("LMVE_STATE_DB")
+    monkeypatch.setenv("LMVE_STATE_URL", "mysql://db/lmve")
+    with pytest.raises(ValueError, match="sqlite:// or postgresql://; got 'mysql'"):
+        ServiceSettings()
