@@ -17,7 +17,7 @@ COPY pyproject.toml README.md constraints.txt ./
 COPY models ./models
 COPY training ./training
 COPY service ./service
-RUN pip install -c constraints.txt . && python -c "import models, service" \
+RUN pip install -c constraints.txt ".[postgres]" && python -c "import models, service, psycopg, psycopg_pool" \
     && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"
 
 FROM build-api AS build-trainer

@@ -123,6 +123,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         finally:
             if task is not None:
                 task.cancel()
+            state.close()
 
     app = FastAPI(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, **_telemetry(settings))
     app.state.settings, app.state.repository, app.state.metrics = settings, repository, metrics

@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from models.calibration.adaptive import AdaptiveConformal, QuantileTracker, run_stream
 from service.settings import ServiceSettings
-from service.state import MethodFeedback, ServiceState
+from service.state import MethodFeedback, ServiceState, StateUnavailable
 from service.repository import ModelRepository
 from service.store import Loaded
 
@@ -96,7 +96,10 @@ class Monitor:
         """Reload what is served for ``loaded`` from the shared state."""
         if not self.adaptive or loaded is None:
             return
-        stored = self.state.adaptive_state(loaded.name, loaded.version)
+        try:
+            stored = self.state.adaptive_state(loaded.name, loaded.version)
+        except StateUnavailable:  # keep serving the levels last read; the next sync tick tries again
+            return
         served = {m: self._serves(self._rule(loaded, m, st), loaded.model.methods[m].calibrator_)
                   for m, st in stored.items() if m in loaded.model.methods}
         self._served = {**self._served, loaded.name: (loaded.version, served)}  # one assignment: atomic for readers
@@ -190,12 +193,21 @@ class FeedbackCollector:
             "target": GaugeMetricFamily("lmve_coverage_target", "The bundle's coverage level", labels=labels),
             "effective": GaugeMetricFamily("lmve_effective_coverage", "The level served now (adaptive mode: moved "
                                            "by feedback)", labels=labels),
+            "up": GaugeMetricFamily("lmve_state_up", "1 when the shared state's database answered this scrape, 0 "
+                                    "when not (the feedback families are then absent)"),
         }
 
     def collect(self):
         f = self._families()
         loaded_models = {name: s.current for name, s in list(self.repository.stores.items()) if s.current is not None}
-        for model, methods in self.monitor.state.counters().items():
+        try:
+            counters = self.monitor.state.counters()
+            windows = {model: self.monitor.state.window(model, loaded.version, self.monitor.settings.feedback_window)
+                       for model, loaded in loaded_models.items()}
+        except StateUnavailable:
+            counters, windows = {}, None
+        f["up"].add_metric([], 0.0 if windows is None else 1.0)
+        for model, methods in counters.items():
             if model not in loaded_models:  # label values only for loaded models
                 continue
             for method, c in methods.items():
@@ -203,7 +215,7 @@ class FeedbackCollector:
                 f["inside"].add_metric([model, method], c["inside"])
                 f["inside_served"].add_metric([model, method], c["inside_served"])
         for model, loaded in loaded_models.items():
-            stats = self.monitor.state.window(model, loaded.version, self.monitor.settings.feedback_window)
+            stats = {} if windows is None else windows[model]
             for method in loaded.model.methods:
                 w = stats.get(method)
                 if w is not None and w.rows:

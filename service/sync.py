@@ -24,7 +24,7 @@ from models.exceptions import BundleError
 from service.metrics import Metrics
 from service.monitor import Monitor
 from service.repository import ModelRepository
-from service.state import ServiceState
+from service.state import ServiceState, StateUnavailable
 from service.store import Loaded, ModelStore
 
 log = logging.getLogger("lmve.service")
@@ -88,7 +88,16 @@ class Follower:
 
     # ------------------------------------------------------------------ start and follow
     def start(self) -> None:
-        """At start-up (after the configured bundles were loaded or refused)."""
+        """At start-up (after the configured bundles were loaded or refused). With the state unreachable,
+        the configured bundles serve and the first tick after it is back catches up."""
+        try:
+            self._start()
+        except StateUnavailable as exc:
+            log.warning("state unreachable at start (%s): serving the configured bundles", exc.reason)
+            for name, store in self.repository.stores.items():
+                self.metrics.set_model(name, store.current, unloaded=store.unloaded_at is not None)
+
+    def _start(self) -> None:
         if len(self.repository.stores) == 1:
             (store,) = self.repository.stores.values()
             self.state.claim_legacy(store.name, store.configured)  # a state file from before the repository
@@ -138,10 +147,29 @@ class Follower:
                       path, bundle_id, exc)
 
     async def follow(self, interval: float) -> None:
-        """Poll forever (cancelled at shutdown); errors are logged, never fatal."""
+        """Follow forever (cancelled at shutdown): on each notification of a publish (a backend that sends
+        them: PostgreSQL) and at least every ``interval`` seconds. Errors are logged once per outage, never
+        fatal."""
+        loop, wake = asyncio.get_running_loop(), asyncio.Event()
+        self.state.on_change(lambda: loop.call_soon_threadsafe(wake.set))
+        failing = False
         while True:
-            await asyncio.sleep(interval)
+            try:
+                await asyncio.wait_for(wake.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+            wake.clear()
             try:
                 await anyio.to_thread.run_sync(self.tick)
-            except Exception:  # pragma: no cover - a locked or vanished state file: try again next tick
+            except StateUnavailable as exc:
+                if not failing:
+                    log.warning("state sync failed (%s); still serving the loaded bundles, retrying every %.1f s",
+                                exc.reason, interval)
+                failing = True
+                continue
+            except Exception:  # pragma: no cover - a bug: log it, keep following
                 log.exception("state sync failed; retrying in %.1f s", interval)
+                continue
+            if failing:
+                log.info("state sync back")
+            failing = False

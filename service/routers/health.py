@@ -1,5 +1,6 @@
 """Liveness, readiness and Prometheus metrics (never behind the API key)."""
 
+import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -23,10 +24,11 @@ def unready(repository) -> dict[str, str]:
     return not_ready
 
 
-@router.get("/readyz", summary="Every model that should serve has a verified bundle (503 naming the others)",
+@router.get("/readyz", summary="Every model that should serve has a verified bundle (503 naming the others); "
+            "`status` is `degraded` (still 200) while the shared state cannot be reached",
             responses={503: {"description": "a model is not ready, or there is none (problem+json: `models` maps "
                                             "each to its reason)"}})
-async def readyz(repository: Repository):
+async def readyz(request: Request, repository: Repository):
     not_ready = unready(repository)
     if not_ready:
         from service.errors import problem
@@ -35,8 +37,14 @@ async def readyz(repository: Repository):
         return problem(503, "Service Unavailable", f"not ready: {listed}", headers={"Retry-After": "5"},
                        extra={"models": not_ready})
     default = repository.default
-    body = {"status": "ready", "models": {name: s.current.version for name, s in sorted(repository.stores.items())
-                                          if s.current is not None}}
+    state = request.app.state.service_state
+    reason = await anyio.to_thread.run_sync(state.health)
+    # an unreachable state degrades feedback and publishes (503), never the regions: still ready
+    body = {"status": "ready" if reason is None else "degraded",
+            "state": {"backend": state.describe(), "status": "ok" if reason is None else "unavailable",
+                      **({} if reason is None else {"reason": reason})},
+            "models": {name: s.current.version for name, s in sorted(repository.stores.items())
+                       if s.current is not None}}
     if default is not None and default.current is not None:
         body["version"] = default.current.version
     return body

@@ -125,7 +125,8 @@ class ServiceState:
 
     # ------------------------------------------------------------------ the served bundles
     def _notify(self, tx: Tx, model: str) -> None:
-        """Tell the other processes, inside the publishing transaction (delivered at its commit)."""
+        """Tell the other processes that ``model``'s record or adaptive state changed, inside the writing
+        transaction (delivered at its commit)."""
 
     def publish(self, model: str, path=None, bundle_id: str | None = None, configured=None,
                 loaded: bool = True) -> int:
@@ -202,6 +203,8 @@ class ServiceState:
                            "(SELECT id FROM feedback WHERE model = ? AND bundle_id = ? AND method = ? ORDER BY id DESC "
                            "LIMIT 1 OFFSET ?)", (*key, *key, self.keep))
                 served_inside[method] = np.asarray(inside_served, dtype=bool)
+            if adapt is not None:  # the other processes serve the new adaptive level at once
+                self._notify(tx, model)
         return {m: served_inside[m] for m in batch}
 
     def window(self, model: str, bundle_id: str, size: int) -> dict[str, WindowStats]:

@@ -68,3 +68,26 @@ def repository_copy(site_repository, tmp_path):
     root, rows = site_repository
     shutil.copytree(root, tmp_path / "repo")
     return tmp_path / "repo", rows
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throwaway PostgreSQL cluster for the session (tests.postgres); each test takes its own database."""
+    from tests.postgres import Cluster, bindir
+
+    if bindir() is None:
+        pytest.skip("PostgreSQL's server is not installed (.ci/run installs Debian's postgresql)")
+    cluster = Cluster().start()
+    yield cluster
+    cluster.destroy()
+
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=BACKENDS)
+def state_url(request, tmp_path):
+    """A fresh state on each backend: a SQLite file, or a new database on the session's PostgreSQL cluster."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/state.sqlite"
+    return request.getfixturevalue("pg_cluster").create_database()

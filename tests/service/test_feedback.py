@@ -15,9 +15,9 @@ def _counter(text: str, name: str, method: str) -> float:
     return 0.0
 
 
-def test_feedback_records_what_contains_says(make_client, test_rows, tmp_path):
+def test_feedback_records_what_contains_says(make_client, test_rows, state_url):
     X, Y = test_rows
-    c = make_client(api_key="k", state_db=tmp_path / "state.sqlite")
+    c = make_client(api_key="k", state_url=state_url)
     r = c.post("/feedback", json={"features": features(X), "points": Y.tolist(), "site": "hall"}, headers=KEY)
     assert r.status_code == 200, r.text
     body = r.json()
@@ -42,9 +42,9 @@ def test_feedback_records_what_contains_says(make_client, test_rows, tmp_path):
     ({"features": "wide"}, "features[0]"),
     ({"points": "fewer"}, "points"),
 ])
-def test_bad_feedback_is_refused_naming_the_field_and_records_nothing(make_client, test_rows, tmp_path, bad, field):
+def test_bad_feedback_is_refused_naming_the_field_and_records_nothing(make_client, test_rows, state_url, bad, field):
     X, Y = test_rows[0][:5], test_rows[1][:5]
-    c = make_client(api_key="k", state_db=tmp_path / "state.sqlite")
+    c = make_client(api_key="k", state_url=state_url)
     ok = c.post("/feedback", json={"features": features(X), "points": Y.tolist()}, headers=KEY)
     assert ok.status_code == 200
     body = {"features": features(X), "points": Y.tolist()}
@@ -68,21 +68,20 @@ def _json(body) -> bytes:
     return json.dumps(body, allow_nan=True).encode()
 
 
-def test_state_survives_a_restart(make_client, test_rows, tmp_path):
+def test_state_survives_a_restart(make_client, test_rows, state_url):
     X, Y = test_rows
-    db = tmp_path / "state.sqlite"
-    first = make_client(api_key="k", state_db=db)
+    first = make_client(api_key="k", state_url=state_url)
     first.post("/feedback", json={"features": features(X[:20]), "points": Y[:20].tolist()}, headers=KEY)
     first.__exit__(None, None, None)
-    again = make_client(api_key="k", state_db=db)
+    again = make_client(api_key="k", state_url=state_url)
     again.post("/feedback", json={"features": features(X[20:30]), "points": Y[20:30].tolist()}, headers=KEY)
     assert again.get("/model", headers=KEY).json()["feedback"]["methods"]["lmve"]["rows"] == 30
     assert _counter(again.get("/metrics").text, "lmve_feedback_rows_total", "lmve") == 30
 
 
-def test_adaptive_mode_moves_the_served_level_and_reports_it(make_client, test_rows, tmp_path):
+def test_adaptive_mode_moves_the_served_level_and_reports_it(make_client, test_rows, state_url):
     X, Y = test_rows
-    c = make_client(api_key="k", state_db=tmp_path / "state.sqlite", adaptive="aci", adaptive_gamma=0.05)
+    c = make_client(api_key="k", state_url=state_url, adaptive="aci", adaptive_gamma=0.05)
     before = c.post("/predict-region", json={"features": features(X[:1])}, headers=KEY).json()
     assert before["adaptive"] and before["effective_coverage"] == pytest.approx(0.9)
     far = (Y[:10] + 1e3).tolist()  # every point far outside: each miss raises the level by gamma * 0.9
@@ -124,9 +123,9 @@ def test_the_service_exports_every_metric_the_rules_use(make_client, test_rows):
         assert re.search(rf"^{name}\{{method=", text, flags=re.M), name
 
 
-def test_quantile_mode_moves_the_threshold_and_reports_its_level(make_client, test_rows, tmp_path):
+def test_quantile_mode_moves_the_threshold_and_reports_its_level(make_client, test_rows, state_url):
     X, Y = test_rows
-    c = make_client(api_key="k", state_db=tmp_path / "state.sqlite", adaptive="quantile", adaptive_lr=0.05)
+    c = make_client(api_key="k", state_url=state_url, adaptive="quantile", adaptive_lr=0.05)
     before = c.post("/predict-region", json={"features": features(X[:1])}, headers=KEY).json()
     assert before["adaptive"] and before["effective_coverage"] == 0.9
     far = (Y[:20] + 50.0).tolist()

@@ -4,10 +4,12 @@ before the model repository."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 
 import numpy as np
 
-from service.state import MethodFeedback, SQLiteState
+from service.state import MethodFeedback, SQLiteState, StateUnavailable, open_state
 
 LEGACY = """
 CREATE TABLE served (id INTEGER PRIMARY KEY CHECK (id = 1), path TEXT NOT NULL, bundle_id TEXT NOT NULL,
@@ -29,8 +31,8 @@ def _batch(k: int, inside: bool = True) -> dict:
     return {"nle": MethodFeedback(inside=np.full(k, inside), p_value=np.full(k, 0.5), scores=np.ones(k))}
 
 
-def test_models_keep_separate_records_feedback_and_counters():
-    state = SQLiteState()
+def test_models_keep_separate_records_feedback_and_counters(state_url):
+    state = open_state(state_url)
     assert state.publish("a", "/r/a", "ida", configured="/r/a") == 1
     assert state.publish("a", configured="/r/a", loaded=False) == 2
     state.publish("b", "/r/b", "idb")
@@ -42,6 +44,34 @@ def test_models_keep_separate_records_feedback_and_counters():
     assert state.window("b", "same-id", 100)["nle"].coverage == 0.0
     assert state.counters() == {"a": {"nle": {"rows": 3, "inside": 3, "p_value_sum": 1.5, "inside_served": 3}},
                                 "b": {"nle": {"rows": 2, "inside": 0, "p_value_sum": 1.0, "inside_served": 0}}}
+    assert [r["inside"] for r in state.recent("b", "nle", 5)] == [False, False]
+    state.close()
+
+
+def test_concurrent_writers_step_the_adaptive_state_one_batch_at_a_time(state_url):
+    """Four writers, each with its own connection (as four processes), 30 batches each: every row is counted
+    once and the adaptive step saw every batch's predecessor (a lost update would leave value < rows)."""
+    states = [open_state(state_url) for _ in range(4)]
+
+    def adapt(method, stored, scores):  # value: rows seen so far; the read-modify-write a race would break
+        value = (0.0 if stored is None else stored[0]) + len(scores)
+        return (value, None), np.full(len(scores), 0.9), np.ones(len(scores), bool)
+
+    def write(state):
+        for i in range(30):
+            state.record_feedback("m", "b", _batch(1 + i % 3), adapt=adapt)
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in states]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = 4 * sum(1 + i % 3 for i in range(30))
+    assert states[0].counters()["m"]["nle"]["rows"] == rows
+    assert states[1].adaptive_state("m", "b") == {"nle": (rows, None)}
+    assert states[2].window("m", "b", 10_000)["nle"].rows == rows
+    for s in states:
+        s.close()
 
 
 def test_a_legacy_state_file_moves_to_the_model_configured_with_its_bundle(tmp_path):
@@ -105,3 +135,53 @@ def test_state_urls_name_the_backend_and_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("LMVE_STATE_URL", "mysql://db/lmve")
     with pytest.raises(ValueError, match="sqlite:// or postgresql://; got 'mysql'"):
         ServiceSettings()
+
+
+def test_postgres_migrates_once_when_replicas_start_together(pg_cluster):
+    url = pg_cluster.create_database()
+    states = [None] * 3
+
+    def start(i):
+        states[i] = open_state(url)
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    from service.state.migrations import latest
+
+    assert states[0]._read("SELECT version FROM schema_version ORDER BY version") == \
+        [(v,) for v in range(1, latest("postgresql") + 1)]
+    assert states[1].publish("a", "/r/a", "x") == 1 and states[2].served("a").bundle_id == "x"
+    for s in states:
+        s.close()
+
+
+def test_postgres_unreachable_is_said_within_the_timeout_and_heals(tmp_path):
+    """A server down at start: the state opens anyway, says why it cannot write (naming the server, never the
+    password), and migrates and writes once the server is up."""
+    import pytest
+
+    from tests.postgres import Cluster, bindir
+
+    if bindir() is None:
+        pytest.skip("PostgreSQL's server is not installed")
+    cluster = Cluster()
+    try:
+        url = cluster.url("postgres").replace("lmve@", "lmve:secret@")
+        state = open_state(url)
+        t0 = time.monotonic()
+        with pytest.raises(StateUnavailable, match=f"127.0.0.1:{cluster.port}/postgres cannot be reached") as err:
+            state.record_feedback("m", "b", _batch(2))
+        assert time.monotonic() - t0 < 5.0 and "secret" not in err.value.reason
+        assert "cannot be reached" in state.health()
+        cluster.start()
+        deadline = time.monotonic() + 20
+        while state.health() is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        state.record_feedback("m", "b", _batch(2))
+        assert state.counters()["m"]["nle"]["rows"] == 2
+        state.close()
+    finally:
+        cluster.destroy()
