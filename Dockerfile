@@ -29,7 +29,7 @@ RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==2.13.0" \
 FROM ${PYTHON_IMAGE} AS runtime-base
 ENV PATH=/opt/venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 MPLCONFIGDIR=/tmp/matplotlib
 RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin lmve \
-    && mkdir -p /bundles /state && chown lmve:lmve /bundles /state
+    && mkdir -p /bundles /state /store && chown lmve:lmve /bundles /state /store
 WORKDIR /home/lmve
 
 FROM runtime-base AS trainer

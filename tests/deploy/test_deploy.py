@@ -88,6 +88,32 @@ def test_dockerfile_api_image_has_no_torch_trainer_has_cpu_torch():
     assert (ROOT / ".dockerignore").is_file()
 
 
+def test_compose_scaled_fleet_shares_one_postgres_state_and_one_bundle_store(compose):
+    """The scaled profile: PostgreSQL (official image, named volume, health check), three replicas on it that
+    start once it is healthy, one writable bundle store every replica mounts, and the Dockerfile's image
+    owning that mount point (a named volume copies it, so the non-root user can write)."""
+    from service.settings import ServiceSettings
+
+    services = compose["services"]
+    pg, pool = services["postgres"], services["api-pool"]
+    assert pg["profiles"] == ["scaled"] and pg["image"].startswith("postgres:")
+    assert {v["target"]: v["source"] for v in pg["volumes"]}["/var/lib/postgresql/data"] in compose["volumes"]
+    assert "pg_isready" in " ".join(pg["healthcheck"]["test"])
+    env = pool["environment"]
+    url = env["LMVE_STATE_URL"].replace("${LMVE_PG_PASSWORD:-lmve}", pg["environment"]["POSTGRES_PASSWORD"]
+                                        .split(":-")[-1].rstrip("}"))
+    assert url == (f"postgresql://{pg['environment']['POSTGRES_USER']}:lmve@postgres:5432/"
+                   f"{pg['environment']['POSTGRES_DB']}")
+    assert ServiceSettings(state_url=url).state_url == url  # the service accepts it
+    assert "LMVE_STATE_DB" not in env  # no per-replica SQLite left behind
+    assert pool["depends_on"]["postgres"]["condition"] == "service_healthy"
+    store = [v for v in pool["volumes"] if v["target"] == "/store"]
+    assert store and store[0]["source"] in compose["volumes"] and not store[0].get("read_only", False)
+    assert env["LMVE_RECALIBRATED_DIR"].startswith("/store/")
+    runtime = _stages((ROOT / "Dockerfile").read_text())["runtime-base"]
+    assert re.search(r"mkdir -p [^&]*/store[^&]*&& chown lmve:lmve [^\n]*/store", runtime)
+
+
 def test_compose_builds_each_service_from_its_image(compose):
     services = compose["services"]
     assert services["trainer"]["build"]["target"] == "trainer"

@@ -41,16 +41,14 @@ def test_promtool_checks_and_unit_tests_the_rules(tmp_path):
     assert conf.returncode == 0, conf.stdout + conf.stderr
 
 
-def test_compose_gives_each_api_a_writable_state_and_prometheus_the_rules():
+def test_compose_gives_the_api_a_writable_state_and_prometheus_the_rules():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    for name in ("api", "api-pool"):
-        env = services[name]["environment"]
-        assert env["LMVE_STATE_DB"].startswith("/state/") and env["LMVE_RECALIBRATED_DIR"].startswith("/state/")
-        state = [v for v in services[name]["volumes"] if v["target"] == "/state"]
-        assert state and not state[0].get("read_only", False)
+    env = services["api"]["environment"]  # one API: SQLite on its writable state volume
+    assert env["LMVE_STATE_URL"].startswith("sqlite:////state/") and env["LMVE_RECALIBRATED_DIR"].startswith("/state/")
+    state = [v for v in services["api"]["volumes"] if v["target"] == "/state"]
+    assert state and not state[0].get("read_only", False)
     assert services["api"]["volumes"][1]["source"] == "state" and "state" in compose["volumes"]
-    assert "source" not in [v for v in services["api-pool"]["volumes"] if v["target"] == "/state"][0]  # one per replica
     prom = services["prometheus"]
     assert prom["profiles"] == ["monitoring"]
     targets = {Path(v["source"]).name: v["target"] for v in prom["volumes"]}
