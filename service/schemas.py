@@ -172,6 +172,10 @@ class ModelStatus(BaseModel):
     coverage: float | None = Field(default=None, description="the bundle's coverage level")
     reason: str | None = Field(default=None, description="why the model does not serve (null when READY)")
     loaded_at: float | None = Field(default=None, description="Unix time the served bundle was loaded")
+    published_refused: dict | None = Field(
+        default=None, description="null while this worker serves what the shared state publishes; else the "
+                                  "published bundle it could not load (`bundle_id`, `path`, `reason`): it keeps "
+                                  "serving `bundle_id` above until another is published or it is reloaded")
 
 
 class ModelsResponse(BaseModel):

@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from models.bundle import load_bundle
 from models.exceptions import BundleError
@@ -49,6 +50,9 @@ class ModelStore:
         self.error: str | None = "no bundle configured (set LMVE_BUNDLE or LMVE_MODEL_REPOSITORY)" \
             if path is None else None
         self.unloaded_at: float | None = None
+        #: the published bundle this worker could not load (``bundle_id``, ``path``, ``reason``); it
+        #: keeps serving :attr:`current`. Set and cleared by :class:`service.sync.Follower`.
+        self.refused_publish: dict | None = None
         self._lock = threading.Lock()
 
     @property
@@ -85,10 +89,18 @@ class ModelStore:
         except BundleError as exc:
             log.error("model %s not ready: bundle %s refused: %s", self.name, self.path, exc)
 
-    def reload(self, path: Path | None = None) -> tuple[Loaded, Loaded | None]:
+    def reload(self, path: Path | None = None, commit: Callable[[Loaded], None] | None = None,
+               unless_serving: str | None = None) -> tuple[Loaded, Loaded | None]:
         """Verify and load ``path`` (default: the configured one), then swap. Raises BundleError
-        (remembered as :attr:`error` while no bundle serves)."""
+        (remembered as :attr:`error` while no bundle serves).
+
+        ``commit(new)`` runs once the bundle is verified, before it serves (under the store's lock):
+        whatever it raises propagates and nothing is swapped (the shared state's publish, so a bundle
+        serves only once every worker can be told). With ``unless_serving`` (a bundle id), a store that
+        already serves it returns at once (``previous`` is then the current bundle itself)."""
         with self._lock:
+            if unless_serving is not None and self.current is not None and self.current.version == unless_serving:
+                return self.current, self.current
             target = Path(path) if path is not None else self.path
             if target is None:
                 raise BundleError("no bundle path configured or given")
@@ -100,6 +112,8 @@ class ModelStore:
                 raise
             new = Loaded(model=model, path=target, version=model.manifest.get("bundle_id", "unknown"),
                          loaded_at=time.time(), name=self.name)
+            if commit is not None:
+                commit(new)
             previous, self.current = self.current, new  # one reference assignment: atomic for readers
             self.path, self.error, self.unloaded_at = target, None, None
             log.info("model %s: serving bundle %s (version %s, primary method %s)", self.name, target, new.version,

@@ -5,8 +5,8 @@ new record in the shared state (:meth:`service.state.ServiceState.publish`). Eve
 :meth:`Follower.follow` in its lifespan: each ``sync_interval_s`` it reads the published records
 and, for each model whose record names another bundle than the one it serves, verifies and loads
 it, or unloads the model the record says is unloaded, or adds a model another worker loaded from
-the repository since the start. A bundle that fails verification is remembered and not retried
-until another is published (the worker keeps serving its own). At start a worker adopts a model's
+the repository since the start. A bundle that fails verification is remembered (``GET /models``
+says which and why) and not retried until another is published (the worker keeps serving its own). At start a worker adopts a model's
 published bundle when it was derived from the same configured bundle (a recalibration survives a
 restart), and keeps a model an operator unloaded unloaded; a changed configured bundle wins and is
 published.
@@ -24,7 +24,7 @@ from models.exceptions import BundleError
 from service.metrics import Metrics
 from service.monitor import Monitor
 from service.repository import ModelRepository
-from service.state import ServiceState, StateUnavailable
+from service.state import ANY, ServiceState, StateUnavailable
 from service.store import Loaded, ModelStore
 
 log = logging.getLogger("lmve.service")
@@ -33,7 +33,6 @@ log = logging.getLogger("lmve.service")
 class Follower:
     def __init__(self, repository: ModelRepository, state: ServiceState, monitor: Monitor, metrics: Metrics):
         self.repository, self.state, self.monitor, self.metrics = repository, state, monitor, metrics
-        self._refused: dict[str, tuple[str | None, str | None]] = {}
 
     # ------------------------------------------------------------------ one model's changes
     def publish(self, store: ModelStore) -> None:
@@ -45,26 +44,34 @@ class Follower:
         elif store.unloaded_at is not None:
             self.state.publish(store.name, configured=configured, loaded=False)
 
-    def swap(self, name: str | None = None, path: Path | None = None,
-             publish: bool = True) -> tuple[Loaded, Loaded | None]:
+    def swap(self, name: str | None = None, path: Path | None = None, publish: bool = True, expect=ANY,
+             unless_serving: str | None = None) -> tuple[Loaded, Loaded | None]:
         """Verify and load ``path`` (default: the model's configured bundle) for model ``name`` (default:
         the default model; a model new on disk is added), count it and, with ``publish``, make every
-        worker follow. A refused bundle is counted and its ``BundleError`` raised; the previous bundle
-        keeps serving. Raises :class:`~service.repository.UnknownModelError`. Blocking: call it from a
-        thread."""
+        worker follow: it is published before it serves here, so a publish that fails (the state
+        unreachable: :class:`~service.state.StateUnavailable`; ``expect`` given and another bundle
+        published: :class:`~service.state.PublishConflict`) leaves the previous bundle serving
+        everywhere. A refused bundle is counted and its ``BundleError`` raised; the previous bundle
+        keeps serving. ``unless_serving``: see :meth:`ModelStore.reload`. Raises
+        :class:`~service.repository.UnknownModelError`. Blocking: call it from a thread."""
         store = self._store(name)
+        configured = None if store.configured is None else str(store.configured)
+
+        def commit(new: Loaded) -> None:
+            self.state.publish(store.name, new.path, new.version, configured=configured, expect=expect)
+
         try:
-            new, previous = store.reload(path)
+            new, previous = store.reload(path, commit=commit if publish else None, unless_serving=unless_serving)
         except BundleError:
             self.metrics.reloads.labels(store.name, "refused").inc()
             if store.current is None:
                 self.metrics.set_model(store.name, None)
             raise
+        store.refused_publish = None
+        if new is previous:
+            return new, previous
         self.metrics.reloads.labels(store.name, "ok").inc()
         self.metrics.set_model(store.name, new)
-        self._refused.pop(store.name, None)
-        if publish:
-            self.publish(store)
         self.monitor.refresh(new)
         return new, previous
 
@@ -120,29 +127,39 @@ class Follower:
     def tick(self) -> None:
         """One poll: follow every model's published record; refresh the adaptive levels."""
         for name, rec in self.state.served_all().items():
-            store = self.repository.stores.get(name)
-            if store is None:
-                if not rec.loaded:
-                    continue
-                try:
-                    store = self.repository.add(name)  # another worker loaded a model new on disk
-                except LookupError:
-                    continue
-            cur = store.current
+            self._follow(name, rec)
+
+    def catch_up(self, name: str) -> None:
+        """Follow model ``name``'s published record now (after a publish lost to another worker's)."""
+        rec = self.state.served(name)
+        if rec is not None:
+            self._follow(name, rec)
+
+    def _follow(self, name: str, rec) -> None:
+        store = self.repository.stores.get(name)
+        if store is None:
             if not rec.loaded:
-                if cur is not None or store.unloaded_at is None:
-                    self.unload(name, publish=False)
-                continue
-            if rec.path and (cur is None or rec.bundle_id != cur.version) \
-                    and self._refused.get(name) != (rec.path, rec.bundle_id):
-                self._adopt(store, rec.path, rec.bundle_id)
-            self.monitor.refresh(store.current)
+                return
+            try:
+                store = self.repository.add(name)  # another worker loaded a model new on disk
+            except LookupError:
+                return
+        cur = store.current
+        if not rec.loaded:
+            if cur is not None or store.unloaded_at is None:
+                self.unload(name, publish=False)
+            return
+        refused = store.refused_publish
+        if rec.path and (cur is None or rec.bundle_id != cur.version) \
+                and (refused is None or (refused["path"], refused["bundle_id"]) != (rec.path, rec.bundle_id)):
+            self._adopt(store, rec.path, rec.bundle_id)
+        self.monitor.refresh(store.current)
 
     def _adopt(self, store: ModelStore, path: str, bundle_id: str | None) -> None:
         try:
-            self.swap(store.name, Path(path), publish=False)
+            self.swap(store.name, Path(path), publish=False, unless_serving=bundle_id)
         except BundleError as exc:
-            self._refused[store.name] = (path, bundle_id)
+            store.refused_publish = {"bundle_id": bundle_id, "path": path, "reason": str(exc)}
             log.error("model %s: published bundle %s (%s) refused, still serving the previous one: %s", store.name,
                       path, bundle_id, exc)
 

@@ -10,6 +10,7 @@ every other worker of the host follows within ``LMVE_SYNC_INTERVAL_S`` (``servic
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +24,7 @@ from models.exceptions import BundleError
 from service.deps import Settings, json_body, json_body_openapi, require_admin_key, store_for
 from service.errors import APIError
 from service.repository import UnknownModelError
+from service.state import PublishConflict
 from service.schemas import ModelAction, RecalibrateRequest, RecalibrateResponse, ReloadRequest, ReloadResponse
 from service.tabular import read_fresh_csv
 
@@ -99,6 +101,8 @@ CSV_DOC = {"requestBody": {"required": True, "content": {
 RECALIBRATE = {"response_model": RecalibrateResponse, "openapi_extra": CSV_DOC, "responses": {
     401: {"description": "bad key"}, 403: {"description": "no key configured"},
     404: {"description": "no model of that name"},
+    409: {"description": "another recalibration of the model was published while this one ran; nothing was "
+                         "published from these rows (send them again)"},
     422: {"description": "bad rows or too few for the bundle's level; the old bundle keeps serving"},
     500: {"description": "the new bundle could not be written; the old one keeps serving"}}}
 Groups = Annotated[str | None, Query(description="text/csv: the group column(s), comma-separated")]
@@ -164,9 +168,22 @@ async def _recalibrate(request: Request, settings, name: str | None, groups, gro
             raise APIError(500, "Recalibration not written", f"could not write the new bundle under {out_root}: "
                            f"{exc}; still serving {loaded.version}") from None
         try:
-            new, _ = request.app.state.follower.swap(store.name, out)
+            # compare-and-set: published only while its parent still is (no concurrent recalibration won)
+            new, _ = request.app.state.follower.swap(store.name, out, expect=loaded.version)
         except BundleError as exc:  # pragma: no cover - we just wrote it
             raise APIError(500, "Recalibration refused", f"{exc}; still serving {loaded.version}") from None
+        except PublishConflict as exc:
+            shutil.rmtree(out, ignore_errors=True)  # never published: no worker reads it
+            request.app.state.follower.catch_up(store.name)  # serve the winner now: a resend recalibrates it
+            raise APIError(409, "Recalibration conflict",
+                           f"model {store.name!r} changed while these rows were calibrated: bundle {exc.published} is "
+                           f"published now, not {loaded.version} they were calibrated against; nothing was "
+                           f"published from them (send them again to recalibrate {exc.published})",
+                           field="model", expected=f"bundle {loaded.version} published",
+                           received=f"bundle {exc.published} published") from None
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)  # the state refused it (StateUnavailable): never published
+            raise
         return result, new, threshold_changes(parent, result.model)
 
     result, new, changes = await anyio.to_thread.run_sync(work)

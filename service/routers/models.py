@@ -15,7 +15,7 @@ def status(store: ModelStore, default: bool) -> ModelStatus:
     cur = store.current
     path = cur.path if cur is not None else store.path
     common = {"name": store.name, "state": store.state, "default": default, "reason": store.reason,
-              "path": None if path is None else str(path)}
+              "path": None if path is None else str(path), "published_refused": store.refused_publish}
     if cur is None:
         return ModelStatus(bundle_id=None, **common)
     model = cur.model

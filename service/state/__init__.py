@@ -19,11 +19,11 @@ restart) or ``postgresql://user@host/db``.
 
 from __future__ import annotations
 
-from service.state.base import (COUNTERS, AdaptStep, MethodFeedback, Served, ServiceState, StateUnavailable,
-                                WindowStats)
+from service.state.base import (ANY, COUNTERS, AdaptStep, MethodFeedback, PublishConflict, Served, ServiceState,
+                                StateUnavailable, WindowStats)
 from service.state.sqlite import SQLiteState
 
-__all__ = ["COUNTERS", "AdaptStep", "MethodFeedback", "Served", "ServiceState", "SQLiteState", "StateUnavailable",
+__all__ = ["ANY", "COUNTERS", "AdaptStep", "MethodFeedback", "PublishConflict", "Served", "ServiceState", "SQLiteState", "StateUnavailable",
            "WindowStats", "open_state", "sqlite_path"]
 
 

@@ -18,6 +18,17 @@ from typing import Callable, Iterator
 import numpy as np
 
 COUNTERS = ("rows", "inside", "p_value_sum", "inside_served")
+#: :meth:`ServiceState.publish`'s ``expect`` default: publish whatever is published now
+ANY = object()
+
+
+class PublishConflict(RuntimeError):
+    """A compare-and-set publish lost: ``model``'s published bundle is no longer ``expected`` (another
+    request, maybe on another process, published ``published`` first). Nothing was published."""
+
+    def __init__(self, model: str, expected: str | None, published: str | None):
+        super().__init__(f"model {model!r}: bundle {published} is published, not {expected}")
+        self.model, self.expected, self.published = model, expected, published
 
 
 class StateUnavailable(RuntimeError):
@@ -129,19 +140,30 @@ class ServiceState:
         transaction (delivered at its commit)."""
 
     def publish(self, model: str, path=None, bundle_id: str | None = None, configured=None,
-                loaded: bool = True) -> int:
+                loaded: bool = True, expect: str | None = ANY) -> int:
         """Record ``path`` (id ``bundle_id``) as the bundle every worker serves for ``model``, or
-        (``loaded`` false) that ``model`` is unloaded; the model's new generation."""
+        (``loaded`` false) that ``model`` is unloaded; the model's new generation.
+
+        With ``expect`` (a bundle id), a compare-and-set: it publishes only while ``expect`` is the
+        published (and loaded) bundle, or no record exists yet, in one statement (the upsert's ``WHERE``,
+        evaluated on the row locked by the conflict); otherwise raises :class:`PublishConflict` naming
+        the bundle that won."""
+        cas = expect is not ANY
         with self._transaction() as tx:
-            (generation,) = tx.execute(
+            row = tx.execute(
                 "INSERT INTO model_served (model, path, bundle_id, configured, loaded, generation, at) "
                 "VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT (model) DO UPDATE SET path = excluded.path, "
                 "bundle_id = excluded.bundle_id, configured = excluded.configured, loaded = excluded.loaded, "
-                "generation = model_served.generation + 1, at = excluded.at RETURNING generation",
+                "generation = model_served.generation + 1, at = excluded.at"
+                + (" WHERE model_served.bundle_id = ? AND model_served.loaded = 1" if cas else "")
+                + " RETURNING generation",
                 (model, None if path is None else str(path), bundle_id, None if configured is None else str(configured),
-                 int(loaded), time.time())).fetchone()
+                 int(loaded), time.time()) + ((expect,) if cas else ())).fetchone()
+            if row is None:
+                (published,) = tx.execute("SELECT bundle_id FROM model_served WHERE model = ?", (model,)).fetchone()
+                raise PublishConflict(model, expect, published)
             self._notify(tx, model)
-        return int(generation)
+        return int(row[0])
 
     def served(self, model: str) -> Served | None:
         rows = self._read("SELECT path, bundle_id, configured, generation, loaded FROM model_served WHERE model = ?",

@@ -4,6 +4,11 @@ database (``LMVE_STATE_URL``), the same tests on both backends.
 Feedback sent to the three processes lands in one exact count that each exports; one adaptive level per model;
 a recalibration posted to one process is served by all three within 2 s (PostgreSQL: by LISTEN/NOTIFY, the
 polling interval set to 30 s here; SQLite: by polling every 0.5 s); a restarted process keeps all of it.
+
+Faults: two recalibrations of one model at once on two processes publish one child of the parent, the other is
+told (409); ``kill -9`` of a process while it recalibrates never publishes half a bundle and the others keep
+serving; PostgreSQL stopped and started under load: the region routes keep answering, feedback in the outage is
+refused with 503 and its reason, the counts are exact after.
 """
 
 from __future__ import annotations
@@ -14,7 +19,11 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
+
+from models.bundle import load_bundle
+from service.state import open_state
 
 from tests.service.conftest import BACKENDS, features
 from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
@@ -75,7 +84,8 @@ def fleet(request, bundle_dir, tmp_path_factory):
     url = (f"sqlite:///{root}/state.sqlite" if request.param == "sqlite"
            else request.getfixturevalue("pg_cluster").create_database())
     env = {"LMVE_STATE_URL": url, "LMVE_SYNC_INTERVAL_S": POLL[request.param], "LMVE_ADAPTIVE": "aci",
-           "LMVE_ADAPTIVE_GAMMA": "0.05", "LMVE_RECALIBRATED_DIR": str(root / "store")}
+           "LMVE_ADAPTIVE_GAMMA": "0.05", "LMVE_RECALIBRATED_DIR": str(root / "store"),
+           "LMVE_MAX_BODY_BYTES": "64000000"}
     fleet = Fleet(served, root, env)
     try:
         for i in range(3):
@@ -150,3 +160,169 @@ def test_a_restarted_process_keeps_the_fleets_bundle_counts_and_level(fleet):
     assert counter(fleet.get(1, "/metrics").text, "lmve_feedback_rows_total") == rows
     assert (after["feedback"]["methods"]["lmve"]["effective_coverage"]
             == before[0]["feedback"]["methods"]["lmve"]["effective_coverage"])
+
+
+def recal_body(X, Y, n: int, shift: int = 0) -> dict:
+    idx = (np.arange(n) + shift) % len(X)
+    return {"features": features(X[idx]), "points": Y[idx].tolist()}
+
+
+def published(fleet):
+    state = open_state(fleet.env["LMVE_STATE_URL"])
+    try:
+        return state.served("site")
+    finally:
+        state.close()
+
+
+def test_two_recalibrations_at_once_publish_one_child_and_tell_the_other(fleet, test_rows):
+    """Both processes calibrate against the same parent; the compare-and-set publish lets one through. Requests
+    that do not overlap (the second starts after the first was followed) chain instead: never two children of
+    one parent. Up to five rounds; at least one must overlap."""
+    X, Y = test_rows
+    conflicts = 0
+    for attempt in range(5):
+        parent = published(fleet).bundle_id
+        bodies = [recal_body(X, Y, 3000, shift=7 * i + attempt) for i in range(2)]
+        go, answers = threading.Barrier(2), [None, None]
+
+        def post(i):
+            go.wait()
+            answers[i] = httpx.post(f"{fleet.base(i)}/admin/recalibrate", json=bodies[i], headers=H, timeout=60.0)
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        codes = sorted(a.status_code for a in answers)
+        assert codes in ([200, 200], [200, 409]), [a.text for a in answers]
+        won = [a.json() for a in answers if a.status_code == 200]
+        if codes == [200, 409]:
+            conflicts += 1
+            (lost,) = [a.json() for a in answers if a.status_code == 409]
+            assert lost["title"] == "Recalibration conflict" and won[0]["version"] in lost["detail"]
+            assert won[0]["previous_version"] == parent
+            winner = won[0]["version"]
+        else:  # one after the other: the second recalibrated the first's child
+            first, second = sorted(won, key=lambda w: w["previous_version"] != parent)
+            assert first["previous_version"] == parent and second["previous_version"] == first["version"]
+            winner = second["version"]
+        assert published(fleet).bundle_id == winner
+        for i in range(3):
+            served, seconds = fleet.until(lambda: fleet.model(i)["version"] == winner, 2.0)
+            assert served, f"process {i} still serves {fleet.model(i)['version']} after {seconds:.1f} s"
+        if conflicts:
+            break
+    assert conflicts, "five rounds and the two recalibrations never overlapped"
+    store = fleet.root / "store"
+    assert not [p for p in store.iterdir() if p.name.startswith(".") and ".tmp-" in p.name]
+
+
+def test_kill_9_during_a_recalibration_publishes_nothing_half_written(fleet, test_rows):
+    """The recalibration is timed once, then process 0 is killed at three points of another one (parsing,
+    calibrating, writing): what is published is always a complete bundle, the other two never fail a request,
+    and the restarted process serves what is published."""
+    X, Y = test_rows
+    body = recal_body(X, Y, 30000)
+    t0 = time.monotonic()
+    r = httpx.post(f"{fleet.base(0)}/admin/recalibrate", json=body, headers=H, timeout=120.0)
+    took = time.monotonic() - t0
+    assert r.status_code == 200, r.text
+    stop, failures, answered = threading.Event(), [], [0]
+
+    def hammer(i):
+        with httpx.Client(base_url=fleet.base(i), headers=H, timeout=10.0) as c:
+            while not stop.is_set():
+                a = c.post("/predict-region", json={"features": features(X[:2])})
+                if a.status_code != 200:
+                    failures.append((i, a.status_code, a.text))
+                answered[0] += 1
+
+    load = [threading.Thread(target=hammer, args=(i,)) for i in (1, 2)]
+    for t in load:
+        t.start()
+    try:
+        for fraction in (0.3, 0.6, 0.9):
+            sender = threading.Thread(target=lambda: _quietly(lambda: httpx.post(
+                f"{fleet.base(0)}/admin/recalibrate", json=body, headers=H, timeout=120.0)))
+            sender.start()
+            time.sleep(took * fraction)
+            fleet.procs[0].send_signal(signal.SIGKILL)
+            fleet.procs[0].wait(timeout=30)
+            sender.join()
+            rec = published(fleet)
+            assert load_bundle(rec.path).manifest["bundle_id"] == rec.bundle_id  # complete, verified
+            for bundle in (fleet.root / "store").iterdir():
+                if not bundle.name.startswith("."):  # every visible bundle is whole; a temporary one is hidden
+                    load_bundle(bundle)
+            fleet.start(0)
+            assert fleet.model(0)["version"] == rec.bundle_id
+    finally:
+        stop.set()
+        for t in load:
+            t.join()
+    assert not failures and answered[0] > 0, failures[:3]
+    for i in range(3):
+        assert fleet.model(i)["version"] == published(fleet).bundle_id
+
+
+def _quietly(send) -> None:
+    try:
+        send()
+    except httpx.HTTPError:
+        pass  # the process was killed under the request
+
+
+def test_postgres_stopped_and_started_under_load(fleet, test_rows, request):
+    """Region routes answer through the outage from the loaded bundle; feedback in the outage is refused with
+    503 and the database's reason (never a 500, never lost silently); the totals are exact after."""
+    if not fleet.env["LMVE_STATE_URL"].startswith("postgresql"):
+        pytest.skip("a database server to stop: the PostgreSQL backend")
+    cluster = request.getfixturevalue("pg_cluster")
+    X, Y = test_rows
+    before = counter(fleet.get(0, "/metrics").text, "lmve_feedback_rows_total")
+    stop, region, feedback = threading.Event(), [], []
+
+    def regions(i):
+        with httpx.Client(base_url=fleet.base(i), headers=H, timeout=10.0) as c:
+            while not stop.is_set():
+                region.append(c.post("/predict-region", json={"features": features(X[:2])}).status_code)
+
+    def feedbacks():
+        k = 0
+        while not stop.is_set():
+            rows = slice(4 * (k % 10), 4 * (k % 10) + 4)
+            a = httpx.post(f"{fleet.base(k % 3)}/feedback", json={"features": features(X[rows]),
+                                                                   "points": Y[rows].tolist()}, headers=H, timeout=30)
+            feedback.append((a.status_code, a.json(), a.headers.get("retry-after")))
+            k += 1
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=regions, args=(i,)) for i in range(3)] + [threading.Thread(target=feedbacks)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1.0)
+        cluster.stop("fast")
+        degraded, _ = fleet.until(lambda: fleet.get(1, "/readyz").json()["status"] == "degraded", 10.0)
+        time.sleep(2.0)
+        ready_in_outage = fleet.get(1, "/readyz")
+        cluster.start()
+        back, seconds = fleet.until(lambda: all(fleet.get(i, "/readyz").json()["state"]["status"] == "ok"
+                                                for i in range(3)), 20.0)
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert degraded and back, f"readyz never said degraded ({degraded}) or back ({back}, {seconds:.1f} s)"
+    assert ready_in_outage.status_code == 200 and ready_in_outage.json()["state"]["status"] == "unavailable"
+    assert region and set(region) == {200}, {c: region.count(c) for c in set(region)}
+    codes = {c for c, _, _ in feedback}
+    assert codes == {200, 503}, codes
+    refused = [(b, ra) for c, b, ra in feedback if c == 503]
+    assert all(b["title"] == "State unavailable" and "nothing was recorded" in b["detail"] and ra for b, ra in refused)
+    counted = sum(b["recorded"] for c, b, _ in feedback if c == 200)
+    for i in range(3):
+        assert counter(fleet.get(i, "/metrics").text, "lmve_feedback_rows_total") == before + counted

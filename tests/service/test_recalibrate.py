@@ -3,6 +3,7 @@
 import csv
 import io
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -88,3 +89,72 @@ def test_refused_recalibrations_leave_the_old_bundle_serving(make_client, served
     assert not [p for p in served.parent.iterdir() if ".recal-" in p.name]
     ok = c.post("/predict-region", json={"features": features(X[:2])}, headers=KEY)
     assert ok.status_code == 200 and ok.json()["bundle_id"] == old
+
+
+def _child_of(served, X, Y, out):
+    """A recalibration of ``served`` written to ``out``, as another process of the fleet would."""
+    from models.bundle import save_recalibrated
+    from models.calibration.recalibration import recalibrate
+
+    parent = load_bundle(served)
+    return save_recalibrated(parent, recalibrate(parent, X, Y), out)["bundle_id"]
+
+
+def test_a_recalibration_that_lost_a_race_is_told_and_publishes_nothing(make_client, served, test_rows, tmp_path):
+    from service.state import open_state
+
+    X, Y = test_rows
+    c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite", sync_interval_s=60)
+    old = c.get("/model", headers=KEY).json()["version"]
+    # another process published its recalibration of the same parent; this one has not followed yet (60 s)
+    other = tmp_path / "elsewhere" / "bundle.recal-other"
+    winner = _child_of(served, X[40:80], Y[40:80], other)
+    state = open_state(f"sqlite:///{tmp_path / 's.sqlite'}")
+    state.publish("bundle", other, winner, configured=str(served), expect=old)
+    body = {"features": features(X[:40]), "points": Y[:40].tolist()}
+    r = c.post("/admin/recalibrate", json=body, headers=KEY)
+    assert r.status_code == 409, r.text
+    assert winner in r.json()["detail"] and old in r.json()["detail"]
+    assert r.json()["errors"][0]["field"] == "model"
+    assert state.served("bundle").bundle_id == winner  # the winner stays published
+    assert not [p for p in served.parent.iterdir() if ".recal-" in p.name]  # the loser's bundle was removed
+    assert c.get("/model", headers=KEY).json()["version"] == winner  # told, and already following the winner
+    again = c.post("/admin/recalibrate", json=body, headers=KEY)  # so a resend recalibrates the winner
+    assert again.status_code == 200 and again.json()["previous_version"] == winner
+    assert state.served("bundle").bundle_id == again.json()["version"]
+    state.close()
+
+
+def test_a_published_bundle_this_worker_cannot_read_is_named_in_models(make_client, served, test_rows, tmp_path):
+    from service.state import open_state
+
+    X, Y = test_rows
+    c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite", sync_interval_s=0.1)
+    old = c.get("/model", headers=KEY).json()["version"]
+    bad = tmp_path / "store" / "bundle.recal-bad"
+    bad_id = _child_of(served, X[:40], Y[:40], bad)
+    victim = next(p for p in bad.iterdir() if p.name != "manifest.json")
+    victim.write_bytes(victim.read_bytes()[:-7])  # truncated on a flaky shared volume, say
+    state = open_state(f"sqlite:///{tmp_path / 's.sqlite'}")
+    state.publish("bundle", bad, bad_id, configured=str(served))
+
+    def line():
+        return c.get("/models", headers=KEY).json()["models"][0]
+
+    t0 = time.monotonic()
+    while line()["published_refused"] is None and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    status = line()
+    assert status["state"] == "READY" and status["bundle_id"] == old  # keeps serving the old one
+    refused = status["published_refused"]
+    assert refused["bundle_id"] == bad_id and refused["path"] == str(bad) and victim.name in refused["reason"]
+    ok = c.post("/predict-region", json={"features": features(X[:2])}, headers=KEY)
+    assert ok.status_code == 200 and ok.json()["bundle_id"] == old
+    good = tmp_path / "store" / "bundle.recal-good"
+    good_id = _child_of(served, X[40:80], Y[40:80], good)
+    state.publish("bundle", good, good_id, configured=str(served))  # the next publish is followed again
+    t0 = time.monotonic()
+    while line()["bundle_id"] != good_id and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    assert line()["bundle_id"] == good_id and line()["published_refused"] is None
+    state.close()

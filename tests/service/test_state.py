@@ -9,7 +9,9 @@ import time
 
 import numpy as np
 
-from service.state import MethodFeedback, SQLiteState, StateUnavailable, open_state
+import pytest
+
+from service.state import MethodFeedback, PublishConflict, Served, SQLiteState, StateUnavailable, open_state
 
 LEGACY = """
 CREATE TABLE served (id INTEGER PRIMARY KEY CHECK (id = 1), path TEXT NOT NULL, bundle_id TEXT NOT NULL,
@@ -46,6 +48,40 @@ def test_models_keep_separate_records_feedback_and_counters(state_url):
                                 "b": {"nle": {"rows": 2, "inside": 0, "p_value_sum": 1.0, "inside_served": 0}}}
     assert [r["inside"] for r in state.recent("b", "nle", 5)] == [False, False]
     state.close()
+
+
+def test_a_compare_and_set_publish_wins_once_and_names_the_winner(state_url):
+    state = open_state(state_url)
+    assert state.publish("m", "/r/m.recal-1", "child-1", expect="absent") == 1  # no record yet: nothing to lose to
+    assert state.publish("m", "/r/m.recal-2", "child-2", expect="child-1") == 2
+    with pytest.raises(PublishConflict) as info:  # a second child of child-1: child-2 won
+        state.publish("m", "/r/m.recal-3", "child-3", expect="child-1")
+    assert (info.value.expected, info.value.published) == ("child-1", "child-2")
+    assert state.served("m") == Served("/r/m.recal-2", "child-2", None, 2, True)  # untouched
+    state.publish("m", configured="/r/m", loaded=False)
+    with pytest.raises(PublishConflict):  # unloaded since: a recalibration of child-2 is not published
+        state.publish("m", "/r/m.recal-4", "child-4", expect="child-2")
+    assert state.publish("m", "/r/m", "parent") == 4  # an operator's publish (no expect) always lands
+
+    racers = [open_state(state_url) for _ in range(4)]
+    won, lost = [], []
+
+    def race(i):  # four processes recalibrating the same parent at once: one wins
+        try:
+            racers[i].publish("m", f"/r/m.recal-r{i}", f"r{i}", expect="parent")
+            won.append(i)
+        except PublishConflict as exc:
+            lost.append(exc.published)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and lost == [f"r{won[0]}"] * 3
+    assert state.served("m").bundle_id == f"r{won[0]}" and state.served("m").generation == 5
+    for s in (state, *racers):
+        s.close()
 
 
 def test_concurrent_writers_step_the_adaptive_state_one_batch_at_a_time(state_url):
