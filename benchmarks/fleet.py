@@ -79,18 +79,10 @@ def start_nginx(ports: list[int], root: Path) -> tuple[subprocess.Popen, int]:
     return subprocess.Popen(["nginx", "-c", str(root / "nginx.conf"), "-p", str(root)]), port
 
 
-def wait_ready(base: str, proc: subprocess.Popen | None = None, seconds: float = 120.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{base} exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{base} did not become ready in {seconds:.0f} s")
+def wait_ready(base: str, proc: subprocess.Popen, seconds: float = 120.0) -> None:
+    from tests.service.test_e2e import wait_alive
+
+    wait_alive(base, proc, seconds, path="/readyz")
 
 
 def feedback_rows_total(base: str) -> float:
