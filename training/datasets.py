@@ -20,9 +20,10 @@ from training.settings import TrainingSettings
 
 PAPER_DATASETS = ("enb", "ble_rssi", "indoor_localization", "residential_building")
 #: built-in data that needs no download: the default survey, a follow-up study of 35 subjects
-#: (few groups: lmve-train moves whole subjects into calibration to reach the level), and a survey of a
-#: three-floor building (its ``floor`` column: lmve-train --floor-column floor)
-DATASETS = ("synthetic", "visits", "floors", *PAPER_DATASETS)
+#: (few groups: lmve-train moves whole subjects into calibration to reach the level), a survey of a
+#: three-floor building (its ``floor`` column: lmve-train --floor-column floor), and a smooth task whose
+#: smallest regions are known (``synthetic_oracle``: its ``meta["sqrt_det_cov"]``, see :func:`oracle_volume`)
+DATASETS = ("synthetic", "visits", "floors", "synthetic_oracle", *PAPER_DATASETS)
 
 #: rows needed for the split protocol: NLE needs floor(0.81 m / 20) >= 1 neighbour and
 #: LMVE 20 fitting + 10 held-out train rows; the calibration part then has >= 5 rows.
@@ -158,6 +159,10 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
         X, Y, floor, _, fn, tn = synthetic.make_floor_survey(n_points=max(n_samples // 30, 3), readings=10, seed=seed)
         digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
         return Dataset("floors", X, Y, fn, tn, digest, meta={"floor": floor})
+    if name == "synthetic_oracle":  # Gaussian noise of known, turning covariance: the optimum is known
+        X, Y, sqrt_det, fn, tn = synthetic.make_oracle(n_samples=n_samples, seed=seed)
+        digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
+        return Dataset(name, X, Y, fn, tn, digest, meta={"sqrt_det_cov": sqrt_det})
     if name not in PAPER_DATASETS:
         raise InputError(f"dataset must be one of {', '.join(DATASETS)}; got {name!r}")
     root = _data_dir(data_dir) / name
@@ -182,6 +187,18 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
         # UJIIndoorLoc's LATITUDE and LONGITUDE are EPSG:3857 (Web Mercator) northing and easting, in metres
         return Dataset(name, X, Y, fn, tn, digest, meta=meta, crs={"crs": "EPSG:3857", "axes": "yx", "scale": 1000.0})
     return Dataset(name, X, Y, fn, tn, digest)
+
+
+def oracle_volume(ds: Dataset, rows: np.ndarray, coverage: float) -> float | None:
+    """The mean volume (paper convention, ``det(C)^1/2``) of the smallest regions at level ``coverage`` on
+    ``rows``, for a data set that knows it (Gaussian noise of known covariance: ``meta["sqrt_det_cov"]``,
+    ``det(Sigma(x))^1/2``; the region is ``Sigma(x)`` scaled by the chi-square quantile), else ``None``."""
+    if "sqrt_det_cov" not in ds.meta:
+        return None
+    from scipy.stats import chi2
+
+    n = ds.Y.shape[1]
+    return float(chi2.ppf(coverage, n) ** (n / 2) * np.mean(np.asarray(ds.meta["sqrt_det_cov"])[rows]))
 
 
 def _sniff_separator(path: Path) -> str | None:

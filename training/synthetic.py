@@ -188,3 +188,48 @@ def make_visits(n_subjects: int = 35, min_visits: int = 4, max_visits: int = 12,
     Y = mean + effect[subject] + noise
     X = np.column_stack([z + rng.normal(0.0, 0.05, size=z.shape), months])
     return X, Y, subject, [f"baseline_{i + 1}" for i in range(6)] + ["months"], ["measure_a", "measure_b"]
+
+
+def oracle_covariance(X: np.ndarray) -> np.ndarray:
+    """The true conditional covariance ``Sigma(x)`` (m, 2, 2) of :func:`make_oracle`'s targets.
+
+    ``Sigma = Q(theta) diag(a^2, b^2) Q(theta)^T`` with the major axis ``a = 0.15 + 0.6 u1^2``
+    (``u = (x + 1) / 2``), the minor ``b = 0.1 + 0.15 u2`` and the angle ``theta = pi (x1 + x2) / 2``:
+    the spread changes sixfold in size and its orientation turns half a circle over the cube.
+    """
+    u = (np.asarray(X, float)[:, :2] + 1.0) / 2.0
+    a = 0.15 + 0.6 * u[:, 0] ** 2
+    b = 0.1 + 0.15 * u[:, 1]
+    theta = np.pi * (X[:, 0] + X[:, 1]) / 2.0
+    c, s = np.cos(theta), np.sin(theta)
+    Q = np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2)  # (m, 2, 2) rotations
+    return Q @ (np.stack([a**2, b**2], -1)[:, :, None] * np.transpose(Q, (0, 2, 1)))
+
+
+def oracle_mean(X: np.ndarray) -> np.ndarray:
+    """The true conditional mean (m, 2) of :func:`make_oracle`'s targets: smooth, of scale 1."""
+    x1, x2, x3 = X[:, 0], X[:, 1], X[:, 2]
+    return np.stack([np.sin(np.pi * x1) + 0.5 * x2 * x3, np.cos(np.pi * x2 / 2) + 0.5 * x1 - 0.3 * x3], axis=1)
+
+
+def make_oracle(n_samples: int = 2000, n_features: int = 6, seed: int = 0):
+    """A smooth regression task whose smallest regions are known: the check of how close a learned
+    shape gets to the optimum.
+
+    ``X`` uniform on ``[-1, 1]^n_features`` (the last ``n_features - 3`` carry nothing), ``Y = f(x) + e``
+    with ``e ~ N(0, Sigma(x))`` (:func:`oracle_mean`, :func:`oracle_covariance`): heteroscedastic, its
+    orientation turning with ``x``. Given ``x`` the smallest region holding ``Y`` with probability ``eta`` is the
+    ellipse ``{y : (y - f)^T Sigma^{-1} (y - f) <= chi2_2(eta)}``, of volume (paper convention, without pi)
+    ``chi2_2(eta) det(Sigma)^{1/2}``.
+
+    Returns ``(X, Y, sqrt_det_cov, feature_names, target_names)``, ``sqrt_det_cov`` (m,) ``det(Sigma(x))^{1/2}``.
+    """
+    if n_samples < 1 or n_features < 3:
+        raise InputError(f"n_samples must be positive and n_features at least 3; got {n_samples}, {n_features}")
+    rng = np.random.default_rng([seed, 43])
+    X = rng.uniform(-1.0, 1.0, size=(n_samples, n_features))
+    S = oracle_covariance(X)
+    L = np.linalg.cholesky(S)
+    Y = oracle_mean(X) + (L @ rng.normal(size=(n_samples, 2, 1)))[:, :, 0]
+    sqrt_det = np.sqrt(np.linalg.det(S))
+    return X, Y, sqrt_det, [f"x{i + 1}" for i in range(n_features)], ["y1", "y2"]

@@ -80,3 +80,19 @@ def test_markdown_puts_scaled_datasets_in_the_papers_units():
     assert enb[6] == "17.9" and enb[8] == "1.00"  # factor 1: ratio is ours / paper
     assert res[6] == "2.2e+05" and res[8] == f"{22.0 * 1e4 / PAPER_TABLE1['residential_building']['lmve'][1]:.2f}"
     assert "residential_building: unit factor 1e+04" in text and "indoor_localization: unit" not in text
+
+
+def test_a_data_set_with_a_known_optimum_records_it_per_split(tmp_path):
+    from training.datasets import load_dataset, oracle_volume
+    from training.pipeline import paper_split
+
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    assert main(["--datasets", "synthetic_oracle", "--seeds", "1", "--methods", "ge,nle", "--quiet", "--jobs", "1",
+                 "--variant", "defaults", "--out", str(out), "--cache", str(cache)]) == 0
+    record = json.loads((cache / "defaults" / "synthetic_oracle" / "seed_001.json").read_text())
+    test_rows = paper_split(2000, 1).test
+    assert record["oracle_volume"] == pytest.approx(oracle_volume(load_dataset("synthetic_oracle"), test_rows, 0.9))
+    runs = pd.read_csv(out / "runs_defaults.csv")
+    assert (runs.oracle_volume == record["oracle_volume"]).all()
+    # no calibrated ellipse beats the smallest region at the level by more than the test part's sampling error
+    assert (runs.volume_paper > 0.8 * runs.oracle_volume).all()

@@ -101,3 +101,30 @@ def test_the_visits_study_is_grouped_by_subject_and_needs_no_data_dir(monkeypatc
     # the months feature starts at 0 for each subject and grows
     months = ds.X[:, -1]
     assert all(months[subject == s][0] == 0 and np.all(np.diff(months[subject == s]) >= 0) for s in range(35))
+
+
+def test_synthetic_oracle_noise_has_the_stated_covariance_and_its_optimum(monkeypatch):
+    from scipy.stats import chi2
+
+    from training.datasets import oracle_volume
+
+    monkeypatch.setenv("LMVE_DATA_DIR", "/nonexistent")  # built in: no data directory
+    ds = load_dataset("synthetic_oracle", n_samples=20000, seed=3)
+    assert ds.X.shape == (20000, 6) and ds.Y.shape == (20000, 2) and (np.abs(ds.X) <= 1).all()
+    S = synthetic.oracle_covariance(ds.X)
+    E = ds.Y - synthetic.oracle_mean(ds.X)
+    M = np.einsum("mi,mij,mj->m", E, np.linalg.inv(S), E)
+    # the true covariance whitens the noise: chi-square(2) scores, so its 0.9 ellipses hold 90 % of the rows
+    assert abs(np.mean(M <= chi2.ppf(0.9, 2)) - 0.9) < 0.008
+    assert abs(np.mean(M) - 2.0) < 0.05
+    np.testing.assert_allclose(ds.meta["sqrt_det_cov"], np.sqrt(np.linalg.det(S)))
+    # the spread changes size and turns: the major axis at two corners of (x1, x2) points different ways
+    corners = np.array([[-1.0, -1.0, 0, 0, 0, 0], [1.0, 0.0, 0, 0, 0, 0]])
+    w, V = np.linalg.eigh(synthetic.oracle_covariance(corners))
+    assert w[1, 1] / w[0, 1] > 10 and abs(V[0, :, 1] @ V[1, :, 1]) < 0.1
+    rows = np.arange(100)
+    expected = chi2.ppf(0.8, 2) * np.mean(ds.meta["sqrt_det_cov"][rows])
+    assert oracle_volume(ds, rows, 0.8) == pytest.approx(expected, rel=1e-12)
+    assert oracle_volume(load_dataset("synthetic", n_samples=200), rows, 0.8) is None
+    with pytest.raises(InputError, match="n_features at least 3"):
+        synthetic.make_oracle(100, n_features=2)
