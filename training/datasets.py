@@ -22,7 +22,8 @@ PAPER_DATASETS = ("enb", "ble_rssi", "indoor_localization", "residential_buildin
 #: built-in data that needs no download: the default survey, a follow-up study of 35 subjects
 #: (few groups: lmve-train moves whole subjects into calibration to reach the level), a survey of a
 #: three-floor building (its ``floor`` column: lmve-train --floor-column floor), and a smooth task whose
-#: smallest regions are known (``synthetic_oracle``: its ``meta["sqrt_det_cov"]``, see :func:`oracle_volume`)
+#: smallest regions are known (``synthetic_oracle``: its ``meta["sqrt_det_cov"]``, see :func:`oracle_volume`, and
+#: ``meta["true_mean"]``)
 DATASETS = ("synthetic", "visits", "floors", "synthetic_oracle", *PAPER_DATASETS)
 
 #: rows needed for the split protocol: NLE needs floor(0.81 m / 20) >= 1 neighbour and
@@ -162,7 +163,7 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
     if name == "synthetic_oracle":  # Gaussian noise of known, turning covariance: the optimum is known
         X, Y, sqrt_det, fn, tn = synthetic.make_oracle(n_samples=n_samples, seed=seed)
         digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
-        return Dataset(name, X, Y, fn, tn, digest, meta={"sqrt_det_cov": sqrt_det})
+        return Dataset(name, X, Y, fn, tn, digest, meta={"sqrt_det_cov": sqrt_det, "true_mean": synthetic.oracle_mean(X)})
     if name not in PAPER_DATASETS:
         raise InputError(f"dataset must be one of {', '.join(DATASETS)}; got {name!r}")
     root = _data_dir(data_dir) / name

@@ -96,3 +96,19 @@ def test_a_data_set_with_a_known_optimum_records_it_per_split(tmp_path):
     assert (runs.oracle_volume == record["oracle_volume"]).all()
     # no calibrated ellipse beats the smallest region at the level by more than the test part's sampling error
     assert (runs.volume_paper > 0.8 * runs.oracle_volume).all()
+
+
+def test_the_papers_reference_threshold_against_the_exact_one():
+    import numpy as np
+
+    from models.calibration.conformal import conformal_quantile
+    from training.bench import reference_threshold
+
+    scores = np.random.default_rng(0).permutation(np.arange(1.0, 101.0))
+    # n = 100: floor(101 * 0.9) / 100 = 0.9 -> position 89.1 of 0..99 -> 90.1; the exact rule: the 91st score
+    assert reference_threshold(scores, 0.9) == pytest.approx(90.1)
+    assert conformal_quantile(scores, 0.9) == 91.0
+    # n = 19: (n + 1) eta = 18 whole -> level 18 / 19, position 18 * 18 / 19; the exact rule: the 18th score
+    assert reference_threshold(np.arange(1.0, 20.0), 0.9) == pytest.approx(1 + 18 * 18 / 19)
+    assert conformal_quantile(np.arange(1.0, 20.0), 0.9) == 18.0
+    assert reference_threshold(np.arange(1.0, 6.0), 0.9) == 5.0  # n = 5: floor(5.4) / 5 = 1, the maximum
