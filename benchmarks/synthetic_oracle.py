@@ -91,12 +91,10 @@ def markdown(t, command: str, commit: str, wall: float, centre_lines: list[str])
              f"<= {TARGET} at coverage in [88, 92] %.", "",
              "| variant | method | splits | coverage % | volume | oracle | ratio |", "|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
+        ratio = f"{r.ratio_mean:.3f}"
         lines.append(f"| {r.variant} | {r.method} | {r.n_splits} | {100 * r.coverage_mean:.1f} ± "
                      f"{100 * r.coverage_se:.1f} | {r.volume_mean:.4g} | {r.oracle_volume:.4g} | "
-                     f"**{r.ratio_mean:.3f}** ± {r.ratio_se:.3f} |" if r.method == "lmve" else
-                     f"| {r.variant} | {r.method} | {r.n_splits} | {100 * r.coverage_mean:.1f} ± "
-                     f"{100 * r.coverage_se:.1f} | {r.volume_mean:.4g} | {r.oracle_volume:.4g} | "
-                     f"{r.ratio_mean:.3f} ± {r.ratio_se:.3f} |")
+                     f"{f'**{ratio}**' if r.method == 'lmve' else ratio} ± {r.ratio_se:.3f} |")
     lines += ["", "The centres (a centre's error adds to every region: it is what the shape cannot remove):", "",
               *centre_lines]
     return "\n".join(lines) + "\n"

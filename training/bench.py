@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -178,13 +178,9 @@ def _config_and_data(task: SplitTask):
             raise InputError(f"variant true-centre needs a data set that knows its true mean (synthetic_oracle); "
                              f"{task.dataset} does not", field="variant", expected="synthetic_oracle",
                              received=task.dataset)
-        from dataclasses import replace
-
         ds = replace(ds, centers=ds.meta["true_mean"], centre_columns=[f"true_{t}" for t in ds.target_names])
     mult = spec.get("y_multiplier", {}).get(task.dataset)
     if mult:
-        from dataclasses import replace
-
         ds = replace(ds, Y=ds.Y * mult)
     split = None
     if "calibration_fraction" in spec:
@@ -257,13 +253,13 @@ def reference_threshold(scores, eta: float) -> float:
 
 def reference_metrics(result, ds, coverage: float) -> dict:
     """The test metrics of ``result``'s methods with each threshold replaced by :func:`reference_threshold` of
-    its calibration scores (the fits unchanged); ``fit_seconds`` carried over."""
+    its calibration scores (the fitted model is left as it is); ``fit_seconds`` carried over."""
     from training.pipeline import evaluate
 
-    for reg in result.model.methods.values():
-        reg.alpha_q_ = reference_threshold(reg.calibrator_.scores_, coverage)
+    thresholds = {name: (reference_threshold(reg.calibrator_.scores_, coverage), coverage)
+                  for name, reg in result.model.methods.items()}
     test = result.split.test
-    metrics = evaluate(result.model, ds.X[test], ds.Y[test])
+    metrics = evaluate(result.model, ds.X[test], ds.Y[test], thresholds=thresholds)
     for name, m in metrics.items():
         m["fit_seconds"] = result.metrics[name]["fit_seconds"]
     return metrics

@@ -165,11 +165,13 @@ class TrainResult:
 
 
 def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None,
-             centers: np.ndarray | None = None) -> dict:
+             centers: np.ndarray | None = None, thresholds: dict | None = None) -> dict:
     """Per method: test coverage, mean volume (paper convention and true), the RMSE of the regions'
     centres (the shared centre, or LMVE's corrected one), rows (``centers``: the client's estimates,
-    for a client-centre model)."""
-    return {name: region_metrics(model.predict_region(X_raw, method=name, coverage=coverage, centers=centers).regions, Y)
+    for a client-centre model). ``thresholds`` (``method -> (alpha_q, level)``) replaces the calibrated
+    thresholds of the methods it names (:meth:`RegionModel.predict_region`'s)."""
+    return {name: region_metrics(model.predict_region(X_raw, method=name, coverage=coverage, centers=centers,
+                                                      thresholds=thresholds).regions, Y)
             for name in model.methods}
 
 
