@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     from joblib import Parallel, delayed
 
-    from training.bench import _seeds
+    from training.bench import parse_seeds
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0-2")
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     configs = [c for c in args.configs.split(",") if c]
     methods = tuple(m for m in args.methods.split(",") if m)
-    tasks = [(c, s) for s in _seeds(args.seeds) for c in configs]
+    tasks = [(c, s) for s in parse_seeds(args.seeds) for c in configs]
     if args.cached_only:
         tasks = [(c, s) for c, s in tasks if (CACHE / c / "-".join(methods) / f"seed_{s:03d}.json").is_file()]
     records = Parallel(n_jobs=args.jobs, backend="loky")(delayed(run)(c, s, methods, args.data_dir) for c, s in tasks)

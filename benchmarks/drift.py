@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     from joblib import Parallel, delayed
 
-    from training.bench import _seeds
+    from training.bench import parse_seeds
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0-9")
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--cached-only", action="store_true", help="tabulate the cached seeds; run nothing")
     args = p.parse_args(argv)
-    seeds = _seeds(args.seeds)
+    seeds = parse_seeds(args.seeds)
     if args.cached_only:
         seeds = [s for s in seeds if (CACHE / f"seed_{s:03d}.json").is_file()]
     t0 = time.perf_counter()

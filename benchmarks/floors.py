@@ -47,12 +47,6 @@ PROTOCOLS = ("random", "leave-location-out")
 COLUMNS = ("protocol", "method", "n_splits", "floor_hit_rate", "set_size_mean", "joint_coverage_mean", "area_mean")
 
 
-def seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def dataset(protocol: str):
@@ -190,6 +184,8 @@ def write(rows: list[dict], records: list[dict], args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from training.bench import parse_seeds  # the benchmarks' one --seeds parser
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0-9", help="seeds per protocol, e.g. 0-9 (default)")
     parser.add_argument("--methods", default="ge,nle", help="ellipsoid methods (default ge,nle)")
@@ -206,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
     records = []
     for protocol in args.protocols.split(","):
-        for seed in seeds(args.seeds):
+        for seed in parse_seeds(args.seeds):
             rec = cached(protocol, seed, methods, args.floor_classifier, ds_of)
             records.append(rec)
             j = rec["results"][f"joint/{methods[0]}"]

@@ -80,15 +80,14 @@ def run_one(dataset: str, seed: int) -> dict:
     return record
 
 
-def _range(text: str) -> list[int]:
-    a, b = (int(s) for s in text.split("-"))
-    return list(range(a, b + 1))
 
 
 def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     from joblib import Parallel, delayed
     from tqdm import tqdm
+
+    from training.bench import parse_seeds  # the benchmarks' one --seeds parser
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default=",".join(DATASETS))
@@ -97,11 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="parallel runs of the small data sets (UJIIndoorLoc: 1)")
     args = p.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
-    small = [(d, s) for d in datasets if d != "indoor_localization" for s in _range(args.seeds)]
+    small = [(d, s) for d in datasets if d != "indoor_localization" for s in parse_seeds(args.seeds)]
     records = list(tqdm(Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run_one)(*t) for t in small),
                         total=len(small), desc="runs"))
     if "indoor_localization" in datasets:
-        records += [run_one("indoor_localization", s) for s in tqdm(_range(args.uji_seeds), desc="UJIIndoorLoc")]
+        records += [run_one("indoor_localization", s) for s in tqdm(parse_seeds(args.uji_seeds), desc="UJIIndoorLoc")]
     for r in records:  # UJIIndoorLoc's targets are km: its areas in m^2, as in shift.md
         if r["dataset"] == "indoor_localization":
             for v in r["metrics"].values():

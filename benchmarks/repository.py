@@ -39,12 +39,6 @@ COMMAND = "python benchmarks/repository.py"
 KM2_TO_M2 = 1e6
 
 
-def seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def train(seed: int) -> tuple[dict, float | None]:
@@ -157,11 +151,13 @@ def write(rows: list[dict], manifests: dict, seconds: dict, served: dict, args) 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from training.bench import parse_seeds  # the benchmarks' one --seeds parser
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0-9", help="seeds, e.g. 0-9 or 0,3,5 (default 0-9)")
     args = parser.parse_args(argv)
     manifests, seconds = {}, {}
-    for seed in seeds(args.seeds):
+    for seed in parse_seeds(args.seeds):
         manifests[seed], seconds[seed] = train(seed)
         print(f"seed {seed}: " + ", ".join(f"{n} {e['test_coverage']:.3f}" for n, e in
                                            sorted(manifests[seed]["models"].items())), flush=True)

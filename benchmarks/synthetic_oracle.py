@@ -34,9 +34,6 @@ METHODS = ("ge", "nle", "lmve")
 TARGET = 1.3
 
 
-def _range(text: str) -> list[int]:
-    a, b = (int(s) for s in text.split("-"))
-    return list(range(a, b + 1))
 
 
 def table(records: list[dict]):
@@ -101,7 +98,7 @@ def markdown(t, command: str, commit: str, wall: float, centre_lines: list[str])
 
 
 def main(argv: list[str] | None = None) -> int:
-    from training.bench import VARIANTS, SplitTask, run_tasks
+    from training.bench import VARIANTS, SplitTask, parse_seeds, run_tasks
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--variants", default="defaults", help=f"comma-separated lmve-bench variants ({', '.join(VARIANTS)})")
@@ -113,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [v for v in variants if v not in VARIANTS]
     if bad:
         p.error(f"unknown variant(s) {', '.join(bad)}; known: {', '.join(VARIANTS)}")
-    tasks = [SplitTask("synthetic_oracle", s, v, 0.9, METHODS) for v in variants for s in _range(args.seeds)]
+    tasks = [SplitTask("synthetic_oracle", s, v, 0.9, METHODS) for v in variants for s in parse_seeds(args.seeds)]
     t0 = time.perf_counter()
     records = run_tasks(tasks, CACHE, jobs=args.jobs)
     t = table(records)

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.load.run_load import commit  # noqa: E402
-from training.bench import _seeds  # noqa: E402  (the benchmarks' one --seeds parser: "0-9", "0,3", "0-2,5")
+from training.bench import parse_seeds  # noqa: E402  (the benchmarks' one --seeds parser: "0-9", "0,3", "0-2,5")
 
 CACHE = ROOT / "benchmarks" / "cache" / "train_speed"
 OUT = ROOT / "benchmarks" / "results"
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.cached_only:
         for dataset in datasets:
             wanted = DATASETS[dataset][1]
-            seeds = _seeds(args.seeds) if args.seeds else range(3 * wanted)
+            seeds = parse_seeds(args.seeds) if args.seeds else range(3 * wanted)
             done = 0
             for seed in seeds:
                 if not args.seeds and done == wanted:

@@ -157,13 +157,11 @@ def tables(records: list[dict], variants: list[str], command: str) -> tuple["pd.
     return table, "\n".join(lines) + "\n"
 
 
-def _seeds(text: str) -> list[int]:
-    from training.bench import _seeds as parse
-
-    return parse(text)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from training.bench import parse_seeds  # the benchmarks' one --seeds parser
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0-4")
     p.add_argument("--variants", default="before,after", help=f"comma-separated of {', '.join(VARIANTS)}; "
@@ -177,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         p.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
-    tasks = [(v, s) for s in _seeds(args.seeds) for v in variants]
+    tasks = [(v, s) for s in parse_seeds(args.seeds) for v in variants]
     if args.cached_only:
         tasks = [(v, s) for v, s in tasks if (CACHE / v / f"seed_{s:03d}.json").is_file()]
         records = [cached(v, s, args.threads, args.data_dir) for v, s in tasks]

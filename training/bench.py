@@ -513,7 +513,9 @@ def plot_volumes(runs, path: Path) -> None:
     plt.close(fig)
 
 
-def _seeds(text: str) -> list[int]:
+def parse_seeds(text: str) -> list[int]:
+    """Split seeds from ``--seeds``: ranges ``A-B`` (inclusive) and single seeds, comma-separated (``0-49``,
+    ``0,3,7``, ``0-4,9``); empty parts are skipped. The benchmarks' ``--seeds`` use it too."""
     out = []
     for part in text.split(","):
         if "-" in part:
@@ -580,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
                                  f"calibrations: {', '.join(CALIBRATIONS)}")
         tasks = [SplitTask(d, s, args.variant, args.coverage, methods, overrides, args.data_dir, protocol,
                            args.peer_epochs)
-                 for protocol in protocols for d in datasets for s in _seeds(args.seeds)]
+                 for protocol in protocols for d in datasets for s in parse_seeds(args.seeds)]
         for d in set(datasets):  # fail early on a bad name or a missing data directory
             _dataset(d, args.data_dir)
         if args.cached_only:
