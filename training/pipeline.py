@@ -83,7 +83,7 @@ class TrainConfig:
     #: centres, no fit of its own: it won the row-split benchmark on ble_rssi, but on the grouped
     #: synthetic survey it helped GE and NLE more than LMVE, see benchmarks/results/stack_grouped.md);
     #: ask for them with a candidates list
-    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb")
+    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb", "gp")
     #: what centre="auto" minimises over the candidates' out-of-fold Euclidean errors: "rmse", or
     #: "quantile", the error at the coverage level (the distance a region must reach)
     centre_criterion: str = "rmse"

@@ -3,7 +3,8 @@
 :class:`SVRCentre` is the paper's (one RBF SVR per target); :class:`KNNCentre` weighted
 k-nearest-neighbour fingerprinting, its search in :mod:`models.centres.search`; :class:`HGBCentre`
 gradient-boosted trees evaluated in numpy; :class:`MLPCentre` a small ReLU network trained with the
-batched torch trainer (:mod:`models.nn.lockstep`) and served as plain arrays; :class:`StackCentre`
+batched torch trainer (:mod:`models.nn.lockstep`) and served as plain arrays; :class:`GPCentre` a Gaussian
+process's posterior mean with a length scale per feature; :class:`StackCentre`
 a non-negative least-squares blend of the others; :class:`ClientCentre` the client's own estimate and
 :class:`ConstantCentre` the training mean, for reference. A new kind is a module here plus one line in
 :data:`models.centres.kinds.KINDS`.
@@ -11,10 +12,11 @@ a non-negative least-squares blend of the others; :class:`ClientCentre` the clie
 
 from models.centres.client import ClientCentre
 from models.centres.constant import ConstantCentre
+from models.centres.gp import GPCentre
 from models.centres.hgb import HGBCentre
 from models.centres.knn import KNNCentre
 from models.centres.mlp import MLPCentre
 from models.centres.stack import StackCentre
 from models.centres.svr import SVRCentre
 
-__all__ = ["ClientCentre", "ConstantCentre", "HGBCentre", "KNNCentre", "MLPCentre", "StackCentre", "SVRCentre"]
+__all__ = ["ClientCentre", "ConstantCentre", "GPCentre", "HGBCentre", "KNNCentre", "MLPCentre", "StackCentre", "SVRCentre"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from models.centres.client import ClientCentre
 from models.centres.constant import ConstantCentre
+from models.centres.gp import GPCentre
 from models.centres.hgb import HGBCentre
 from models.centres.knn import KNNCentre
 from models.centres.mlp import MLPCentre
@@ -45,8 +46,10 @@ KINDS: dict[str, CentreSpec] = {spec.name: spec for spec in (
                HGBCentre, {}),
     CentreSpec("mlp", "a ReLU MLP (128, 64) on standardised targets, trained with the batched torch trainer",
                MLPCentre, {}),
+    CentreSpec("gp", "a Gaussian process's posterior mean, one length scale per feature fitted by marginal "
+               "likelihood (smooth targets, features that carry nothing)", GPCentre, {}),
 )}
 
 #: single centre classes by the name a bundle records
-TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, HGBCentre, MLPCentre, ClientCentre,
+TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, HGBCentre, MLPCentre, GPCentre, ClientCentre,
                                                         ConstantCentre)}

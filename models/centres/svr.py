@@ -14,7 +14,7 @@ from sklearn.svm import SVR
 from models.centres.base import Centre, target_scaling
 
 
-def _kernel_sum(X, x2, A, c, coef, gamma) -> np.ndarray:
+def rbf_kernel_sum(X, x2, A, c, coef, gamma) -> np.ndarray:
     """``exp(-gamma |x - sv|^2) @ coef`` (N, t) from a kernel plan's arrays (see ``SVRCentre._kernel_plan``)."""
     D = X @ A
     D -= c
@@ -106,11 +106,11 @@ class SVRCentre(Centre):
         groups, offset = self._kernel_plan()
         x2 = np.einsum("ij,ij->i", X, X)[:, None]
         if len(groups) == 1:  # one kernel for all targets (gamma="scale")
-            out = _kernel_sum(X, x2, *groups[0][:4])
+            out = rbf_kernel_sum(X, x2, *groups[0][:4])
         else:
             out = np.empty((X.shape[0], self.n_targets_))
             for A, c, coef, gamma, targets in groups:
-                out[:, targets] = _kernel_sum(X, x2, A, c, coef, gamma)
+                out[:, targets] = rbf_kernel_sum(X, x2, A, c, coef, gamma)
         out += offset
         return out
 

@@ -76,7 +76,7 @@ def test_cli_reports_the_centre_choice_and_the_rssi_step(tmp_path, capsys):
     assert "centre: " in printed and "CV RMSE" in printed
     assert "8 of 8 columns are RSSI" in printed and "(most often 100)" in printed
     manifest = json.loads((out / "bundle" / "manifest.json").read_text())
-    assert set(manifest["training"]["centre"]["cv"]) == {"paper", "scaled", "knn", "hgb"}
+    assert set(manifest["training"]["centre"]["cv"]) == {"paper", "scaled", "knn", "hgb", "gp"}
     report = (out / "report.md").read_text()
     assert "- centre: " in report and "- RSSI preprocessing: 8 of 8 columns" in report
 
