@@ -112,3 +112,19 @@ def test_the_papers_reference_threshold_against_the_exact_one():
     assert reference_threshold(np.arange(1.0, 20.0), 0.9) == pytest.approx(1 + 18 * 18 / 19)
     assert conformal_quantile(np.arange(1.0, 20.0), 0.9) == 18.0
     assert reference_threshold(np.arange(1.0, 6.0), 0.9) == 5.0  # n = 5: floor(5.4) / 5 = 1, the maximum
+
+
+def test_true_centre_variant_gives_the_true_mean_and_refuses_data_without_one():
+    import numpy as np
+
+    from models.exceptions import InputError
+    from training.bench import SplitTask, _config_and_data
+    from training.synthetic import oracle_mean
+
+    _, ds, _ = _config_and_data(SplitTask("synthetic_oracle", 0, "true-centre"))
+    np.testing.assert_array_equal(ds.centers, oracle_mean(ds.X))
+    assert ds.centre_columns == ["true_y1", "true_y2"]
+    with pytest.raises(InputError, match="variant true-centre needs a data set that knows its true mean "
+                                         r"\(synthetic_oracle\); synthetic does not") as info:
+        _config_and_data(SplitTask("synthetic", 0, "true-centre"))
+    assert (info.value.field, info.value.received) == ("variant", "synthetic")
