@@ -14,6 +14,12 @@ training residuals and chosen in a third:
 3. *selection*: of the grid's networks (and the init-phase ones), the one of smallest calibrated
    volume on a held-out slice of the training rows (never the calibration rows).
 
+Beyond the paper, ``n_ensemble`` networks are served: the candidates of smallest held-out volume,
+their shapes averaged (``C(x) = mean_k C_k(x)``). The held-out volumes of the grid's candidates differ
+by less than their own noise on a small survey, so the single smallest one is partly chosen by that
+noise; the mean of the best few varies less from split to split. The members are stored as one
+stack of weights with a leading member axis and evaluated together.
+
 Beyond the paper, which fixes the centre, ``mean_head=True`` gives the network ``n`` more outputs:
 a correction ``delta(x)`` to the fitted centre, so the region's centre is ``mu(x) + delta(x)``. Its
 output weights start at zero (the network starts from the fitted centre, the best candidate) and the
@@ -102,6 +108,9 @@ class LMVEShape(EllipsoidShapeEstimator):
         (its best weights stay a candidate). ``"auto"``: above ``_lmve_torch.FULL_BATCH_ROWS`` fit rows only.
     init_candidates : bool, default=True
         Also offer the init-phase networks (imitations of the NLE baseline) to the selection.
+    n_ensemble : int, default=3
+        Serve the mean shape of this many candidates, those of smallest held-out calibrated volume
+        (fewer when fewer are finite). 1 is the paper's single network.
     device : str, default="auto"
     random_state : int, default=0
     progress : bool, default=False
@@ -136,12 +145,13 @@ class LMVEShape(EllipsoidShapeEstimator):
     Attributes
     ----------
     config_ : LMVEConfig
-        The chosen configuration.
+        The configuration of the candidate of smallest held-out volume (the first member).
     grid_results_ : list of dict
         Held-out calibrated volume and stopping step per candidate (``stage`` "train", or "init"
-        for an init-phase network, whose ``lr_train`` is ``None``).
-    layers_ : list of (ndarray (in, out), ndarray (out,))
-        The chosen network's weights, float64.
+        for an init-phase network, whose ``lr_train`` is ``None``); a served one has ``member``, its
+        rank by held-out volume (0 first).
+    layers_ : list of (ndarray (k, in, out), ndarray (k, out))
+        The ``k`` served networks' weights, float64, stacked along the first axis.
     input_low_, input_high_ : ndarray (d,)
         The box queries are clipped onto (``-inf``/``+inf``: no clipping).
     floor_shape_ : ndarray (n, n)
@@ -176,6 +186,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         floor_weight: float = 0.05,
         retire: bool | str = "auto",
         init_candidates: bool = True,
+        n_ensemble: int = 3,
         device: str = "auto",
         random_state: int = 0,
         progress: bool = False,
@@ -205,6 +216,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         self.floor_weight = floor_weight
         self.retire = retire
         self.init_candidates = init_candidates
+        self.n_ensemble = n_ensemble
         self.device = device
         self.random_state = random_state
         self.progress = progress
@@ -259,6 +271,8 @@ class LMVEShape(EllipsoidShapeEstimator):
             raise bad("batch_size", "None (automatic) or a positive integer")
         if not is_positive_int(self.max_steps):
             raise bad("max_steps", "a positive integer")
+        if not is_positive_int(self.n_ensemble):
+            raise bad("n_ensemble", "a positive integer")
         if self.loss not in LOSSES:
             raise bad("loss", f"one of {', '.join(LOSSES)}")
         if not 0.0 <= float(self.floor_weight) < 1.0:
@@ -342,13 +356,19 @@ class LMVEShape(EllipsoidShapeEstimator):
                                                                "best_step_init": int(init.best_step[k])}))
         chosen = job.select(candidates)
         self.history_["selection"] = {"seconds": time.perf_counter() - t0, "candidates": len(candidates)}
+        finite = [c for c in candidates if np.isfinite(c.row["heldout_volume"])]
+        members = sorted(finite, key=lambda c: c.row["heldout_volume"])[: int(self.n_ensemble)]
+        for rank, c in enumerate(members):
+            c.row["member"] = rank
         self.grid_results_ = [c.row for c in candidates]
         self.config_ = chosen.config
 
         s = job.scale
-        self.layers_ = chosen.net.numpy_layers(chosen.index)
-        W0 = np.zeros((X.shape[1], self.layers_[0][0].shape[1]))
-        W0[job.columns] = self.layers_[0][0]  # columns the network did not see get zero weights
+        nets = [c.net.numpy_layers(c.index) for c in members]
+        self.layers_ = [(np.stack([net[i][0] for net in nets]), np.stack([net[i][1] for net in nets]))
+                        for i in range(len(nets[0]))]
+        W0 = np.zeros((len(nets), X.shape[1], self.layers_[0][0].shape[2]))
+        W0[:, job.columns] = self.layers_[0][0]  # columns the networks did not see get zero weights
         self.layers_[0] = (W0, self.layers_[0][1])
         self.n_input_columns_ = int(len(job.columns))
         low, high = job.input_box if self.clip_inputs else (np.full(X.shape[1], -np.inf), np.full(X.shape[1], np.inf))
@@ -362,24 +382,33 @@ class LMVEShape(EllipsoidShapeEstimator):
 
     # ------------------------------------------------------------------ predict
     def _fold(self) -> None:
-        """Fold ``C = (1 - w)(s^2 F + eps I) + w G`` into ``k F + K`` and note whether clipping applies."""
+        """Fold ``C = (1 - w)(s^2 F + eps I) + w G`` into ``k F + K``, note whether clipping applies, and lay
+        the members' first layers side by side (one (d, k h) product serves them all)."""
         w, n = self.floor_weight_, self.n_targets_
         self._k = (1.0 - w) * self.target_scale_**2
         self._K = (1.0 - w) * self.eps * np.eye(n) + w * self.floor_shape_
         self._clip = bool(np.isfinite(self.input_low_).any() or np.isfinite(self.input_high_).any())
         W0, b0 = self.layers_[0]
+        self._W0 = np.ascontiguousarray(W0.transpose(1, 0, 2).reshape(W0.shape[1], -1))
+        self._b0 = b0.reshape(-1)
         # clipped inputs of many columns (fingerprints) minus their lower bound are mostly zero
-        self._floor_out = (self.input_low_ @ W0 + b0 if np.isfinite(self.input_low_).all()
-                           and W0.shape[0] >= SPARSE_MIN_COLUMNS else None)
+        self._floor_out = (self.input_low_ @ self._W0 + self._b0 if np.isfinite(self.input_low_).all()
+                           and self._W0.shape[0] >= SPARSE_MIN_COLUMNS else None)
+
+    @property
+    def n_members_(self) -> int:
+        """How many networks are served (their shapes averaged)."""
+        return int(self.layers_[0][0].shape[0])
 
     def _first_layer(self, h: np.ndarray) -> np.ndarray:
-        """``h W0 + b0``; as ``(h - low) W0 + (low W0 + b0)`` when the clipped rows ``h`` minus the clip box's
-        lower bound ``low`` are sparse (``SPARSE_DENSITY``: fingerprints, where nothing-detected is the
-        floor): a CSR product over the nonzeros, for 256 UJIIndoorLoc rows (519 x 1,836 weights) 2.0 ms
-        instead of BLAS's 8.1 ms, one thread. The two agree to about ``1e-15`` of the layer's output
-        (the summation order differs); a single row gathers its nonzero columns' weights instead of
-        building a CSR matrix (scipy's constructor costs tens of microseconds)."""
-        W, b = self.layers_[0]
+        """``h W0 + b0`` (all members' first layers side by side); as ``(h - low) W0 + (low W0 + b0)`` when
+        the clipped rows ``h`` minus the clip box's lower bound ``low`` are sparse (``SPARSE_DENSITY``:
+        fingerprints, where nothing-detected is the floor): a CSR product over the nonzeros, for 256
+        UJIIndoorLoc rows (519 x 1,836 weights) 2.0 ms instead of BLAS's 8.1 ms, one thread. The two
+        agree to about ``1e-15`` of the layer's output (the summation order differs); a single row
+        gathers its nonzero columns' weights instead of building a CSR matrix (scipy's constructor
+        costs tens of microseconds)."""
+        W, b = self._W0, self._b0
         if self._floor_out is not None:
             D = h - self.input_low_
             if len(D) == 1:
@@ -397,27 +426,30 @@ class LMVEShape(EllipsoidShapeEstimator):
         return out
 
     def predict_parts(self, X) -> tuple[np.ndarray, np.ndarray | None]:
-        """One forward pass: the (N, n, n) shapes ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64,
-        ``F = R^T R`` or ``L L^T``) and the (N, n) centre corrections ``s delta(x)`` (``None``
-        without a mean head)."""
+        """One forward pass of every member: the (N, n, n) shapes, the members' mean of
+        ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64, ``F = R^T R`` or ``L L^T``), and the (N, n) centre
+        corrections ``s delta(x)``, the members' mean (``None`` without a mean head)."""
         h = np.minimum(np.maximum(X, self.input_low_), self.input_high_) if self._clip else X
         h = self._first_layer(h)
+        k, N = self.n_members_, h.shape[0]
+        h = h.reshape(N, k, -1).transpose(1, 0, 2)  # (k, N, width)
         for W, b in self.layers_[1:]:
             np.maximum(h, 0.0, out=h)
-            h = h @ W
-            h += b
+            h = np.matmul(h, W)
+            h += b[:, None, :]
         n = self.n_targets_
-        out = h[:, : n * n].reshape(h.shape[0], n, n)
+        out = h[..., : n * n].reshape(k, N, n, n)
         if self.output_ == "gram":
-            C = np.matmul(out.transpose(0, 2, 1), out)
+            C = np.matmul(out.transpose(0, 1, 3, 2), out)
         else:
             L = np.tril(out, k=-1)
             idx = np.arange(n)
-            L[:, idx, idx] = np.logaddexp(0.0, out[:, idx, idx])  # softplus
-            C = L @ np.transpose(L, (0, 2, 1))
+            L[..., idx, idx] = np.logaddexp(0.0, out[..., idx, idx])  # softplus
+            C = L @ np.swapaxes(L, -1, -2)
+        C = C[0] if k == 1 else C.mean(axis=0)
         C *= self._k
         C += self._K
-        offset = h[:, n * n:] * self.target_scale_ if self.mean_head_ else None
+        offset = h[..., n * n:].mean(axis=0) * self.target_scale_ if self.mean_head_ else None
         return C, offset
 
     @property
@@ -446,9 +478,10 @@ class LMVEShape(EllipsoidShapeEstimator):
         est = cls(eps=float(params["eps"]), loss=params.get("loss", "paper"), batch_size=params.get("batch_size"),
                   mean_head=mean_head)
         k = int(params["n_layers"])
-        est.layers_ = [(np.asarray(arrays[f"W_{i}"], float), np.asarray(arrays[f"b_{i}"], float)) for i in range(k)]
+        # a bundle of one network written before ensembles holds (in, out) / (out,) arrays
+        est.layers_ = [(_members(arrays[f"W_{i}"], 3), _members(arrays[f"b_{i}"], 2)) for i in range(k)]
         est.n_features_in_ = int(params["n_features"])
-        est.n_targets_ = int(params.get("n_targets") or round(np.sqrt(est.layers_[-1][1].shape[0])))
+        est.n_targets_ = int(params.get("n_targets") or round(np.sqrt(est.layers_[-1][1].shape[-1])))
         est.mean_head_ = mean_head
         est.input_low_, est.input_high_ = np.asarray(arrays["input_low"], float), np.asarray(arrays["input_high"], float)
         est.floor_shape_ = np.asarray(arrays["floor_shape"], float)
@@ -458,3 +491,9 @@ class LMVEShape(EllipsoidShapeEstimator):
         est.history_ = params.get("history")
         est._fold()
         return est
+
+
+def _members(a, ndim: int) -> np.ndarray:
+    """A stored weight array with its leading member axis (added when a bundle stored one network)."""
+    a = np.asarray(a, float)
+    return a[None] if a.ndim == ndim - 1 else a

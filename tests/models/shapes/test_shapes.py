@@ -286,8 +286,8 @@ def test_lmve_constant_columns_are_not_inputs_and_get_zero_weights():
     kw = dict(max_steps=50, eval_every=25, patience=2, random_state=3)
     est = LMVEShape(**kw).fit(Xc, Y)
     assert est.n_input_columns_ == X.shape[1]
-    W0 = est.layers_[0][0]
-    assert W0.shape == (X.shape[1] + 1, 4 * X.shape[1]) and np.all(W0[1] == 0.0)
+    W0 = est.layers_[0][0]  # (members, columns, width)
+    assert W0.shape == (est.n_members_, X.shape[1] + 1, 4 * X.shape[1]) and np.all(W0[:, 1] == 0.0)
     # the shape ignores whatever the constant column holds at query time
     moved = Xc[:20].copy()
     moved[:, 1] = -40.0
@@ -296,7 +296,7 @@ def test_lmve_constant_columns_are_not_inputs_and_get_zero_weights():
     np.testing.assert_allclose(est.predict_shape(Xc[:20]), LMVEShape(**kw).fit(X, Y).predict_shape(X[:20]),
                                rtol=1e-6, atol=1e-9)
     kept = LMVEShape(**kw, drop_constant=False).fit(Xc, Y)
-    assert kept.n_input_columns_ == X.shape[1] + 1 and kept.layers_[0][0].shape[1] == 4 * (X.shape[1] + 1)
+    assert kept.n_input_columns_ == X.shape[1] + 1 and kept.layers_[0][0].shape[2] == 4 * (X.shape[1] + 1)
 
 
 @pytest.mark.parametrize("output", ["gram", "cholesky"])
@@ -305,15 +305,54 @@ def test_lmve_numpy_forward_equals_the_torch_graph_it_was_trained_as(output):
 
     X, Y = heteroscedastic(300, seed=5)
     est = LMVEShape(max_steps=50, eval_every=25, patience=2, output=output, floor_weight=0.2).fit(X, Y)
+    assert est.n_members_ == 3
     Q = X[:40] * 1.5  # some rows outside the training box: clipped first
-    h = torch.as_tensor(np.clip(Q, est.input_low_, est.input_high_), dtype=torch.float64)
-    for i, (W, b) in enumerate(est.layers_):
-        h = torch.nn.functional.linear(h, torch.as_tensor(W.T), torch.as_tensor(b))
-        h = torch.relu(h) if i < len(est.layers_) - 1 else h
     n, w, s = Y.shape[1], est.floor_weight_, est.target_scale_
-    F = factor_product(h.reshape(-1, n, n), output).numpy()
+    F = 0.0
+    for k in range(est.n_members_):  # each member through torch, then their mean
+        h = torch.as_tensor(np.clip(Q, est.input_low_, est.input_high_), dtype=torch.float64)
+        for i, (W, b) in enumerate(est.layers_):
+            h = torch.nn.functional.linear(h, torch.as_tensor(W[k].T), torch.as_tensor(b[k]))
+            h = torch.relu(h) if i < len(est.layers_) - 1 else h
+        F = F + factor_product(h.reshape(-1, n, n), output).numpy() / est.n_members_
     expected = (1 - w) * (s**2 * F + est.eps * np.eye(n)) + w * est.floor_shape_
     np.testing.assert_allclose(est.predict_shape(Q), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_lmve_serves_the_mean_shape_of_its_best_held_out_candidates():
+    X, Y = heteroscedastic(300, seed=6)
+    kw = dict(max_steps=50, eval_every=25, patience=2, random_state=1)
+    est = LMVEShape(**kw, n_ensemble=4).fit(X, Y)
+    ranked = sorted(est.grid_results_, key=lambda r: r["heldout_volume"])
+    assert [r.get("member") for r in ranked[:5]] == [0, 1, 2, 3, None]
+    assert est.config_.lr_init == ranked[0]["lr_init"] and est.config_.dropout == ranked[0]["dropout"]
+    # the mean of the members' shapes: each member alone is the same fit cut to that network
+    single = copy.deepcopy(est)
+    parts = []
+    for k in range(4):
+        single.layers_ = [(W[k:k + 1], b[k:k + 1]) for W, b in est.layers_]
+        single._fold()
+        parts.append(single.predict_shape(X[:30]))
+    np.testing.assert_allclose(est.predict_shape(X[:30]), np.mean(parts, axis=0), rtol=1e-12)
+    # n_ensemble=1 is the paper's single network: the first member
+    one = LMVEShape(**kw, n_ensemble=1).fit(X, Y)
+    assert one.n_members_ == 1
+    np.testing.assert_allclose(one.predict_shape(X[:30]), parts[0], rtol=1e-12)
+    # more members than candidates: every finite candidate
+    assert LMVEShape(**kw, n_ensemble=50).fit(X, Y).n_members_ == len(est.grid_results_)
+    with pytest.raises(InputError, match="n_ensemble must be a positive integer; got 0"):
+        LMVEShape(n_ensemble=0).fit(X, Y)
+
+
+def test_lmve_reads_a_single_network_bundle_written_before_ensembles():
+    X, Y = heteroscedastic(300, seed=7)
+    est = LMVEShape(max_steps=50, eval_every=25, patience=2, n_ensemble=1).fit(X, Y)
+    params, arrays = est.to_arrays()
+    old = {k: (v[0] if k.startswith(("W_", "b_")) else v) for k, v in arrays.items()}  # (in, out), (out,)
+    assert old["W_0"].ndim == 2 and old["b_0"].ndim == 1
+    back = LMVEShape.from_arrays(params, old)
+    assert back.n_members_ == 1
+    np.testing.assert_array_equal(back.predict_shape(X[:20]), est.predict_shape(X[:20]))
 
 
 def test_lmve_sparse_inputs_take_the_sparse_first_layer_and_answer_as_the_dense_product():
