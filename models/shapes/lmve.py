@@ -14,7 +14,7 @@ training residuals and chosen in a third:
 3. *selection*: of the grid's networks (and the init-phase ones), the one of smallest calibrated
    volume on a held-out slice of the training rows (never the calibration rows).
 
-Beyond the paper, ``n_ensemble`` networks are served: the candidates of smallest held-out volume,
+Beyond the paper, ``n_ensemble`` networks (3 on small fits) are served: the candidates of smallest held-out volume,
 their shapes averaged (``C(x) = mean_k C_k(x)``). The held-out volumes of the grid's candidates differ
 by less than their own noise on a small survey, so the single smallest one is partly chosen by that
 noise; the mean of the best few varies less from split to split. The members are stored as one
@@ -108,9 +108,12 @@ class LMVEShape(EllipsoidShapeEstimator):
         (its best weights stay a candidate). ``"auto"``: above ``_lmve_torch.FULL_BATCH_ROWS`` fit rows only.
     init_candidates : bool, default=True
         Also offer the init-phase networks (imitations of the NLE baseline) to the selection.
-    n_ensemble : int, default=3
+    n_ensemble : int or "auto", default="auto"
         Serve the mean shape of this many candidates, those of smallest held-out calibrated volume
-        (fewer when fewer are finite). 1 is the paper's single network.
+        (fewer when fewer are finite). 1 is the paper's single network. ``"auto"``: 3 up to
+        ``_lmve_torch.FULL_BATCH_ROWS`` fit rows, where the held-out slice is small and its choice
+        noisy; 1 above, where the slice is large and each member would add a forward pass of a wide
+        network to every request (UJIIndoorLoc's first two layers: 8 ms a member per 256 rows).
     device : str, default="auto"
     random_state : int, default=0
     progress : bool, default=False
@@ -186,7 +189,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         floor_weight: float = 0.05,
         retire: bool | str = "auto",
         init_candidates: bool = True,
-        n_ensemble: int = 3,
+        n_ensemble: int | str = "auto",
         device: str = "auto",
         random_state: int = 0,
         progress: bool = False,
@@ -271,8 +274,8 @@ class LMVEShape(EllipsoidShapeEstimator):
             raise bad("batch_size", "None (automatic) or a positive integer")
         if not is_positive_int(self.max_steps):
             raise bad("max_steps", "a positive integer")
-        if not is_positive_int(self.n_ensemble):
-            raise bad("n_ensemble", "a positive integer")
+        if self.n_ensemble != "auto" and not is_positive_int(self.n_ensemble):
+            raise bad("n_ensemble", "'auto' or a positive integer")
         if self.loss not in LOSSES:
             raise bad("loss", f"one of {', '.join(LOSSES)}")
         if not 0.0 <= float(self.floor_weight) < 1.0:
@@ -357,7 +360,8 @@ class LMVEShape(EllipsoidShapeEstimator):
         chosen = job.select(candidates)
         self.history_["selection"] = {"seconds": time.perf_counter() - t0, "candidates": len(candidates)}
         finite = [c for c in candidates if np.isfinite(c.row["heldout_volume"])]
-        members = sorted(finite, key=lambda c: c.row["heldout_volume"])[: int(self.n_ensemble)]
+        k = (1 if job.large else 3) if self.n_ensemble == "auto" else int(self.n_ensemble)
+        members = sorted(finite, key=lambda c: c.row["heldout_volume"])[:k]
         for rank, c in enumerate(members):
             c.row["member"] = rank
         self.grid_results_ = [c.row for c in candidates]

@@ -340,8 +340,19 @@ def test_lmve_serves_the_mean_shape_of_its_best_held_out_candidates():
     np.testing.assert_allclose(one.predict_shape(X[:30]), parts[0], rtol=1e-12)
     # more members than candidates: every finite candidate
     assert LMVEShape(**kw, n_ensemble=50).fit(X, Y).n_members_ == len(est.grid_results_)
-    with pytest.raises(InputError, match="n_ensemble must be a positive integer; got 0"):
+    with pytest.raises(InputError, match="n_ensemble must be 'auto' or a positive integer; got 0"):
         LMVEShape(n_ensemble=0).fit(X, Y)
+
+
+def test_lmve_auto_ensemble_is_three_networks_on_small_fits_and_one_on_large(monkeypatch):
+    from models.shapes import _lmve_torch
+
+    X, Y = heteroscedastic(300, seed=8)
+    kw = dict(max_steps=25, eval_every=25, patience=1)
+    assert LMVEShape(**kw).fit(X, Y).n_members_ == 3
+    monkeypatch.setattr(_lmve_torch, "FULL_BATCH_ROWS", 150)  # 200 fit rows are now a large fit
+    large = LMVEShape(**kw).fit(X, Y)
+    assert large.n_members_ == 1 and [r.get("member") for r in large.grid_results_].count(0) == 1
 
 
 def test_lmve_reads_a_single_network_bundle_written_before_ensembles():
