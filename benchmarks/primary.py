@@ -80,8 +80,6 @@ def run_one(dataset: str, seed: int) -> dict:
     return record
 
 
-
-
 def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     from joblib import Parallel, delayed

@@ -195,9 +195,10 @@ class LMVEFit:
         return run_phase(net, lrs, self.train_loss, (self.X_fit, self.R_fit), (self.X_val, self.R_val),
                          self.schedule, self.gen, self.dropout_gen, held_score=held, desc="LMVE train")
 
-    def select(self, candidates: list[Candidate]) -> Candidate:
-        """Phase 3: the candidate of smallest calibrated volume on the held-out rows (its conformal
-        threshold at ``coverage``, then the mean ``det(alpha C)^{1/2}``, in target units)."""
+    def rank(self, candidates: list[Candidate]) -> list[Candidate]:
+        """Phase 3: the candidates of finite calibrated volume on the held-out rows (their conformal
+        threshold at ``coverage``, then the mean ``det(alpha C)^{1/2}``, in target units; stored in each
+        one's ``row["heldout_volume"]``), smallest first (ties in the given order)."""
         n, s = self.n, self.scale
         by_net: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for c in candidates:
@@ -210,7 +211,7 @@ class LMVEFit:
             ok = np.isfinite(M[c.index]).all() and np.isfinite(sd[c.index]).all()
             aq = conformal_quantile(M[c.index], self.coverage) if ok else math.inf
             c.row["heldout_volume"] = aq ** (n / 2) * float(np.mean(sd[c.index])) * s**n if ok else math.inf
-        vols = np.array([c.row["heldout_volume"] for c in candidates])
-        if not np.isfinite(vols).any():
+        finite = [c for c in candidates if np.isfinite(c.row["heldout_volume"])]
+        if not finite:
             raise InputError("LMVE training diverged for every configuration (non-finite shapes)")
-        return candidates[int(np.nanargmin(vols))]
+        return sorted(finite, key=lambda c: c.row["heldout_volume"])

@@ -14,8 +14,8 @@ training residuals and chosen in a third:
 3. *selection*: of the grid's networks (and the init-phase ones), the one of smallest calibrated
    volume on a held-out slice of the training rows (never the calibration rows).
 
-Beyond the paper, ``n_ensemble`` networks (3 on small fits) are served: the candidates of smallest held-out volume,
-their shapes averaged (``C(x) = mean_k C_k(x)``). The held-out volumes of the grid's candidates differ
+Beyond the paper, ``n_ensemble`` networks (3 on small fits) are served: the candidates of smallest
+held-out volume, their shapes averaged (``C(x) = mean_k C_k(x)``). The held-out volumes of the grid's candidates differ
 by less than their own noise on a small survey, so the single smallest one is partly chosen by that
 noise; the mean of the best few varies less from split to split. The members are stored as one
 stack of weights with a leading member axis and evaluated together.
@@ -49,6 +49,9 @@ PAPER_GRID = {"learning_rates_init": (1e-3, 1e-5), "learning_rates_train": (1e-3
               "dropouts": (0.1, 0.5), "max_steps": 100_000}
 
 LOSSES = ("paper", "nll", "volume")
+
+#: members ``n_ensemble="auto"`` serves on a small fit (up to ``_lmve_torch.FULL_BATCH_ROWS`` fit rows)
+AUTO_MEMBERS = 3
 
 @dataclass(frozen=True)
 class LMVEConfig:
@@ -110,10 +113,10 @@ class LMVEShape(EllipsoidShapeEstimator):
         Also offer the init-phase networks (imitations of the NLE baseline) to the selection.
     n_ensemble : int or "auto", default="auto"
         Serve the mean shape of this many candidates, those of smallest held-out calibrated volume
-        (fewer when fewer are finite). 1 is the paper's single network. ``"auto"``: 3 up to
+        (fewer when fewer are finite). 1 is the paper's single network. ``"auto"``: ``AUTO_MEMBERS`` (3) up to
         ``_lmve_torch.FULL_BATCH_ROWS`` fit rows, where the held-out slice is small and its choice
         noisy; 1 above, where the slice is large and each member would add a forward pass of a wide
-        network to every request (UJIIndoorLoc's first two layers: 8 ms a member per 256 rows).
+        network (four times the features wide) to every request.
     device : str, default="auto"
     random_state : int, default=0
     progress : bool, default=False
@@ -357,15 +360,13 @@ class LMVEShape(EllipsoidShapeEstimator):
                 cfg = LMVEConfig(lr, None, p)
                 candidates.append(Candidate(init_net, k, cfg, {"stage": "init", **asdict(cfg),
                                                                "best_step_init": int(init.best_step[k])}))
-        chosen = job.select(candidates)
+        k = (1 if job.large else AUTO_MEMBERS) if self.n_ensemble == "auto" else int(self.n_ensemble)
+        members = job.rank(candidates)[:k]
         self.history_["selection"] = {"seconds": time.perf_counter() - t0, "candidates": len(candidates)}
-        finite = [c for c in candidates if np.isfinite(c.row["heldout_volume"])]
-        k = (1 if job.large else 3) if self.n_ensemble == "auto" else int(self.n_ensemble)
-        members = sorted(finite, key=lambda c: c.row["heldout_volume"])[:k]
         for rank, c in enumerate(members):
             c.row["member"] = rank
         self.grid_results_ = [c.row for c in candidates]
-        self.config_ = chosen.config
+        self.config_ = members[0].config
 
         s = job.scale
         nets = [c.net.numpy_layers(c.index) for c in members]
