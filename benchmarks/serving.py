@@ -54,7 +54,7 @@ from run_load import KEY, commit, free_port, wrk  # noqa: E402
 
 CACHE = ROOT / "benchmarks" / "cache" / "serving"
 OUT = ROOT / "benchmarks" / "results"
-CENTRES = ("paper", "scaled", "knn", "hgb", "stack", "mlp", "client")
+CENTRES = ("paper", "scaled", "knn", "gp", "hgb", "stack", "mlp", "client")
 #: scenario -> (target, "min" or "max")
 TARGETS = {"single_over_noop": (0.5, "min"), "contains_over_noop": (0.5, "min"), "p99_256_ms": (50.0, "max"),
            "rows_per_s_1024": (100_000.0, "min")}
