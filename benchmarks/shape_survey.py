@@ -45,15 +45,13 @@ OUT = ROOT / "benchmarks" / "results"
 METHODS = ("ge", "nle", "lmve", "lmve-1")
 
 
-def draw_figures(model, method: str, X_cal, Y_cal, groups_cal, X_test, Y_test, draws: int) -> dict:
+def draw_figures(model, method: str, scores, groups_cal, X_test, Y_test, draws: int) -> dict:
     """Coverage and mean area of ``method``'s regions on the test rows, averaged over the thresholds of
-    ``draws`` calibrations (one per ``random_state``) of the same calibration scores."""
+    ``draws`` calibrations (one per ``random_state``) of its calibration ``scores``."""
     from models.calibration.conformal import SplitConformalCalibrator
     from training.pipeline import region_metrics
 
-    reg = model.methods[method]
-    scores = model.score_points(X_cal, Y_cal)[method]
-    rule, eta = reg.calibrator_.rule, model.coverage
+    rule, eta = model.methods[method].calibrator_.rule, model.coverage
     seeds = range(draws) if rule == "group-subsample" else range(1)
     alphas = np.array([SplitConformalCalibrator(rule, s).fit(scores, groups_cal).quantile(eta) for s in seeds])
     values, counts = np.unique(alphas, return_counts=True)
@@ -80,15 +78,16 @@ def run_one(dataset: str, seed: int, draws: int) -> dict:
                                method_params={"lmve": {"n_ensemble": 1}}), split=split)
     cal, test = split.calibration, split.test
     g_cal = None if ds.groups is None else np.asarray(ds.groups)[cal]
-    args = (ds.X[cal], ds.Y[cal], g_cal, ds.X[test], ds.Y[test], draws)
     record = {"dataset": dataset, "seed": seed, "draws": draws, "centre": full.centre.get("name"),
               "centre_lmve_1": single.centre.get("name"),
               "members": full.model.methods["lmve"].shape_.n_members_, "methods": {}}
-    for name, model, method in [("ge", full, "ge"), ("nle", full, "nle"), ("lmve", full, "lmve"),
-                                ("lmve-1", single, "lmve")]:
-        served = (full if name != "lmve-1" else single).metrics[method]
-        record["methods"][name] = {**draw_figures(model.model, method, *args),
-                                   "served_coverage": served["coverage"], "served_volume": served["volume"]}
+    for result, names in ((full, {"ge": "ge", "nle": "nle", "lmve": "lmve"}), (single, {"lmve-1": "lmve"})):
+        scores = result.model.score_points(ds.X[cal], ds.Y[cal])  # every method's, scored once
+        for name, method in names.items():
+            served = result.metrics[method]
+            record["methods"][name] = {
+                **draw_figures(result.model, method, scores[method], g_cal, ds.X[test], ds.Y[test], draws),
+                "served_coverage": served["coverage"], "served_volume": served["volume"]}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1))
