@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +23,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
+from run_load import commit  # noqa: E402  (the checkout's commit, as serving.py records it)
 
 CACHE = ROOT / "benchmarks" / "cache" / "groups_few"
 OUT = ROOT / "benchmarks" / "results"
@@ -79,12 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(a, b + 1)
     runs = list(tqdm(Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run_one)(s, args.subjects)
                                                                         for s in seeds), total=len(seeds)))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     moved = [r["adjustment"]["moved_from_train"] + r["adjustment"]["moved_from_test"] for r in runs if r["adjustment"]]
     before = [r["adjustment"]["groups_before"]["calibration"] for r in runs if r["adjustment"]]
     lines = [f"## Few groups: {args.subjects} subjects at 90 %", "",
              f"Command: `benchmarks/groups_few.py {' '.join(argv if argv is not None else sys.argv[1:])}` at commit "
-             f"`{commit.strip()}`. {len(runs)} splits, each a new study of {args.subjects} subjects (4 to 12 visits). "
+             f"`{commit()}`. {len(runs)} splits, each a new study of {args.subjects} subjects (4 to 12 visits). "
              f"The default fractions left {min(before, default=0)} to {max(before, default=0)} calibration subjects "
              f"on {len(moved)} of {len(runs)} splits; lmve-train moved {min(moved, default=0)} to "
              f"{max(moved, default=0)} whole subjects into calibration, which then held "

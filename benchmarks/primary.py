@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +28,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
+from run_load import commit  # noqa: E402  (the checkout's commit, as serving.py records it)
 
 CACHE = ROOT / "benchmarks" / "cache" / "primary"
 OUT = ROOT / "benchmarks" / "results"
@@ -118,10 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     df = pd.DataFrame(rows)
     OUT.mkdir(parents=True, exist_ok=True)
     df.to_csv(OUT / "primary.csv", index=False, float_format="%.6g")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     lines = ["## `--primary auto`: the served method per data set", "",
              f"Command: `benchmarks/primary.py {' '.join(argv if argv is not None else sys.argv[1:])}` at commit "
-             f"`{commit.strip()}`. lmve-train's default run per split; `auto` chooses on the train part "
+             f"`{commit()}`. lmve-train's default run per split; `auto` chooses on the train part "
              "(3-fold cross-fit) and half of the test part, and every figure is from the other half (whole groups "
              "with groups), so the served method's figures are not the ones it was chosen on. Area: the true mean area of the 90 % regions (target units squared; m^2 for indoor_localization); "
              "`auto / best`: `auto`'s mean area over the smallest method's; `oracle`: the mean over splits of each "

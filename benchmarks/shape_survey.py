@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -36,8 +35,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-
+from run_load import commit  # noqa: E402  (the checkout's commit, as serving.py records it)
 from primary import default_dataset, halves  # noqa: E402  (the same data sets and splits)
 
 CACHE = ROOT / "benchmarks" / "cache" / "shape_survey"
@@ -120,10 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         delayed(run_one)(d, s, args.draws) for d, s in todo), total=len(todo), desc="splits"))
     scale = {"indoor_localization": 1e6}  # km^2 -> m^2, as in primary.md
     rows, lines = [], []
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     lines += ["## The learned shape against GE and NLE, over calibration draws", "",
               f"Command: `benchmarks/shape_survey.py {' '.join(argv if argv is not None else sys.argv[1:])}` at "
-              f"commit `{commit.strip()}`. primary.py's splits (lmve-train's default run; figures from the evaluation "
+              f"commit `{commit()}`. primary.py's splits (lmve-train's default run; figures from the evaluation "
               "half). `area`, `coverage`: means over splits of each method's expected mean area (m^2) and coverage "
               "over the calibration draws; `served`: the one draw the bundle holds. `lmve`: the default ensemble; "
               "`lmve-1`: one network on the same centre. `/ min(GE, NLE)`: the method's mean area over the smaller of "

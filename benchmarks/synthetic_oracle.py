@@ -17,7 +17,6 @@ splits of volume / oracle volume) and ``synthetic_oracle.md``.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
+from run_load import commit  # noqa: E402  (the checkout's commit, as serving.py records it)
 
 OUT = ROOT / "benchmarks" / "results"
 CACHE = ROOT / "benchmarks" / "cache"
@@ -114,12 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     records = run_tasks(tasks, CACHE, jobs=args.jobs)
     t = table(records)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     args.out.mkdir(parents=True, exist_ok=True)
     t[["method", "n_splits", "coverage_mean", "volume_mean", "oracle_volume", "ratio_mean", "variant"]].to_csv(
         args.out / "synthetic_oracle.csv", index=False, float_format="%.6g")
     command = "benchmarks/synthetic_oracle.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    md = markdown(t, command.strip(), commit.strip(), time.perf_counter() - t0, centres(records))
+    md = markdown(t, command.strip(), commit(), time.perf_counter() - t0, centres(records))
     (args.out / "synthetic_oracle.md").write_text(md)
     print(md)
     return 0
