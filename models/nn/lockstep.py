@@ -4,7 +4,8 @@ Every layer of :class:`BatchedMLP` is one ``(K, in, out)`` tensor, so one forwar
 one Adam step serve all ``K`` configurations; each keeps its own learning rate and dropout.
 :func:`run_phase` trains such a model on any per-configuration loss, scores every configuration
 on held-out rows every ``eval_every`` steps, keeps each configuration's best weights, and stops
-when none has improved for ``patience`` evaluations. Nothing here is specific to one model:
+when none has improved for ``patience`` evaluations, on the threads :func:`models.nn.threads.fit_threads`
+gives its step's size. Nothing here is specific to one model:
 a torch model of the project builds its networks as a :class:`BatchedMLP` and its losses as
 functions of the network's output.
 
@@ -216,6 +217,7 @@ class PhaseResult:
     best_step: np.ndarray   # (K,) the step of each configuration's kept weights
     seconds: float
     left_at: np.ndarray     # (K,) the last step each configuration trained (it left the batch after it)
+    threads: int = 1        # torch's intra-op threads during the phase (models.nn.threads)
 
 
 #: a loss maps the network's output (K, B, out) and the batch targets to per-configuration values (K,)
@@ -235,8 +237,22 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
     best weights kept); with ``schedule.halve_every``, the worse half leaves at every rung. The
     mini-batches and dropout draws do not depend on how many remain. Forward passes run under
     autocast to ``schedule.dtype`` when set; the loss sees float32. On return ``net`` holds every
-    configuration's best weights.
+    configuration's best weights. The phase runs on :func:`models.nn.threads.fit_threads` threads for its
+    step's multiply-adds (configurations x batch rows x weights), torch's count restored after it.
     """
+    from models.nn.threads import ContentionGuard, fit_threads, torch_threads
+
+    rows = min(schedule.batch_size, train[0].shape[0])
+    macs = net.n_configs * rows * sum(a * b for a, b in zip(net.widths[:-1], net.widths[1:]))
+    with torch_threads(fit_threads(macs)) as threads:
+        guard = ContentionGuard(threads)
+        result = _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generator, held_score, desc,
+                            guard)
+    return PhaseResult(result.steps, result.best_step, result.seconds, result.left_at, guard.threads)
+
+
+def _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generator, held_score, desc,
+               guard) -> PhaseResult:
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
@@ -257,6 +273,7 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
     evals = 0
     bar = tqdm(total=schedule.max_steps, desc=desc, disable=not schedule.progress, leave=False)
     step = 0
+    guard.resume(0)
     for step in range(1, schedule.max_steps + 1):
         net.train()
         if schedule.batch_size >= m:
@@ -273,6 +290,7 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
         bar.update(1)
         if step % schedule.eval_every and step != schedule.max_steps:
             continue
+        guard.steps_done(step)
         net.eval()
         evals += 1
         with torch.no_grad(), autocast:
@@ -310,6 +328,7 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
             left_at[active[~keep]] = step
             opt = net.select_(torch.as_tensor(np.flatnonzero(keep), device=full_p_drop.device), opt)
             active = active[keep]
+        guard.resume(step)
     bar.close()
     left_at[active] = step
     net.restore(best_params, full_p_drop, full_lr_scale)

@@ -52,8 +52,10 @@ def factor_product(out: torch.Tensor, output: str) -> torch.Tensor:
 
 
 def held_out_rows(m: int, n_val: int, seed: int, groups=None) -> tuple[np.ndarray, np.ndarray]:
-    """``(held_out, fit)`` row indices: ``n_val`` random rows, or whole random groups until at least
-    ``n_val`` rows (and at least one group is left to fit on)."""
+    """``(held_out, fit)`` row indices: ``n_val`` random rows, or whole groups in random order until at
+    least ``n_val`` rows, passing over a group that would take the slice beyond ``2 n_val`` rows (a
+    survey's phones: two of UJIIndoorLoc's 16 hold 47 % of its rows), and leaving at least one group to
+    fit on. When every group is that large, the smallest is held out alone."""
     rng = np.random.default_rng(seed)
     if groups is None:
         perm = rng.permutation(m)
@@ -62,9 +64,17 @@ def held_out_rows(m: int, n_val: int, seed: int, groups=None) -> tuple[np.ndarra
 
     codes = group_codes(groups, m)
     order = rng.permutation(int(codes.max()) + 1)
-    sizes = np.bincount(codes)[order]
-    k = min(int(np.searchsorted(np.cumsum(sizes), n_val)) + 1, len(order) - 1)
-    held = np.isin(codes, order[:max(k, 1)])
+    sizes = np.bincount(codes)
+    chosen, total = [], 0
+    for g in order[:-1]:  # the last group in the order is never held: one is left to fit on
+        if total >= n_val:
+            break
+        if total + sizes[g] <= 2 * n_val:
+            chosen.append(g)
+            total += sizes[g]
+    if not chosen:
+        chosen = [order[:-1][int(np.argmin(sizes[order[:-1]]))]] if len(order) > 1 else [order[0]]
+    held = np.isin(codes, chosen)
     return np.flatnonzero(held), np.flatnonzero(~held)
 
 

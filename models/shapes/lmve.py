@@ -167,7 +167,7 @@ class LMVEShape(EllipsoidShapeEstimator):
     lambda_value_ : float
         The volume weight used (internal units).
     history_ : dict
-        Per-phase steps run and seconds taken (``init``, ``train``, ``selection``).
+        Per-phase steps run, seconds taken and torch threads used (``init``, ``train``, ``selection``).
     """
 
     tunes_to_coverage = True
@@ -331,7 +331,8 @@ class LMVEShape(EllipsoidShapeEstimator):
             init_net = job.new_grid([p for _, p in init_keys])
             init = job.init_phase(init_net, [a for a, _ in init_keys])
             self.history_["init"] = {"steps": init.steps, "seconds": init.seconds, "networks": len(init_keys),
-                                     "network_steps": init.left_at.tolist(), "precision": precision}
+                                     "network_steps": init.left_at.tolist(), "precision": precision,
+                                     "threads": init.threads}
             if job.schedule.halve_every:
                 # successive halving goes on across the phases: only the init networks still training
                 # when the init phase ended start train-phase configurations
@@ -345,7 +346,8 @@ class LMVEShape(EllipsoidShapeEstimator):
         # phase 2 (train): every configuration from its init network
         train = job.train_phase(net, [c.lr_train for c in configs])
         self.history_["train"] = {"steps": train.steps, "seconds": train.seconds, "networks": len(configs),
-                                  "network_steps": train.left_at.tolist(), "precision": precision}
+                                  "network_steps": train.left_at.tolist(), "precision": precision,
+                                  "threads": train.threads}
 
         # phase 3 (selection): by calibrated volume on the held-out rows, among the trained networks
         # and (init_candidates) the init-phase ones, the fallback where the train phase overfits

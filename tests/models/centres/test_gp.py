@@ -1,11 +1,13 @@
-"""The Gaussian process centre: numpy evaluation against scikit-learn's posterior mean, relevance
-determination, the row caps, checked input."""
+"""The Gaussian process centre: numpy evaluation against scikit-learn's posterior mean, its marginal
+likelihood and gradient against scikit-learn's, relevance determination, the row and iteration caps,
+checked input."""
 
 import numpy as np
 import pytest
 from sklearn.gaussian_process import GaussianProcessRegressor
 
 from models.centres import GPCentre
+from models.centres.gp import fit_hyperparameters, log_marginal_likelihood
 from models.exceptions import InputError
 
 
@@ -58,9 +60,54 @@ def test_row_caps_subset_the_conditioning_rows():
     assert GPCentre(search_rows=60, max_rows=50, seed=2).fit(X, Y).rows_.tolist() != centre.rows_.tolist()
 
 
+@pytest.mark.parametrize("ard", [True, False])
+def test_log_marginal_likelihood_and_gradient_are_sklearns(ard):
+    """Value and gradient in log hyperparameters equal scikit-learn's for the same kernel, at points away
+    from the start (one length scale per feature, or one shared)."""
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
+    X, Y = _data(m=120)
+    Z = (Y - Y.mean(0)) / Y.std(0)
+    kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(np.ones(5) if ard else 1.0, (1e-2, 1e5)) + WhiteKernel(0.1, (1e-6, 10))
+    gp = GaussianProcessRegressor(kernel, optimizer=None).fit(X, Z)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        theta = rng.normal(scale=1.5, size=kernel.theta.shape)
+        ref, ref_grad = gp.log_marginal_likelihood(theta, eval_gradient=True)
+        value, grad = log_marginal_likelihood(theta, X, Z)
+        assert value == pytest.approx(ref, rel=1e-10)
+        np.testing.assert_allclose(grad, ref_grad, rtol=1e-8, atol=1e-8 * np.abs(ref_grad).max())
+
+
+def test_search_reaches_sklearns_optimum_within_the_iteration_cap():
+    """Uncapped, the search ends where scikit-learn's own fit does (same start, bounds, objective); capped,
+    it stops after ``max_iter`` iterations at a likelihood no better than the optimum's."""
+    X, Y = _data(m=150)
+    Z = (Y - Y.mean(0)) / Y.std(0)
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
+    kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(np.ones(5), (1e-2, 1e5)) + WhiteKernel(0.1, (1e-6, 10))
+    ref = GaussianProcessRegressor(kernel).fit(X, Z)
+    c, length, noise, iterations = fit_hyperparameters(X, Z, max_iter=1000)
+    best = log_marginal_likelihood(np.log(np.r_[c, length, noise]), X, Z)[0]
+    assert best == pytest.approx(ref.log_marginal_likelihood_value_, abs=1e-3) and 2 < iterations < 1000
+    *_, few = fit_hyperparameters(X, Z, max_iter=2)
+    assert few == 2
+    centre = GPCentre(search_rows=150, max_iter=3).fit(X, Y)
+    assert centre.search_iterations_ == 3
+
+
 @pytest.mark.parametrize("field,value", [("search_rows", 1), ("max_rows", 0), ("max_rows", 2.5)])
 def test_bad_row_caps_name_the_field(field, value):
     X, Y = _data(m=20)
     with pytest.raises(InputError, match=f"{field} must be an integer of at least 2; got {value!r}") as info:
         GPCentre(**{field: value}).fit(X, Y)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("value", [0, 2.5, True])
+def test_bad_iteration_cap_names_the_field(value):
+    X, Y = _data(m=20)
+    with pytest.raises(InputError, match=f"max_iter must be a positive integer; got {value!r}") as info:
+        GPCentre(max_iter=value).fit(X, Y)
+    assert info.value.field == "max_iter"

@@ -484,3 +484,22 @@ def test_lmve_mean_head_starts_at_the_fitted_centre():
     np.testing.assert_array_equal(C, est.predict_shape(X[:50]))
     with pytest.raises(InputError, match="mean_head must be True or False"):
         LMVEShape(mean_head="yes").fit(X, Y)
+
+
+def test_lmve_held_out_slice_passes_over_groups_that_would_swallow_it():
+    """Whole groups until ``n_val`` rows, never one that takes the slice past ``2 n_val`` (a survey's two big
+    phones), never every group; when every group is too large, the smallest alone."""
+    from models.shapes._lmve_torch import held_out_rows
+
+    sizes = [4800, 4500, 1600, 1400, 1100, 980, 900, 840, 720, 610, 500, 500, 440, 440, 370, 190]
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    m = len(groups)
+    for seed in range(20):
+        held, fit = held_out_rows(m, 2000, seed, groups)
+        assert 2000 <= len(held) <= 4000 and len(held) + len(fit) == m
+        assert not set(groups[held]) & set(groups[fit])  # whole groups
+    equal = np.repeat(np.arange(50), 5)  # a position survey: the slice as before, the first groups reaching n_val
+    held, _ = held_out_rows(250, 50, 3, equal)
+    assert len(held) == 50
+    held, fit = held_out_rows(300, 30, 0, np.repeat([0, 1, 2], 100))
+    assert len(held) == 100 and len(np.unique(np.repeat([0, 1, 2], 100)[fit])) == 2
