@@ -245,10 +245,8 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
     rows = min(schedule.batch_size, train[0].shape[0])
     macs = net.n_configs * rows * sum(a * b for a, b in zip(net.widths[:-1], net.widths[1:]))
     with torch_threads(fit_threads(macs)) as threads:
-        guard = ContentionGuard(threads)
-        result = _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generator, held_score, desc,
-                            guard)
-    return PhaseResult(result.steps, result.best_step, result.seconds, result.left_at, guard.threads)
+        return _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generator, held_score, desc,
+                          ContentionGuard(threads))
 
 
 def _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generator, held_score, desc,
@@ -332,4 +330,5 @@ def _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generat
     bar.close()
     left_at[active] = step
     net.restore(best_params, full_p_drop, full_lr_scale)
-    return PhaseResult(steps=step, best_step=best_step, seconds=time.perf_counter() - t0, left_at=left_at)
+    return PhaseResult(steps=step, best_step=best_step, seconds=time.perf_counter() - t0, left_at=left_at,
+                       threads=guard.threads)
