@@ -46,6 +46,18 @@ def _screen_rows(text: str) -> int | str:
     return rows
 
 
+def _tolerance(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1) (0.02 for 2 %) or 'off'; got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1) (0.02 for 2 %) or 'off'; got {value:g}")
+    return value
+
+
 def _screen_setting(flag: int | str | None) -> int | None:
     """``TrainConfig.centre_screen_rows`` from ``--centre-screen`` (absent: the default)."""
     if flag is None:
@@ -150,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folds of the train part whose out-of-fold rows join the test part in that choice (default "
                         "3; each costs one more fit of every ellipsoid method, LMVE's the longest); 0: the test part "
                         "alone")
+    p.add_argument("--primary-tolerance", type=_tolerance, default=TrainConfig.primary_tolerance,
+                   metavar="SHARE|off",
+                   help="the cross-fit of that choice stops, fold by fold, once the leading method's expected volume "
+                        "is within this share of the smallest with 95 %% confidence on the held-out rows so far "
+                        "(default 0.02; a large test part often settles it before any fold). off: every fold")
     p.add_argument("--floor-column", metavar="COL", default=None,
                    help="the label column of each row's floor (FLOOR on UJIIndoorLoc, floor on --dataset floors; "
                         "with --csv any column, never a feature): the bundle then answers a set of floors beside "
@@ -212,6 +229,7 @@ def _run(args) -> int:
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
                          rssi_floor=args.rssi_floor, primary=args.primary, primary_folds=args.primary_folds,
+                         primary_tolerance=args.primary_tolerance,
                          centre_screen_rows=_screen_setting(args.centre_screen),
                          calibrate_across=tuple(args.calibrate_across or ()), across_mode=args.across_mode,
                          floor_column=args.floor_column, building_column=args.building_column,

@@ -43,7 +43,8 @@ from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from training.datasets import Dataset
-from training.primary import check_folds, check_primary, choose, cross_fit_figures
+from training.primary import (check_folds, check_primary, check_tolerance, choose, cross_fit_figures,
+                              ellipsoid_figures, leader_excess, stop_reason)
 from training.stages import StageMeter
 from training.splits import (MIN_TEST_GROUPS, MIN_TRAIN_GROUPS, Split, _floor, group_split,  # noqa: F401
                              groups_needed, paper_split)
@@ -95,12 +96,18 @@ class TrainConfig:
     centre_screen_margin: float = 0.25
     #: dropped between folds of the race when its error so far is more than this share above the best's
     centre_race_margin: float = 0.10
+    #: below centre_screen_rows the race starts once the folds seen hold this many rows; None: only above it
+    #: (centre_screen_rows=None: no race either)
+    centre_race_rows: int | None = 500
     #: the method the plain routes serve: "auto" (the smallest on held-out rows, training.primary) or an
     #: ellipsoid method's name
     primary: str = "auto"
     #: the folds of the train part whose out-of-fold rows join the test rows in that choice (training.primary;
     #: each costs one more fit of every ellipsoid method, at most the train part's groups); 0: the test part alone
     primary_folds: int = 3
+    #: the cross-fit stops (or never starts) once the leader's expected volume is within this share of the
+    #: smallest with 95 % confidence on the held-out rows so far (training.primary.leader_excess); None: every fold
+    primary_tolerance: float | None = 0.02
     #: per-row label columns (``Dataset.meta``: PHONEID, USERID, a day) whose units the test and calibration
     #: parts hold out of training (training.across); the guarantee is then for a new unit. Empty: off
     calibrate_across: tuple[str, ...] = ()
@@ -302,6 +309,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
                          field="calibration", expected="rows", received=rule)
     check_primary(config.primary, config.methods)
     check_folds(config.primary_folds)
+    check_tolerance(config.primary_tolerance)
     split = split or default_split(dataset, config)
     train_groups = None if groups is None else np.asarray(groups)[split.train]
     n_units = len(split.train) if train_groups is None else len(np.unique(train_groups, axis=0))
@@ -368,34 +376,88 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         metrics[name]["fit_seconds"] = timings[name]
     centre_info["test"] = centre_errors(Y[split.test], centers[split.test])
     with meter.stage("primary"):
-        rows = split.test if split.selection is None else split.selection
-        ellipsoids = [m for m in config.methods if registry.METHODS[m].kind == "ellipsoid"]
-        folds = min(config.primary_folds, n_units) if len(ellipsoids) > 1 else 0
-        folds = folds if folds >= 2 else 0
-        oof, skipped = None, None
-        if folds:
-            def regressor(name):
-                return SplitConformalRegressor(config.make_shape(name), centre=centre, coverage=eta,
-                                               prefit_centre=True, calibration=rule, random_state=config.seed)
-
-            with tqdm(total=folds * len(ellipsoids), desc=f"{dataset.name} primary", disable=not config.progress,
-                      leave=False) as fold_bar:
-                try:
-                    oof = cross_fit_figures(regressor, ellipsoids, Xs[split.train], Y[split.train],
-                                            centers[split.train], folds, config.seed, eta, groups=train_groups,
-                                            bar=fold_bar)
-                except InputError as err:  # a fold too small for a method: the test part alone decides
-                    skipped = f"the {folds}-fold cross-fit of the train part could not run ({err})"
-                    folds = 0
-        model.selection = choose(model, dataset.X[rows], Y[rows], eta, config.primary,
-                                 centers=None if dataset.centers is None else dataset.centers[rows],
-                                 rows="test part" if split.selection is None else "selection rows",
-                                 cross_fit=oof, folds=folds, skipped=skipped,
-                                 calibration=(rule, _units(split.calibration, groups)),
-                                 groups=None if groups is None else np.concatenate(
-                                     ([train_groups] if oof else []) + [np.asarray(groups)[rows]]))
+        model.selection = _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, rule, groups,
+                                          train_groups, n_units)
     return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
                        stages=meter.stages)
+
+
+def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, rule, groups, train_groups,
+                    n_units) -> dict:
+    """The model's ``selection`` (training.primary): the served method by expected calibrated volume on the
+    test (or selection) rows, the train part's ``primary_folds`` cross-fit added fold by fold until the
+    leader is within ``primary_tolerance`` of the best (:func:`training.primary.leader_excess`)."""
+    rows = split.test if split.selection is None else split.selection
+    ellipsoids = [m for m in registry.fallback_order() if m in config.methods
+                  and registry.METHODS[m].kind == "ellipsoid"]
+    folds = min(config.primary_folds, n_units) if len(ellipsoids) > 1 else 0
+    folds = folds if folds >= 2 else 0
+    held_groups = None if groups is None else np.asarray(groups)[rows]
+    held_centers = None if dataset.centers is None else dataset.centers[rows]
+    calibration = (rule, _units(split.calibration, groups))
+    n = Y.shape[1]
+    oof, oof_rows, skipped, evidence, folds_run = None, None, None, None, folds
+    checks: list[dict] = []  # each read of the evidence: after how many folds, on how many rows, what it said
+    if folds and config.primary == "auto" and config.primary_tolerance is not None:
+        held = ellipsoid_figures(model, dataset.X[rows], Y[rows], held_centers)
+        evidence = leader_excess(held, eta, n, calibration, held_groups, config.seed)
+        checks.append(_check(evidence, 0))
+        if evidence["excess"] <= config.primary_tolerance:
+            skipped = stop_reason(evidence, config.primary_tolerance, f"not needed ({folds} folds saved)")
+            folds = folds_run = 0
+
+    def settled(figures, done) -> bool:  # the leader on the cross-fit rows ``done`` so far and the held-out rows
+        nonlocal evidence
+        pooled = {m: (np.concatenate([figures[m][0], held[m][0]]), np.concatenate([figures[m][1], held[m][1]]))
+                  for m in ellipsoids}
+        pooled_groups = None if groups is None else np.concatenate([train_groups[done], held_groups])
+        evidence = leader_excess(pooled, eta, n, calibration, pooled_groups, config.seed)
+        checks.append(_check(evidence, len(np.unique(fold_of[done]))))
+        return evidence["excess"] <= config.primary_tolerance
+
+    if folds:
+        from tqdm.auto import tqdm
+
+        from models.centres.stack import fold_splits
+
+        fold_of = np.empty(len(split.train), dtype=int)
+        for i, (_, fold) in enumerate(fold_splits(len(split.train), folds, config.seed, train_groups)):
+            fold_of[fold] = i
+
+        def regressor(name):
+            return SplitConformalRegressor(config.make_shape(name), centre=centre, coverage=eta,
+                                           prefit_centre=True, calibration=rule, random_state=config.seed)
+
+        with tqdm(total=folds * len(ellipsoids), desc=f"{dataset.name} primary", disable=not config.progress,
+                  leave=False) as fold_bar:
+            try:
+                oof, oof_rows = cross_fit_figures(
+                    regressor, ellipsoids, Xs[split.train], Y[split.train], centers[split.train], folds, config.seed,
+                    eta, groups=train_groups, bar=fold_bar,
+                    stop=settled if evidence is not None else None)
+            except InputError as err:  # a fold too small for a method: the test part alone decides
+                skipped = f"the {folds}-fold cross-fit of the train part could not run ({err})"
+                folds, evidence = 0, None
+        if oof is not None:
+            folds_run = len(np.unique(fold_of[oof_rows]))
+            if evidence is not None and folds_run < folds:
+                skipped = stop_reason(evidence, config.primary_tolerance, f"stopped after {folds_run} of {folds} folds")
+            elif evidence is not None:  # every fold ran: the evidence on all of them
+                settled(oof, oof_rows)
+    if evidence is not None:
+        evidence = {**evidence, "tolerance": config.primary_tolerance, "checks": checks}
+    return choose(model, dataset.X[rows], Y[rows], eta, config.primary, centers=held_centers,
+                  rows="test part" if split.selection is None else "selection rows",
+                  cross_fit=oof, folds=folds, skipped=skipped, calibration=calibration,
+                  groups=None if groups is None else np.concatenate(
+                      ([train_groups[oof_rows]] if oof else []) + [held_groups]),
+                  folds_run=folds_run, evidence=evidence, n_train=len(split.train))
+
+
+def _check(evidence: dict, folds: int) -> dict:
+    """One line of ``selection.evidence.checks``."""
+    return {"folds": folds, "rows": evidence["rows"], "leader": evidence["leader"],
+            "excess": evidence["excess"] if np.isfinite(evidence["excess"]) else None, "wins": evidence["wins"]}
 
 
 def _floor_classes(dataset: Dataset, config: TrainConfig):
@@ -504,13 +566,16 @@ def _screen_record(config: TrainConfig, rows: int) -> dict:
     """The screen's settings and whether this train part was above its size."""
     n = config.centre_screen_rows
     return {"rows": n, "margin": config.centre_screen_margin, "race_margin": config.centre_race_margin,
-            "applied": n is not None and rows > n}
+            "race_rows": config.centre_race_rows, "applied": n is not None and rows > n}
 
 
 def _screen_words(config: TrainConfig, rows: int) -> str:
     n = config.centre_screen_rows
     if n is None or rows <= n:
-        return ""
+        if config.centre_race_rows is None or rows < config.centre_race_rows:
+            return ""
+        return (f"; {rows} train rows: raced fold by fold once {config.centre_race_rows} held-out rows were seen "
+                f"(dropped above {100 * config.centre_race_margin:.0f} % behind)")
     return (f"; {rows} train rows: screened on {n} rows of fold 1 (dropped above {100 * config.centre_screen_margin:.0f} "
             f"% behind), then raced fold by fold (dropped above {100 * config.centre_race_margin:.0f} % behind)")
 
@@ -522,6 +587,10 @@ def _check_screen(config: TrainConfig) -> None:
         raise InputError(f"centre_screen_rows must be None (off) or a row count of at least {MIN_SCREEN_ROWS}; "
                          f"got {n!r}", field="centre_screen_rows", expected=f"None or an integer >= {MIN_SCREEN_ROWS}",
                          received=repr(n))
+    r = config.centre_race_rows
+    if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 1):
+        raise InputError(f"centre_race_rows must be None (race only above the screen size) or a positive row count; "
+                         f"got {r!r}", field="centre_race_rows", expected="None or an integer >= 1", received=repr(r))
     for name in ("centre_screen_margin", "centre_race_margin"):
         v = getattr(config, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:

@@ -31,6 +31,19 @@ more, larger than the gaps between methods; the choice then drifts between metho
 split (``benchmarks/results/primary.md`` measured both). The cross-fit adds every train row at the
 cost of ``folds`` extra fits of each method (LMVE's dominate; ``folds=0`` chooses on the test part alone).
 
+Why the cross-fit often stops early: it is paid for a ranking the test part cannot settle, and on a
+large test part (2,000 rows of UJIIndoorLoc) or between two methods of the same volume it settles
+nothing that matters. Before each fold (:func:`leader_excess`), the held-out units pooled so far
+(groups with groups, else rows) are resampled ``RESAMPLES`` times; in each resample every method's
+expected calibrated volume is recomputed and the leader's excess over the smallest,
+``V_leader / min_m V_m - 1``, is taken. When its ``CONFIDENCE`` quantile is at most ``tolerance``
+(``primary_tolerance``, 2 % by default), the leader is served: either it wins clearly, or whatever
+beats it in a resample does so by less than the tolerance. So the volume served is, with that
+confidence, within the tolerance of the best the pooled rows could find, at the cost of the fits that
+were needed. ``tolerance=None`` runs every fold. The stopping rule reads held-out rows only, so the
+guarantee stays exact whatever it decides; the record says where it stopped (``folds_run``) and why
+(``evidence``).
+
 Why not rank the calibrated regions themselves: their threshold ``alpha_q`` is computed from the
 calibration scores, so choosing the method of smallest calibrated volume would favour the method
 whose calibration draw happened to be low, which is the one most likely to under-cover (SPEC
@@ -53,6 +66,10 @@ from models.exceptions import InputError
 
 #: what ``--primary`` accepts besides a method name
 AUTO = "auto"
+#: resamples of the held-out units behind the decision to stop the cross-fit (:func:`leader_excess`)
+RESAMPLES = 200
+#: ... and the quantile of the leader's excess in them that must stay within the tolerance
+CONFIDENCE = 0.95
 
 
 def check_primary(primary: str, methods) -> str:
@@ -70,6 +87,18 @@ def check_folds(folds) -> int:
         raise InputError(f"--primary-folds must be 0 (choose on the test part alone) or a fold count >= 2; got "
                          f"{folds!r}", field="primary_folds", expected="0 or an integer >= 2", received=repr(folds))
     return int(folds)
+
+
+def check_tolerance(tolerance) -> float | None:
+    """``tolerance`` if it is ``None`` (every fold) or a share in ``[0, 1)``; else an :class:`InputError`."""
+    if tolerance is None:
+        return None
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= float(tolerance) < 1.0:
+        raise InputError(f"--primary-tolerance must be a share in [0, 1) (0.02: the leader within 2 % of the best) or "
+                         f"off; got {tolerance!r}", field="primary_tolerance", expected="a number in [0, 1) or off",
+                         received=repr(tolerance))
+    return float(tolerance)
 
 
 def unit_figures(shape, X: np.ndarray, R: np.ndarray, eta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -133,26 +162,90 @@ def pooled_figures(scores: np.ndarray, unit_volumes: np.ndarray, eta: float, n_t
     return out
 
 
+def leader_excess(figures: dict[str, tuple[np.ndarray, np.ndarray]], eta: float, n_targets: int,
+                  calibration: tuple[str, int] | None = None, groups=None, seed: int = 0,
+                  resamples: int = RESAMPLES, confidence: float = CONFIDENCE) -> dict:
+    """How much larger than the smallest the leader's volume can be, judged on the held-out rows.
+
+    ``figures``: per method, ``(scores, unit volumes)`` (N,) of the same held-out rows; the leader is
+    the method of smallest :func:`pooled_figures` ``volume`` on them (ties: the given order). The
+    units (the rows' ``groups``, (N,) or (N, g), else the rows) are drawn with replacement
+    ``resamples`` times (``numpy.random.default_rng(seed)``; a group drawn twice counts as two); in
+    each, every method's volume is recomputed and the leader's excess ``V_leader / min V - 1`` taken
+    (``inf`` where the leader's volume is unbounded). Returns ``leader``, ``excess`` (the excesses'
+    ``confidence`` quantile), ``wins`` (the share of resamples where the leader is smallest),
+    ``resamples``, ``confidence``, ``units`` and ``rows``."""
+    names = list(figures)
+    n_rows = len(next(iter(figures.values()))[0])
+    volume = {m: _finite(pooled_figures(s, v, eta, n_targets, calibration, groups)["volume"])
+              for m, (s, v) in figures.items()}
+    leader = min(names, key=lambda m: (volume[m], names.index(m)))
+    if groups is None:
+        members = [np.array([i]) for i in range(n_rows)]
+    else:
+        _, codes = np.unique(np.asarray(groups), axis=0, return_inverse=True)
+        codes = codes.reshape(-1)
+        order = np.argsort(codes, kind="stable")
+        members = np.split(order, np.cumsum(np.bincount(codes))[:-1])
+    rng = np.random.default_rng(seed)
+    excess, wins = np.empty(resamples), 0
+    for b in range(resamples):
+        drawn = rng.integers(0, len(members), len(members))
+        rows = np.concatenate([members[u] for u in drawn])
+        labels = None if groups is None else np.repeat(np.arange(len(drawn)), [len(members[u]) for u in drawn])
+        v = {m: _finite(pooled_figures(s[rows], u[rows], eta, n_targets, calibration, labels)["volume"])
+             for m, (s, u) in figures.items()}
+        best = min(v.values())
+        excess[b] = np.inf if not np.isfinite(v[leader]) else v[leader] / best - 1.0
+        wins += v[leader] == best
+    return {"leader": leader, "excess": float(np.quantile(excess, confidence, method="higher")),
+            "wins": wins / resamples, "resamples": int(resamples), "confidence": float(confidence),
+            "units": len(members), "rows": int(n_rows)}
+
+
 def cross_fit_figures(make_regressor, names, X: np.ndarray, Y: np.ndarray, centers: np.ndarray, folds: int,
-                      seed: int, eta: float, groups=None, bar=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per ellipsoid method in ``names``: ``(scores, unit volumes)`` (m,) of every train row ``X`` (m, d),
-    ``Y`` (m, n) (residuals about ``centers``), each from the method fitted on the other folds
-    (``make_regressor(name)``: an unfitted regressor with a prefit centre); ``bar`` (a tqdm bar) counts the fits."""
+                      seed: int, eta: float, groups=None, bar=None, stop=None) -> tuple[dict, np.ndarray]:
+    """Per ellipsoid method in ``names``: ``(scores, unit volumes)`` of train rows ``X`` (m, d), ``Y``
+    (m, n) (residuals about ``centers``), each from the method fitted on the other folds
+    (``make_regressor(name)``: an unfitted regressor with a prefit centre); ``bar`` (a tqdm bar) counts the fits.
+
+    ``stop(figures, rows)``, called before each fold after the first with what is done so far, ends the
+    cross-fit when it returns true. Returns ``(figures, rows)``: the figures of the rows whose folds
+    ran, and those rows' indices into ``X`` (the folds' rows in fold order)."""
     from models.centres.stack import fold_splits
 
-    out = {name: (np.empty(len(X)), np.empty(len(X))) for name in names}
+    out = {name: ([], []) for name in names}
+    done: list[np.ndarray] = []
     splits = fold_splits(len(X), folds, seed, groups)
+
+    def so_far():
+        return ({name: (np.concatenate(s), np.concatenate(v)) for name, (s, v) in out.items()},
+                np.concatenate(done))
+
     for i, (rest, fold) in enumerate(splits):
+        if i and stop is not None and stop(*so_far()):
+            break
         for name in names:
             if bar is not None:
                 bar.set_postfix_str(f"fold {i + 1}/{len(splits)} {name}")
             reg = make_regressor(name).fit(X[rest], Y[rest], centers=centers[rest],
                                            groups=None if groups is None else np.asarray(groups)[rest])
             s, v = unit_figures(reg.shape_, X[fold], Y[fold] - centers[fold], eta)
-            out[name][0][fold], out[name][1][fold] = s, v
+            out[name][0].append(s)
+            out[name][1].append(v)
             if bar is not None:
                 bar.update()
-    return out
+        done.append(np.asarray(fold))
+    return so_far()
+
+
+def ellipsoid_figures(model, X_raw: np.ndarray, Y: np.ndarray, centers=None) -> dict:
+    """Per ellipsoid method of ``model``: :func:`unit_figures` of held-out rows ``X_raw``, ``Y`` about
+    the model's centres."""
+    X = model.standardise(X_raw)
+    R = Y - model.predict_center(X_raw, centers)
+    return {name: unit_figures(reg.shape_, X, R, model.coverage) for name, reg in model.methods.items()
+            if registry.METHODS[name].kind == "ellipsoid"}
 
 
 def held_out_figures(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, centers=None,
@@ -166,13 +259,14 @@ def held_out_figures(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, center
     X = model.standardise(X_raw)
     mu = model.predict_center(X_raw, centers)
     scores = model.score_points(X_raw, Y, centers)
+    units = ellipsoid_figures(model, X_raw, Y, centers)
     n = Y.shape[1]
     out = {}
     for name, reg in model.methods.items():
         figures = {"coverage": float(np.mean(scores[name] <= reg.alpha_q_)),
                    "volume_calibrated": float(np.mean(reg.shape_.region(X, mu, reg.alpha_q_, eta).volume("lebesgue")))}
-        if registry.METHODS[name].kind == "ellipsoid":
-            s, v = unit_figures(reg.shape_, X, Y - mu, eta)
+        if name in units:
+            s, v = units[name]
             if cross_fit and name in cross_fit:
                 s, v = np.concatenate([cross_fit[name][0], s]), np.concatenate([cross_fit[name][1], v])
             figures.update(pooled_figures(s, v, eta, n, calibration, groups))
@@ -184,13 +278,16 @@ def held_out_figures(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, center
 
 def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = AUTO, centers=None,
            rows: str = "test part", cross_fit: dict | None = None, folds: int = 0, skipped: str | None = None,
-           calibration: tuple[str, int] | None = None, groups=None) -> dict:
+           calibration: tuple[str, int] | None = None, groups=None, folds_run: int | None = None,
+           evidence: dict | None = None, n_train: int | None = None) -> dict:
     """The ``selection`` record of ``model`` (see :attr:`models.model.RegionModel.selection`):
     ``order``, the ellipsoid methods by held-out volume (ties: the registry's order), with a forced
     ``primary`` first; ``primary``; ``rule`` (``"auto"`` or ``"forced"``); ``rows`` and ``n_rows``
-    (what the figures were measured on: ``rows`` of ``X_raw``, plus the ``folds``-fold ``cross_fit``
-    train rows); ``criterion`` in words; ``held_out`` (:func:`held_out_figures`); ``skipped``, when
-    given, why the cross-fit did not run (the record's ``cross_fit_skipped``)."""
+    (what the figures were measured on: ``rows`` of ``X_raw``, plus the ``cross_fit`` train rows of
+    ``folds_run`` (default all) of the ``folds`` folds of a train part of ``n_train`` rows);
+    ``criterion`` in words; ``held_out`` (:func:`held_out_figures`); ``skipped``, when given, why the
+    cross-fit did not run or stopped (the record's ``cross_fit_skipped``); ``evidence``, when given,
+    the last :func:`leader_excess` read, with the ``tolerance`` it was held to."""
     figures = held_out_figures(model, X_raw, Y, eta, centers, cross_fit, calibration, groups)
     fallback = registry.fallback_order()
     ellipsoids = [m for m in fallback if m in model.methods]
@@ -199,15 +296,33 @@ def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = A
     ranked = sorted(ellipsoids, key=lambda m: (_finite(figures[m]["volume"]), fallback.index(m)))
     if primary != AUTO:
         ranked = [primary, *[m for m in ranked if m != primary]]
-    n_train = len(next(iter(cross_fit.values()))[0]) if cross_fit else 0
-    where = f"{folds}-fold cross-fit of the train part ({n_train} rows) and the {rows}" if n_train else rows
+    n_scored = len(next(iter(cross_fit.values()))[0]) if cross_fit else 0
+    n_train = n_train or n_scored
+    folds_run = folds if folds_run is None else folds_run
+    if not n_scored:
+        where = rows
+    elif folds_run >= folds:
+        where = f"{folds}-fold cross-fit of the train part ({n_train} rows) and the {rows}"
+    else:
+        where = (f"{folds_run} of the {folds} folds of a cross-fit of the train part ({n_scored} of {n_train} rows) "
+                 f"and the {rows}")
     record = {"rule": "auto" if primary == AUTO else "forced", "primary": ranked[0], "order": ranked,
-              "rows": where, "n_rows": int(len(Y) + n_train), "folds": int(folds) if n_train else 0,
-              "criterion": _criterion(eta, calibration),
+              "rows": where, "n_rows": int(len(Y) + n_scored), "folds": int(folds) if n_scored else 0,
+              "folds_run": int(folds_run) if n_scored else 0, "criterion": _criterion(eta, calibration),
               "held_out": {m: {k: _json(v) for k, v in f.items()} for m, f in figures.items()}}
     if skipped:
         record["cross_fit_skipped"] = skipped
+    if evidence:  # ``checks``: each read of the evidence before it (after how many folds, on how many rows)
+        record["evidence"] = {k: _json(v) if isinstance(v, float) else v for k, v in evidence.items()}
     return record
+
+
+def stop_reason(evidence: dict, tolerance: float, where: str) -> str:
+    """Why the cross-fit stopped, in words, from a :func:`leader_excess` record."""
+    return (f"{where}: on {evidence['rows']} held-out rows ({evidence['units']} units resampled "
+            f"{evidence['resamples']} times) {registry.METHODS[evidence['leader']].label}'s expected volume was "
+            f"within {100 * evidence['excess']:.1f} % of the smallest with {100 * evidence['confidence']:.0f} % "
+            f"confidence (tolerance {100 * tolerance:g} %; smallest in {100 * evidence['wins']:.0f} % of resamples)")
 
 
 def _criterion(eta: float, calibration) -> str:

@@ -1,11 +1,13 @@
 """``centre="auto"``: choosing the centre by cross-validation, in time proportionate to the data.
 
 Every candidate's ``k``-fold out-of-fold error on the train part decides (:func:`select_centre`). On a
-train part of at most ``screen_rows`` rows that is the whole procedure: each candidate fitted ``k``
-times on all its fold's rows, as it always was. Above that size the cost of a kernel SVR (about the
-square of the rows), of boosted trees on hundreds of columns or of a network without a GPU outgrows
-what it can win, so the candidates run in two rungs (successive halving over data, then racing over
-folds), all compared on the same held-out rows:
+train part of at most ``screen_rows`` rows each candidate is fitted fold by fold on all its fold's
+rows; once the folds seen hold ``race_rows`` held-out rows (500; never on the small sets of the
+paper, whose train parts hold fewer than 625 rows), one more than ``race_margin`` behind the best is
+dropped between folds (below; ``screen_rows=None`` turns both rungs off). Above ``screen_rows`` the cost of a kernel SVR (about the square of
+the rows), of boosted trees on hundreds of columns or of a network without a GPU outgrows what it can
+win, so the candidates run in two rungs (successive halving over data, then racing over folds), all
+compared on the same held-out rows:
 
 1. **screen**: each candidate is fitted on ``screen_rows`` rows drawn from fold 1's training rows and
    scored on fold 1's held-out rows; one whose error exceeds the best by more than ``screen_margin``
@@ -112,7 +114,9 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
                 oof[name][fold] = config.make_centre(name).fit(X[rest], Y[rest]).predict(X[fold])
             records[name]["seconds"] += time.perf_counter() - t0
         seen[fold] = True
-        if screened and len(alive) > 1 and i < k - 1:
+        race = screened or (screen_rows is not None and config.centre_race_rows is not None
+                            and seen.sum() >= config.centre_race_rows)
+        if race and len(alive) > 1 and i < k - 1:
             errors = {n: centre_errors(Y[seen], oof[n][seen], level) for n in alive}
             best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_race_margin)
             for name, excess in behind.items():

@@ -48,9 +48,7 @@ class HGBCentre(Centre):
 
         X, Y = self._fit_input(X, Y, min_rows=2)
         self.trees_ = []
-        # one OpenMP thread: in a process where torch has run (LMVE, the MLP centre) a thread per core
-        # made these fits about 20x slower on 2 cores (tests/models/test_bundle.py: 630 s against 44 s)
-        with threadpool_limits(1, user_api="openmp"):
+        with threadpool_limits(self._threads(), user_api="openmp"):
             for j in range(Y.shape[1]):
                 model = HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
                                                       max_leaf_nodes=self.max_leaf_nodes,
@@ -59,6 +57,18 @@ class HGBCentre(Centre):
                                                       random_state=self.random_state).fit(X, Y[:, j])
                 self.trees_.append(self._flatten(model))
         return self._prepare()
+
+    @staticmethod
+    def _threads() -> int:
+        """scikit-learn's OpenMP threads for a fit: one in a process that has loaded torch (where a
+        thread per core made these fits about 20x slower on 2 cores, tests/models/test_bundle.py: 630 s
+        against 44 s), else the idle cores (:func:`models.nn.threads.idle_cores`): a UJIIndoorLoc-sized
+        fit (12,821 rows, 520 columns, one target) took 27.6 s on one thread and 14.3 s on two."""
+        import sys
+
+        from models.nn.threads import idle_cores
+
+        return 1 if "torch" in sys.modules else idle_cores()
 
     def _prepare(self) -> "HGBCentre":
         """The leaf tables and the prediction plan of the fitted trees."""

@@ -165,17 +165,30 @@ class BatchedMLP(nn.Module):
             out.append((W[k].detach().double().cpu().numpy().copy(), b[k, 0].detach().double().cpu().numpy().copy()))
         return out
 
+    def _dropout_mask(self, u: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The (K, B, H) dropout multipliers from one uniform draw ``u`` (B, H) shared by the
+        configurations: ``[u < keep_k] / keep_k`` (each still exact Bernoulli(keep_k) dropout, with K
+        times fewer random numbers). On the CPU one mask per distinct rate, stacked: the same values
+        as broadcasting ``u`` against the (K, 1, 1) rates, which cost torch's CPU kernels about 0.6 ms
+        against 0.4 ms (4 configurations of 2 rates, 900 rows, 64 units, one thread)."""
+        keep = 1.0 - self.p_drop[:, 0, 0]
+        if keep.device.type != "cpu":  # one broadcast kernel; reading the rates would wait on the device
+            return (u < keep[:, None, None]).to(dtype).mul_(1.0 / keep[:, None, None])
+        rates = keep.tolist()
+        masks: dict[float, torch.Tensor] = {}
+        for k, rate in enumerate(rates):
+            if rate not in masks:
+                masks[rate] = (u < keep[k]).to(dtype).mul_(1.0 / keep[k])
+        return torch.stack([masks[rate] for rate in rates])
+
     def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         W, b = self.layer(0)
         h = torch.einsum("bd,kdh->kbh", x, W) + b
         for i in range(1, len(self.V)):
             h = torch.relu(h)
             if self.training:
-                # one uniform draw per (row, unit), shared by the configurations: each still gets
-                # exact Bernoulli(keep_k) dropout, with K times fewer random numbers
-                keep = 1.0 - self.p_drop
                 u = torch.rand(h.shape[1:], generator=generator, device=h.device)
-                h = h * (u < keep).to(h.dtype).mul_(1.0 / keep)
+                h = h * self._dropout_mask(u, h.dtype)
             W, b = self.layer(i)
             h = torch.baddbmm(b, h, W)
         return h

@@ -12,11 +12,13 @@ from models.bundle import load_bundle, save_bundle
 from models.exceptions import BundleError, InputError
 from training.datasets import load_dataset
 from training.pipeline import Split, TrainConfig, default_split, train
-from training.primary import expected_threshold
+from training.primary import cross_fit_figures, expected_threshold, leader_excess, pooled_figures
 
 from tests.conftest import FAST_TRAIN_LMVE
 
-CONFIG = TrainConfig(seed=0, methods=("ge", "nle", "lmve", "copula"), method_params={"lmve": FAST_TRAIN_LMVE})
+# every fold of the cross-fit, as before primary_tolerance: the record of a full cross-fit
+CONFIG = TrainConfig(seed=0, methods=("ge", "nle", "lmve", "copula"), method_params={"lmve": FAST_TRAIN_LMVE},
+                     primary_tolerance=None)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,8 @@ def test_auto_serves_the_method_of_smallest_held_out_volume(trained, survey):
     volumes = [held[m]["volume"] for m in sel["order"]]
     assert volumes == sorted(volumes) and sel["rule"] == "auto" and sel["primary"] == sel["order"][0]
     assert model.primary_method == sel["primary"] and model.served_methods == tuple(sel["order"])
-    assert sel["folds"] == 3 and sel["n_rows"] == len(split.train) + len(split.test)
+    assert sel["folds"] == 3 and sel["folds_run"] == 3 and sel["n_rows"] == len(split.train) + len(split.test)
+    assert "evidence" not in sel and "cross_fit_skipped" not in sel
     assert sel["rows"] == f"3-fold cross-fit of the train part ({len(split.train)} rows) and the test part"
     X = ds.X[split.test]
     for name in held:  # the report-only figures are the calibrated regions' on the test part
@@ -107,12 +110,14 @@ def test_folds_zero_chooses_on_the_test_part_alone(survey):
             assert volume == pytest.approx(np.mean(region.volume("lebesgue")))
 
 
-@pytest.mark.parametrize("folds", [1, -2, 2.5, True])
-def test_bad_fold_counts_are_refused_before_fitting(survey, folds):
+@pytest.mark.parametrize("field, value, message", [
+    *(("primary_folds", v, "--primary-folds must be 0") for v in (1, -2, 2.5, True)),
+    *(("primary_tolerance", v, "--primary-tolerance must be a share") for v in (-0.1, 1.0, "2%", True))])
+def test_bad_fold_counts_and_tolerances_are_refused_before_fitting(survey, field, value, message):
     ds, split = survey
-    with pytest.raises(InputError, match="--primary-folds must be 0") as err:
-        train(ds, replace(CONFIG, primary_folds=folds), split=split)
-    assert err.value.field == "primary_folds"
+    with pytest.raises(InputError, match=message) as err:
+        train(ds, replace(CONFIG, **{field: value}), split=split)
+    assert err.value.field == field
 
 
 def test_auto_never_reads_calibration_rows(trained, survey):
@@ -215,3 +220,127 @@ def test_expected_threshold_edges():
     assert expected_threshold(s, 0.3, 4, "group-pooled", g) == 3.0  # 0.3 * 5 / 4 = 0.375
     assert expected_threshold(s, 0.5, 4, "group-pooled", g) == 4.0  # 0.625
     assert expected_threshold(s, 0.9, 4, "group-pooled", g) == np.inf  # 1.125 > 1
+
+
+def test_leader_excess_is_the_quantile_of_the_leaders_excess_over_resampled_rows():
+    """Redo the resampling by hand: the same generator's draws, every method's volume in each resample,
+    the leader's excess over the smallest, its 95 % quantile (an order statistic)."""
+    rng = np.random.default_rng(3)
+    s_a, s_b = rng.exponential(size=60), rng.exponential(size=60)
+    v_a, v_b = np.full(60, 1.0), np.full(60, 1.05)
+    figures = {"nle": (s_a, v_a), "ge": (s_b, v_b)}
+    got = leader_excess(figures, 0.8, 2, ("rows", 20), seed=5, resamples=40)
+    full = {m: pooled_figures(s, v, 0.8, 2, ("rows", 20))["volume"] for m, (s, v) in figures.items()}
+    assert got["leader"] == min(full, key=full.get)
+    draws = np.random.default_rng(5)
+    excess, wins = [], 0
+    for _ in range(40):
+        rows = draws.integers(0, 60, 60)
+        vol = {m: pooled_figures(s[rows], v[rows], 0.8, 2, ("rows", 20))["volume"] for m, (s, v) in figures.items()}
+        excess.append(vol[got["leader"]] / min(vol.values()) - 1.0)
+        wins += vol[got["leader"]] == min(vol.values())
+    assert got["excess"] == pytest.approx(np.sort(excess)[int(np.ceil(0.95 * 39))], rel=1e-12)
+    assert got["wins"] == wins / 40 and 0 < got["wins"] < 1  # a real contest: each method wins some resamples
+    assert got["excess"] > 0 and got["units"] == got["rows"] == 60 and got["resamples"] == 40
+
+
+def test_leader_excess_resamples_whole_groups_and_is_zero_for_a_clear_winner():
+    rng = np.random.default_rng(0)
+    s = rng.exponential(size=90)
+    groups = np.repeat(np.arange(30), 3)
+    figures = {"lmve": (s, np.full(90, 1.0)), "nle": (s, np.full(90, 1.3))}  # NLE: the same scores, larger
+    got = leader_excess(figures, 0.9, 2, ("group-subsample", 12), groups, seed=1, resamples=50)
+    assert got["leader"] == "lmve" and got["excess"] == 0.0 and got["wins"] == 1.0
+    assert got["units"] == 30 and got["rows"] == 90
+    # equal methods: the first named leads and never loses (ties are not losses)
+    tie = leader_excess({"nle": (s, np.ones(90)), "ge": (s, np.ones(90))}, 0.9, 2, seed=1, resamples=20)
+    assert tie["leader"] == "nle" and tie["excess"] == 0.0
+    # unbounded volumes settle nothing: the excess is unbounded, never a tie at infinity
+    s_inf = np.r_[s[:-1], np.inf]  # with the rows rule any draw can meet the infinite score
+    inf = leader_excess({"nle": (s_inf, np.ones(90)), "ge": (s_inf, np.ones(90))}, 0.9, 2, ("rows", 30), seed=1,
+                        resamples=20)
+    assert inf["leader"] == "nle" and inf["excess"] == np.inf and inf["wins"] == 1.0
+
+
+def test_a_stopped_cross_fit_keeps_the_folds_it_ran(survey):
+    """``stop`` ends the cross-fit between folds: the figures are those of the full run on the rows it
+    scored, and the rows are the first fold's."""
+    from models.centres.stack import fold_splits
+    from models.centres.constant import ConstantCentre
+    from models.predictor import SplitConformalRegressor
+    from models.shapes.ge import GaussianEllipsoid
+
+    ds, split = survey
+    X, Y, g = ds.X[split.train], ds.Y[split.train], ds.groups[split.train]
+    centre = ConstantCentre().fit(X, Y)
+    centers = centre.predict(X)
+
+    def make(name):
+        return SplitConformalRegressor(GaussianEllipsoid(), centre=centre, coverage=0.9, prefit_centre=True)
+
+    full, rows = cross_fit_figures(make, ["ge"], X, Y, centers, 3, 0, 0.9, groups=g)
+    assert sorted(rows) == list(range(len(X)))
+    seen = []
+    part, first = cross_fit_figures(make, ["ge"], X, Y, centers, 3, 0, 0.9, groups=g,
+                                    stop=lambda figures, done: seen.append(len(done)) or True)
+    fold = fold_splits(len(X), 3, 0, g)[0][1]
+    assert np.array_equal(first, fold) and seen == [len(fold)]
+    position = {r: i for i, r in enumerate(rows)}
+    for k in (0, 1):
+        assert np.allclose(part["ge"][k], full["ge"][k][[position[r] for r in first]])
+
+
+def test_a_settled_test_part_skips_the_cross_fit_and_says_why(trained, survey):
+    """A tolerance no resample can exceed stops before any fold: the choice is then the test part's,
+    recorded with the evidence read; the full cross-fit's record is kept otherwise."""
+    ds, split = survey
+    sel = train(ds, replace(CONFIG, primary_tolerance=0.999), split=split).model.selection
+    assert sel["folds"] == 0 and sel["folds_run"] == 0 and sel["n_rows"] == len(split.test)
+    assert sel["rows"] == "test part" and sel["cross_fit_skipped"].startswith("not needed (3 folds saved)")
+    ev = sel["evidence"]
+    assert ev["tolerance"] == 0.999 and ev["excess"] <= 0.999 and ev["leader"] == sel["primary"]
+    assert ev["checks"] == [{"folds": 0, "rows": len(split.test), "leader": ev["leader"], "excess": ev["excess"],
+                             "wins": ev["wins"]}]
+    assert ev["units"] == len(np.unique(ds.groups[split.test])) and ev["rows"] == len(split.test)
+    # the same choice as the test part alone, which ranks by the same figures
+    alone = train(ds, replace(CONFIG, primary_folds=0), split=split).model.selection
+    assert sel["order"] == alone["order"] and sel["held_out"] == alone["held_out"]
+
+
+@pytest.mark.parametrize("tolerance", [0.05, 0.0])
+def test_the_cross_fit_runs_fold_by_fold_until_the_leader_is_settled(survey, tolerance):
+    """Each fold's rows join the held-out rows; the cross-fit stops once the leader's excess is within the
+    tolerance (then the record says after how many folds and why), else it runs every fold and the
+    evidence is read on all of them. A tolerance of 0 asks for a leader that wins 95 % of resamples."""
+    from models.centres.stack import fold_splits
+
+    ds, split = survey
+    sel = train(ds, replace(CONFIG, primary_tolerance=tolerance), split=split).model.selection
+    ev, folds = sel["evidence"], fold_splits(len(split.train), 3, CONFIG.seed, ds.groups[split.train])
+    scored = sum(len(f) for _, f in folds[:sel["folds_run"]])
+    assert sel["folds"] == 3 and sel["n_rows"] == len(split.test) + scored == ev["rows"]
+    assert ev["leader"] == sel["primary"] and ev["tolerance"] == tolerance
+    # every read of the evidence, one before each fold that ran and one after the last
+    assert [c["folds"] for c in ev["checks"]] == [*range(sel["folds_run"]), sel["folds_run"]]
+    assert all(c["excess"] is None or c["excess"] > tolerance for c in ev["checks"][:-1])
+    assert ev["checks"][-1] == {k: ev[k] for k in ("rows", "leader", "excess", "wins")} | {"folds": sel["folds_run"]}
+    if sel["folds_run"] < 3:
+        assert ev["excess"] <= tolerance and sel["cross_fit_skipped"].startswith(f"stopped after {sel['folds_run']} of 3")
+        assert sel["rows"].startswith(f"{sel['folds_run']} of the 3 folds of a cross-fit of the train part ({scored} of")
+    else:
+        assert "cross_fit_skipped" not in sel and sel["rows"].startswith("3-fold cross-fit")
+    # the leader over the pooled rows is the one served
+    assert sel["held_out"][sel["primary"]]["volume"] == min(sel["held_out"][m]["volume"] for m in sel["order"])
+
+
+def test_cli_reads_the_tolerance_as_a_share_or_off(capsys):
+    from training.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse([]).primary_tolerance == TrainConfig.primary_tolerance == 0.02
+    assert parse(["--primary-tolerance", "off"]).primary_tolerance is None
+    assert parse(["--primary-tolerance", "0.1"]).primary_tolerance == 0.1
+    for bad, said in (("2%", "got '2%'"), ("1.5", "got 1.5")):
+        with pytest.raises(SystemExit):
+            parse(["--primary-tolerance", bad])
+        assert f"expected a share in [0, 1) (0.02 for 2 %) or 'off'; {said}" in capsys.readouterr().err

@@ -63,6 +63,26 @@ def test_the_race_drops_a_candidate_behind_after_a_fold_and_the_leader_completes
     np.testing.assert_array_equal(oof["scaled"], out_of_fold_centers(X, Y, config, 5, name="scaled"))
 
 
+def test_below_the_screen_size_the_race_starts_once_its_folds_hold_race_rows():
+    """900 rows, folds of 180: with race_rows 300 the race first judges after fold 2 (360 held-out
+    rows), then drops knn; without race_rows every candidate runs every fold."""
+    X, Y = linear()
+    config = TrainConfig(centre="auto", centre_candidates=("scaled", "knn"), centre_race_rows=300, seed=1)
+    chosen, records, oof = select_centre(X, Y, config, 5)
+    folds = fold_splits(len(X), 5, config.seed)
+    seen = np.concatenate([f for _, f in folds[:2]])
+    knn = records["knn"]
+    assert knn["status"] == "dropped" and knn["stage"] == "race" and knn["folds"] == 2
+    assert "after 2 of 5 folds" in knn["reason"] and "screen" not in knn
+    whole = out_of_fold_centers(X, Y, config, 5, name="knn")
+    assert knn["rmse"] == pytest.approx(centre_errors(Y[seen], whole[seen])["rmse"])
+    assert chosen == "scaled" and records["scaled"]["folds"] == 5 and set(oof) == {"scaled"}
+    off = TrainConfig(centre="auto", centre_candidates=("scaled", "knn"), centre_race_rows=None, seed=1)
+    _, records_off, oof_off = select_centre(X, Y, off, 5)
+    assert set(oof_off) == {"scaled", "knn"} and records_off["knn"]["folds"] == 5
+    np.testing.assert_array_equal(oof_off["knn"], whole)
+
+
 def test_at_or_below_the_screen_size_every_candidate_runs_every_fold_as_with_the_screen_off():
     X, Y = linear(m=300, scale=1000.0)
     on = TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn", "stack"), centre_screen_rows=300)
@@ -90,12 +110,13 @@ def test_train_records_the_screen_and_refuses_bad_settings_before_fitting():
     ds = Dataset("linear", X, Y, [f"x{i}" for i in range(8)], ["y1", "y2"], sha256="0" * 64)
     result = train(ds, TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn"), methods=("ge",),
                                    centre_screen_rows=200))
-    assert result.centre["screen"] == {"rows": 200, "margin": 0.25, "race_margin": 0.1, "applied": True}
+    assert result.centre["screen"] == {"rows": 200, "margin": 0.25, "race_margin": 0.1, "race_rows": 500,
+                                       "applied": True}
     assert "screened on 200 rows of fold 1" in result.centre["selected_by"]
     assert set(result.centre["cv"]) == {"paper", "scaled", "knn"}
     assert {"preprocess", "centre selection", "centre", "ge", "test"} <= set(result.stages)
     for field, value in (("centre_screen_rows", 10), ("centre_screen_rows", 2.5), ("centre_screen_margin", -0.1),
-                         ("centre_race_margin", float("nan"))):
+                         ("centre_race_margin", float("nan")), ("centre_race_rows", 0), ("centre_race_rows", 1.5)):
         with pytest.raises(InputError) as err:
             train(ds, TrainConfig(centre="auto", methods=("ge",), **{field: value}))
         assert err.value.field == field
