@@ -155,7 +155,8 @@ def make_queries(n: int, n_beacons: int = 16, n_devices: int = 5, device_sd_db: 
     return X, Y
 
 
-def make_visits(n_subjects: int = 35, min_visits: int = 4, max_visits: int = 12, seed: int = 0):
+def make_visits(n_subjects: int = 35, min_visits: int = 4, max_visits: int = 12, seed: int = 0,
+                extra_features: int = 0):
     """A follow-up study with few groups: ``n_subjects`` subjects, each seen at ``min_visits`` to
     ``max_visits`` visits (uniform), two measurements per visit.
 
@@ -164,12 +165,15 @@ def make_visits(n_subjects: int = 35, min_visits: int = 4, max_visits: int = 12,
     subject effect (its own size per subject: the subjects' errors are correlated over visits, which
     is why a new subject needs grouped calibration) plus visit noise whose spread grows with time and
     whose correlation between the two measurements changes sign with the subject's fifth feature.
+    ``extra_features`` more columns (``panel_1`` ...) are visit measurements that carry nothing about
+    the targets: each subject's own level plus visit noise (drawn after everything else, so the other
+    columns do not depend on how many).
 
     Returns ``(X, Y, subject_id, feature_names, target_names)``.
     """
-    if n_subjects < 1 or not 1 <= min_visits <= max_visits:
-        raise InputError(f"need n_subjects >= 1 and 1 <= min_visits <= max_visits; got {n_subjects}, {min_visits}, "
-                         f"{max_visits}")
+    if n_subjects < 1 or not 1 <= min_visits <= max_visits or extra_features < 0:
+        raise InputError(f"need n_subjects >= 1, 1 <= min_visits <= max_visits and extra_features >= 0; got "
+                         f"{n_subjects}, {min_visits}, {max_visits}, {extra_features}")
     rng = np.random.default_rng([seed, 36])
     Z = rng.normal(size=(n_subjects, 6))
     visits = rng.integers(min_visits, max_visits + 1, size=n_subjects)
@@ -187,7 +191,12 @@ def make_visits(n_subjects: int = 35, min_visits: int = 4, max_visits: int = 12,
     noise = 0.5 * np.sqrt(1.0 + t)[:, None] * np.stack([e1, e2], axis=1)
     Y = mean + effect[subject] + noise
     X = np.column_stack([z + rng.normal(0.0, 0.05, size=z.shape), months])
-    return X, Y, subject, [f"baseline_{i + 1}" for i in range(6)] + ["months"], ["measure_a", "measure_b"]
+    names = [f"baseline_{i + 1}" for i in range(6)] + ["months"]
+    if extra_features:
+        level = rng.normal(size=(n_subjects, extra_features))
+        X = np.column_stack([X, level[subject] + 0.5 * rng.normal(size=(len(subject), extra_features))])
+        names += [f"panel_{i + 1}" for i in range(extra_features)]
+    return X, Y, subject, names, ["measure_a", "measure_b"]
 
 
 def oracle_covariance(X: np.ndarray) -> np.ndarray:

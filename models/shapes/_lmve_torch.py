@@ -119,9 +119,10 @@ class LMVEFit:
         self.scale = s = s if s > 0 else 1.0
         Rs = R / s
         base = NearestNeighbourEllipsoid().fit(X[fit], Rs[fit])
-        scores_B = base.conformity_scores(X[fit], Rs[fit])
+        shapes_B = base.predict_parts(X[fit])  # once: the scores and the targets share the fit rows' shapes
+        scores_B = base.conformity_scores(X[fit], Rs[fit], parts=shapes_B)
         alpha_B = conformal_quantile(scores_B, coverage)
-        CB_fit = base.predict_shape(X[fit]) * alpha_B
+        CB_fit = shapes_B[0] * alpha_B
         CB_val = base.predict_shape(X[val]) * alpha_B
         if est.lambda_ == "auto":
             self.lam = float(np.mean(scores_B / alpha_B) / np.mean(np.sqrt(np.linalg.det(CB_fit))))

@@ -1,6 +1,7 @@
 """The lockstep grid trainer: batched networks, per-configuration learning rates, retirement."""
 
 import numpy as np
+import pytest
 import torch
 
 
@@ -75,6 +76,30 @@ def test_precision_resolution_and_bad_values():
         assert exc.field == "precision" and "'fp8'" in str(exc)
     else:
         raise AssertionError("precision='fp8' was accepted")
+
+
+def test_bf16_counts_as_native_only_with_matrix_units():
+    from models.nn.lockstep import bf16_matrix_units
+
+    assert bf16_matrix_units(["fpu", "avx512f", "amx_tile", "amx_bf16"])
+    assert not bf16_matrix_units(["fpu", "avx512f", "avx512_bf16"])  # bf16 products ran at half float32's speed
+    assert not bf16_matrix_units([])
+
+
+@pytest.mark.parametrize("dropouts", [[0.1, 0.5, 0.1, 0.5], [0.0, 0.3, 0.7], [0.2]])
+def test_dropout_masks_are_the_shared_draw_against_each_rate(dropouts):
+    """One uniform draw per (row, unit) for every configuration: configuration k keeps a unit when its
+    draw is below 1 - p_k and scales it by 1 / (1 - p_k), whether rates repeat or not."""
+    from models.nn.lockstep import BatchedMLP
+
+    net = BatchedMLP([3, 8, 2], dropouts, torch.Generator().manual_seed(0))
+    u = torch.rand(50, 8, generator=torch.Generator().manual_seed(1))
+    keep = 1.0 - torch.tensor(dropouts, dtype=torch.float32)[:, None, None]
+    expected = (u < keep).to(torch.float32).mul_(1.0 / keep)
+    got = net._dropout_mask(u, torch.float32)
+    assert got.shape == (len(dropouts), 50, 8) and torch.equal(got, expected)
+    for k, p in enumerate(dropouts):
+        assert torch.equal(got[k] > 0, u < 1.0 - torch.tensor(p, dtype=torch.float32))
 
 
 def test_bf16_autocast_trains_to_nearly_the_float32_loss():
