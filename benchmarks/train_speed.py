@@ -1,19 +1,34 @@
-"""`lmve-train` with defaults, before and after the centre screen: wall time and peak memory per stage,
-and the served region paired on the same splits.
+"""`lmve-train` as a user runs it, before and after issue 69: wall time and peak memory per stage, and the
+served region paired on the same splits.
 
-    .venv/bin/python benchmarks/train_speed.py                      # everything (about 90 min on 2 cores)
-    .venv/bin/python benchmarks/train_speed.py --datasets enb --seeds 0-2   # a part
+    .venv/bin/python benchmarks/train_speed.py                          # everything (hours on 2 cores; resumes)
+    .venv/bin/python benchmarks/train_speed.py --scenarios enb --seeds 0-2 --variants after   # a part
+    .venv/bin/python benchmarks/train_speed.py --cached-only            # summarise what ran
 
-Each run is the real command, ``python -m training.cli`` in a child process, with the defaults but
-``--seed`` and ``--quiet``: ``before`` adds ``--centre-screen off`` (every centre candidate on every fold
-with all rows: what ``lmve-train`` did before the screen), ``after`` is today's default. Per run the child's
-``metrics.json`` gives each stage's seconds and peak resident memory (``training.stages``), the child's
-rusage its whole peak, and the served method's (LMVE's) test coverage and mean volume. UJIIndoorLoc is
-its TrainingData with the 520 WAP columns as features and LONGITUDE, LATITUDE as targets (a CSV written
-once under ``benchmarks/cache/train_speed/``); the small sets are the built-in ones. Runs are cached as
-JSON under ``benchmarks/cache/train_speed/runs/`` (a rerun resumes); ``--cached-only`` just summarises.
+Each run is the real command, ``python -m training.cli`` in a child process, alone on the machine (the
+``*_busy`` scenarios: beside one CPU-bound process, a Python busy loop started before the run and killed
+after it), with the scenario's flags, ``--seed`` and ``--quiet``:
 
-Writes ``benchmarks/results/train_speed.csv`` (one row per run) and ``train_speed.md``.
+- ``after`` runs this checkout;
+- ``before`` runs the code of :data:`BEFORE` (the commit issue 69 started from), checked out once by this script
+  as a git worktree under ``benchmarks/cache/train_speed/before_src`` and run with this checkout's virtual
+  environment. A scenario's ``cap`` stops a ``before`` run that would take longer (recorded as stopped, with
+  its wall at the cap).
+
+Scenarios (:data:`SCENARIOS`): UJIIndoorLoc's TrainingData as a user's CSV (the 520 WAP columns as features,
+LONGITUDE, LATITUDE as targets; written once under ``benchmarks/cache/train_speed/``) with the defaults, with
+``--calibrate-across PHONEID`` (every method), and the built-in data set ``--split-by BUILDINGID`` (one model per
+building); the built-in enb, ble_rssi, residential_building and synthetic; ``visits``, a grouped study of 28
+subjects, about 3,000 rows and 20 features (``training.synthetic.make_visits(28, 70, 145, extra_features=13)``,
+``--groups subject``); and the synthetic default beside a busy process.
+
+Per run the child's ``metrics.json`` (every model's, for ``--split-by``) gives each stage's seconds and peak
+resident memory (``training.stages``), the child's rusage its whole peak, and the bundle the served method, its
+test coverage and mean volume, and how the served-method choice was made. Runs are cached as JSON under
+``benchmarks/cache/train_speed/runs/`` (a rerun resumes).
+
+Writes ``benchmarks/results/train_speed.csv`` (one row per run, or per model with ``--split-by``) and
+``train_speed.md``.
 """
 
 from __future__ import annotations
@@ -22,6 +37,7 @@ import argparse
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -35,192 +51,357 @@ from training.bench import parse_seeds  # noqa: E402  (the benchmarks' one --see
 
 CACHE = ROOT / "benchmarks" / "cache" / "train_speed"
 OUT = ROOT / "benchmarks" / "results"
-VARIANTS = {"before": ["--centre-screen", "off"], "after": []}
-#: dataset -> (lmve-train source flags, paired splits wanted: seeds 0, 1, ... until that many ran in both
-#: variants; a seed lmve-train refuses, e.g. too few calibration groups for the level, is recorded and skipped)
-DATASETS = {
-    "indoor_localization": (None, 3),
-    "enb": (["--dataset", "enb"], 10),
-    "ble_rssi": (["--dataset", "ble_rssi"], 10),
-    "residential_building": (["--dataset", "residential_building"], 10),
-    "synthetic": (["--dataset", "synthetic"], 10),
+#: the commit issue 69 started from: what ``before`` runs
+BEFORE = "5027930"
+VARIANTS = ("before", "after")
+#: scenario -> source, extra flags, paired splits wanted (seeds 0, 1, ... until that many ran in both variants;
+#: a seed lmve-train refuses, e.g. too few calibration groups for the level, is recorded and skipped), the
+#: budget issue 69 set (seconds, mean over the splits; None: none), and ``cap``: the most a ``before`` run may take
+SCENARIOS = {
+    "uji": {"source": "uji", "flags": [], "splits": 3, "budget": 180},
+    "uji_across": {"source": "uji_phone", "flags": ["--calibrate-across", "PHONEID"], "splits": 3, "budget": 360,
+                   "cap": 1800},
+    "uji_buildings": {"source": ["--dataset", "indoor_localization"], "flags": ["--split-by", "BUILDINGID"],
+                      "splits": 1, "budget": None},
+    "enb": {"source": ["--dataset", "enb"], "flags": [], "splits": 10, "budget": None},
+    "ble_rssi": {"source": ["--dataset", "ble_rssi"], "flags": [], "splits": 10, "budget": None},
+    "residential_building": {"source": ["--dataset", "residential_building"], "flags": [], "splits": 10,
+                             "budget": None},
+    "synthetic": {"source": ["--dataset", "synthetic"], "flags": [], "splits": 10, "budget": 30},
+    "visits": {"source": "visits", "flags": ["--groups", "subject"], "splits": 10, "budget": 60},
+    "synthetic_busy": {"source": ["--dataset", "synthetic"], "flags": [], "splits": 3, "budget": None, "busy": True,
+                       "variants": ("after",)},
 }
-SERVED = ("lmve", "nle", "ge")  # the served method: the first the run has
-CSV_COLUMNS = ["dataset", "variant", "seed", "wall_s", "peak_mib", "centre", "candidates", "served", "coverage",
-               "volume", "stages_json", "commit"]
+SERVED = ("lmve", "nle", "ge")  # without a recorded selection: the first the run has (the registry's order)
+CSV_COLUMNS = ["scenario", "variant", "seed", "model", "wall_s", "peak_mib", "stopped", "centre", "served",
+               "coverage", "volume", "folds_run", "stages_json", "commit"]
 
 
-def uji_csv(data_dir: Path) -> Path:
-    """UJIIndoorLoc's TrainingData as a user's CSV: WAP001..WAP520, LONGITUDE, LATITUDE."""
-    path = CACHE / "uji.csv"
+# ----------------------------------------------------------------------------------------- the inputs
+def uji_csv(data_dir: Path, name: str = "uji") -> Path:
+    """UJIIndoorLoc's TrainingData as a user's CSV: WAP001..WAP520, LONGITUDE, LATITUDE (``uji``), and PHONEID
+    (``uji_phone``)."""
+    path = CACHE / f"{name}.csv"
     if not path.is_file():
         import pandas as pd
 
         df = pd.read_csv(data_dir / "indoor_localization" / "TrainingData.csv.gz")
         cols = [c for c in df.columns if c.startswith("WAP")] + ["LONGITUDE", "LATITUDE"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        df[cols].to_csv(tmp, index=False)
-        tmp.replace(path)
+        cols += ["PHONEID"] if name == "uji_phone" else []
+        _write_atomic(path, lambda tmp: df[cols].to_csv(tmp, index=False))
     return path
 
 
-def source(dataset: str, data_dir: Path) -> list[str]:
-    flags = DATASETS[dataset][0]
-    if flags is None:
-        return ["--csv", str(uji_csv(data_dir)), "--targets", "LONGITUDE,LATITUDE"]
-    return [*flags, "--data-dir", str(data_dir)]
+def visits_csv() -> Path:
+    """The grouped study: 28 subjects of 70 to 145 visits, 7 features that matter and 13 that do not."""
+    path = CACHE / "visits.csv"
+    if not path.is_file():
+        import pandas as pd
+
+        from training.synthetic import make_visits
+
+        X, Y, subject, names, targets = make_visits(28, 70, 145, seed=0, extra_features=13)
+        df = pd.DataFrame(X, columns=names).assign(**{t: Y[:, i] for i, t in enumerate(targets)},
+                                                   subject=[f"s{s:02d}" for s in subject])
+        _write_atomic(path, lambda tmp: df.to_csv(tmp, index=False))
+    return path
 
 
-def run_one(dataset: str, variant: str, seed: int, data_dir: Path) -> dict:
+def _write_atomic(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    write(tmp)
+    tmp.replace(path)
+
+
+def source(scenario: str, data_dir: Path) -> list[str]:
+    """The scenario's data flags."""
+    src = SCENARIOS[scenario]["source"]
+    if src in ("uji", "uji_phone"):
+        return ["--csv", str(uji_csv(data_dir, src)), "--targets", "LONGITUDE,LATITUDE"]
+    if src == "visits":
+        return ["--csv", str(visits_csv()), "--targets", "measure_a,measure_b"]
+    return [*src, "--data-dir", str(data_dir)]
+
+
+def code_dir(variant: str) -> Path:
+    """Where a variant's code is: this checkout, or the :data:`BEFORE` worktree (checked out on first use)."""
+    if variant == "after":
+        return ROOT
+    path = CACHE / "before_src"
+    if not (path / "training").is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=True)
+        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(path), BEFORE], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+    return path
+
+
+# ----------------------------------------------------------------------------------------- one run
+def run_one(scenario: str, variant: str, seed: int, data_dir: Path) -> dict:
     """One ``lmve-train`` run in a child process; its figures (cached)."""
-    cached = CACHE / "runs" / f"{dataset}_{variant}_{seed}.json"
+    cached = CACHE / "runs" / f"{scenario}_{variant}_{seed}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
-    out = CACHE / "out" / f"{dataset}_{variant}_{seed}"
-    cmd = [sys.executable, "-m", "training.cli", *source(dataset, data_dir), "--seed", str(seed), "--quiet",
-           "--out", str(out), *VARIANTS[variant]]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    text = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    if code == 2 and "lmve-train: error:" in text:  # refused with a message (e.g. too few calibration groups)
-        row = {"dataset": dataset, "variant": variant, "seed": seed, "refused": text.split("lmve-train: error:")[1].strip(),
-               "commit": commit(), "command": " ".join(cmd[1:])}
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps(row, indent=1))
-        return row
-    if code != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
-    metrics = json.loads((out / "metrics.json").read_text())
-    centre = json.loads((out / "bundle" / "manifest.json").read_text())["training"]["centre"]
-    served = next(m for m in SERVED if m in metrics["metrics"])
-    row = {"dataset": dataset, "variant": variant, "seed": seed, "wall_s": round(wall, 2),
-           # the stages' peaks: resetting the high-water mark per stage lowers what rusage reports at exit
-           "peak_mib": round(max([usage.ru_maxrss / 1024, *(s["peak_rss_mib"] for s in metrics["stages"].values())]), 1),
-           "centre": centre["name"],
-           "candidates": {n: {k: r.get(k) for k in ("status", "rows", "folds", "rmse", "seconds")}
-                          for n, r in centre.get("cv", {}).items()},
-           "served": served, "coverage": metrics["metrics"][served]["coverage"],
-           "volume": metrics["metrics"][served]["volume"], "stages": metrics["stages"], "commit": commit(),
-           "command": " ".join(cmd[1:])}
+    spec = SCENARIOS[scenario]
+    out = CACHE / "out" / f"{scenario}_{variant}_{seed}"
+    cmd = [sys.executable, "-m", "training.cli", *source(scenario, data_dir), *spec["flags"], "--seed", str(seed),
+           "--quiet", "--out", str(out)]
+    cap = spec.get("cap") if variant == "before" else None
+    cwd = code_dir(variant)
+    log = CACHE / "out" / f"{scenario}_{variant}_{seed}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if spec.get("busy") else None
+    try:
+        with open(log, "w") as sink:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            stopped = False
+            while True:  # wait4 for the child's own rusage; polled, so that a cap can stop it
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if cap is not None and time.perf_counter() - t0 > cap:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    stopped = True
+                    break
+                time.sleep(0.05)
+            wall = time.perf_counter() - t0
+            proc.returncode = code = os.waitstatus_to_exitcode(status)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    text = log.read_text()
+    row = {"scenario": scenario, "variant": variant, "seed": seed, "commit": commit() if variant == "after"
+           else BEFORE, "command": " ".join(cmd[1:])}
+    if stopped:
+        row.update(stopped=True, wall_s=round(wall, 1), note=f"stopped at the cap of {cap} s")
+    elif code == 2 and "lmve-train: error:" in text:  # refused with a message
+        row["refused"] = text.split("lmve-train: error:")[1].strip()
+    elif code != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({code}):\n{text[-3000:]}")
+    else:
+        row.update(wall_s=round(wall, 2), stopped=False, models=_models(out, scenario))
+        # the stages' peaks too: resetting the high-water mark per stage lowers what rusage reports at exit
+        peaks = [s["peak_rss_mib"] for m in row["models"].values() for s in m["stages"].values()]
+        row["peak_mib"] = round(max([*peaks, usage.ru_maxrss / 1024]), 1)
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(row, indent=1))
     return row
 
 
+def _models(out: Path, scenario: str) -> dict[str, dict]:
+    """Per model of a run (``"-"`` for a single bundle): stages, centre, the served method and its figures."""
+    if "--split-by" in SCENARIOS[scenario]["flags"]:
+        repo = json.loads((out / "repository.json").read_text())
+        places = {name: (out / "reports" / name, out / name) for name in repo["models"]}
+    else:
+        places = {"-": (out, out / "bundle")}
+    models = {}
+    for name, (report, bundle) in places.items():
+        metrics = json.loads((report / "metrics.json").read_text())
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        selection = manifest.get("selection") or {}
+        served = selection.get("primary") or next(m for m in SERVED if m in metrics["metrics"])
+        centre = manifest["training"]["centre"]
+        models[name] = {"stages": metrics["stages"], "centre": centre["name"],
+                        "candidates": {n: {k: r.get(k) for k in ("status", "rows", "folds", "rmse", "seconds")}
+                                       for n, r in centre.get("cv", {}).items()},
+                        "served": served, "coverage": metrics["metrics"][served]["coverage"],
+                        "volume": metrics["metrics"][served]["volume"],
+                        "folds_run": selection.get("folds_run", selection.get("folds")),
+                        "evidence": (selection.get("evidence") or {}).get("checks")}
+    return models
+
+
+# ----------------------------------------------------------------------------------------- the summary
 def mean(xs) -> float:
     xs = list(xs)
     return sum(xs) / len(xs) if xs else float("nan")
 
 
 def summarise(rows: list[dict], argv: list[str]) -> str:
-    lines = ["## `lmve-train` with defaults: before and after the centre screen", "",
-             f"Command: `python benchmarks/train_speed.py {' '.join(argv)}` at commit {commit()}; 2 cores, "
-             "each run a child process alone on the machine. `before`: `--centre-screen off` (every candidate on "
-             "every fold with all rows, as before); `after`: the defaults (screen above 5,000 train rows). "
-             "Seconds and peak resident memory per stage from each run's `metrics.json` (means over the seeds); "
-             "`wall` is the whole command (imports included), `peak` the child's peak resident set (the largest stage "
-             "peak). `before` runs today's code, so its load (CSV separator sniffed) and kNN search (no chunk of "
-             "distances kept) are today's too; the issue's own run of the old code: 12 min 4 s, 1.8 GB.", ""]
-    for dataset in DATASETS:
-        refused = sorted({r["seed"]: r["refused"] for r in rows if r["dataset"] == dataset and "refused" in r}.items())
-        mine = [r for r in rows if r["dataset"] == dataset and "refused" not in r]
+    lines = ["## `lmve-train` before and after issue 69", "",
+             f"Command: `python benchmarks/train_speed.py {' '.join(argv)}` at commit {commit()}; 2 cores; each run "
+             f"a child process alone on the machine (`synthetic_busy`: beside one CPU-bound process). `before`: commit "
+             f"{BEFORE} (where issue 69 started), `after`: this commit; the same command and seed. Seconds and peak "
+             "resident memory per stage from each run's `metrics.json` (means over the seeds, summed over the models "
+             "of `--split-by`); `wall` is the whole command (imports included), `peak` the child's peak resident "
+             "set. Volume: the mean true area of the served method's test regions.", ""]
+    lines += _budgets(rows) + [""]
+    for scenario, spec in SCENARIOS.items():
+        mine = [r for r in rows if r["scenario"] == scenario]
         if not mine:
             continue
-        by = {v: {r["seed"]: r for r in mine if r["variant"] == v} for v in VARIANTS}
-        paired = sorted(set(by["before"]) & set(by["after"]))
-        lines += [f"### {dataset}", ""]
-        stages = list(dict.fromkeys(s for r in mine for s in r["stages"]))
-        head = "| stage | " + " | ".join(f"{v} s | {v} peak MiB" for v in VARIANTS) + " |"
-        lines += [head, "|---|" + "---|" * (2 * len(VARIANTS))]
-        for s in stages:
-            cells = []
-            for v in VARIANTS:
-                runs = [r["stages"][s] for r in by[v].values() if s in r["stages"]]
-                cells += [f"{mean(x['seconds'] for x in runs):.1f}" if runs else "-",
-                          f"{max(x['peak_rss_mib'] for x in runs):.0f}" if runs else "-"]
-            lines.append(f"| {s} | " + " | ".join(cells) + " |")
-        cells = []
-        for v in VARIANTS:
-            runs = list(by[v].values())
-            cells += [f"**{mean(r['wall_s'] for r in runs):.1f}**" if runs else "-",
-                      f"**{max(r['peak_mib'] for r in runs):.0f}**" if runs else "-"]
-        lines += ["| **wall (whole command)** | " + " | ".join(cells) + " |", ""]
-        if paired:
-            lines += [f"Paired on {len(paired)} splits (the served method, {by['after'][paired[0]]['served']}; "
-                      "volume: mean true area of the test regions):", "",
-                      "| seed | centre before | centre after | coverage before | coverage after | volume before | "
-                      "volume after | after / before | wall before s | wall after s |",
-                      "|---|---|---|---|---|---|---|---|---|---|"]
-            ratios = []
-            for s in paired:
-                b, a = by["before"][s], by["after"][s]
-                ratios.append(a["volume"] / b["volume"])
-                lines.append(f"| {s} | {b['centre']} | {a['centre']} | {100 * b['coverage']:.1f} % | "
-                             f"{100 * a['coverage']:.1f} % | {b['volume']:.4g} | {a['volume']:.4g} | {ratios[-1]:.4f} | "
-                             f"{b['wall_s']:.0f} | {a['wall_s']:.0f} |")
-            lines += ["", f"Mean volume after / before **{mean(ratios):.4f}** (max {max(ratios):.4f}); coverage "
-                      f"{100 * mean(by['before'][s]['coverage'] for s in paired):.2f} % before, "
-                      f"{100 * mean(by['after'][s]['coverage'] for s in paired):.2f} % after; wall "
-                      f"{mean(by['before'][s]['wall_s'] for s in paired):.0f} s -> "
-                      f"{mean(by['after'][s]['wall_s'] for s in paired):.0f} s.", ""]
-            for seed, why in refused:
-                lines.append(f"Seed {seed}: refused by `lmve-train` with its defaults, before and after alike: {why}")
-            if refused:
-                lines.append("")
-            dropped = {}
-            for s in paired:
-                for n, c in by["after"][s]["candidates"].items():
-                    if c.get("status") == "dropped":
-                        dropped.setdefault(n, []).append(f"seed {s}: {c['rows']} rows x {c['folds']} fold(s), "
-                                                         f"RMSE {c['rmse']:.4g}" if c.get("rmse") is not None
-                                                         else f"seed {s}")
-            if dropped:
-                lines += ["Dropped by the screen or the race (after):", ""]
-                lines += [f"- {n}: " + "; ".join(v) for n, v in dropped.items()]
-                lines.append("")
+        lines += [f"### {scenario}", "", f"`lmve-train {_flags(mine[0])}`", ""]
+        lines += _stage_table(mine) + [""]
+        lines += _paired(mine) + [""]
     return "\n".join(lines)
+
+
+def _flags(row: dict) -> str:
+    """The run's flags as a user would type them: files by name, without ``--out``, ``--data-dir`` and ``--seed``."""
+    words, out = row["command"].split()[2:], []  # past "-m training.cli"
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+        elif w in ("--out", "--data-dir", "--seed"):
+            skip = True
+        else:
+            out.append(Path(w).name if "/" in w else w)
+    return " ".join(out)
+
+
+def _done(rows, variant=None):
+    return [r for r in rows if "models" in r and (variant is None or r["variant"] == variant)]
+
+
+def _budgets(rows: list[dict]) -> list[str]:
+    out = ["| scenario | budget s | before wall s | after wall s | after / before | after peak MiB | splits |",
+           "|---|---|---|---|---|---|---|"]
+    for scenario, spec in SCENARIOS.items():
+        mine = [r for r in rows if r["scenario"] == scenario]
+        if not mine:
+            continue
+        before = [r for r in mine if r["variant"] == "before" and ("models" in r or r.get("stopped"))]
+        after = _done(mine, "after")
+        b, a = mean(r["wall_s"] for r in before), mean(r["wall_s"] for r in after)
+        stopped = " (stopped at the cap)" if any(r.get("stopped") for r in before) else ""
+        out.append(f"| {scenario} | {spec['budget'] or '-'} | {_num(b)}{'+' if stopped else ''}{stopped} | "
+                   f"{_num(a)} | {_num(a / b) if before and after else '-'} | "
+                   f"{_num(max((r['peak_mib'] for r in after), default=float('nan')), 0)} | {len(after)} |")
+    busy = _done([r for r in rows if r["scenario"] == "synthetic_busy"], "after")
+    alone = _done([r for r in rows if r["scenario"] == "synthetic"], "after")
+    if busy and alone:
+        seeds = sorted({r["seed"] for r in busy} & {r["seed"] for r in alone})
+        ratio = mean(next(r["wall_s"] for r in busy if r["seed"] == s) / next(r["wall_s"] for r in alone if r["seed"] == s)
+                     for s in seeds)
+        out += ["", f"The synthetic default beside one CPU-bound process took **{ratio:.2f}x** its time alone "
+                    f"(seeds {', '.join(map(str, seeds))}, the same seeds alone in `synthetic`)."]
+    return out
+
+
+def _num(v, digits=1) -> str:
+    return "-" if v != v else f"{v:.{digits}f}"
+
+
+def _stage_table(mine: list[dict]) -> list[str]:
+    variants = [v for v in VARIANTS if _done(mine, v)]
+    stages = list(dict.fromkeys(s for r in _done(mine) for m in r["models"].values() for s in m["stages"]))
+    out = ["| stage | " + " | ".join(f"{v} s | {v} peak MiB" for v in variants) + " |",
+           "|---|" + "---|" * (2 * len(variants))]
+    for s in stages:
+        cells = []
+        for v in variants:
+            runs = _done(mine, v)
+            per = [sum(m["stages"][s]["seconds"] for m in r["models"].values() if s in m["stages"]) for r in runs]
+            peak = [m["stages"][s]["peak_rss_mib"] for r in runs for m in r["models"].values() if s in m["stages"]]
+            cells += [f"{mean(per):.1f}", f"{max(peak):.0f}" if peak else "-"]
+        out.append(f"| {s} | " + " | ".join(cells) + " |")
+    cells = []
+    for v in variants:
+        runs = _done(mine, v)
+        cells += [f"**{mean(r['wall_s'] for r in runs):.1f}**", f"**{max(r['peak_mib'] for r in runs):.0f}**"]
+    return out + ["| **wall (whole command)** | " + " | ".join(cells) + " |"]
+
+
+def _paired(mine: list[dict]) -> list[str]:
+    by = {v: {r["seed"]: r for r in _done(mine, v)} for v in VARIANTS}
+    refused = sorted({r["seed"]: r["refused"] for r in mine if "refused" in r}.items())
+    stopped = sorted(r["seed"] for r in mine if r.get("stopped"))
+    out = []
+    paired = sorted(set(by["before"]) & set(by["after"]))
+    if paired:
+        out += ["| seed | model | centre before / after | served before / after | coverage before / after | "
+                "volume before | volume after | after / before | folds run after | wall before / after s |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        ratios, same, n = [], 0, 0
+        for s in paired:
+            b, a = by["before"][s], by["after"][s]
+            for name in a["models"]:
+                if name not in b["models"]:
+                    continue
+                mb, ma = b["models"][name], a["models"][name]
+                ratios.append(ma["volume"] / mb["volume"])
+                same += mb["served"] == ma["served"]
+                n += 1
+                out.append(f"| {s} | {name} | {mb['centre']} / {ma['centre']} | {mb['served']} / {ma['served']} | "
+                           f"{100 * mb['coverage']:.1f} / {100 * ma['coverage']:.1f} % | {mb['volume']:.4g} | "
+                           f"{ma['volume']:.4g} | {ratios[-1]:.4f} | {ma['folds_run']} | {b['wall_s']:.0f} / "
+                           f"{a['wall_s']:.0f} |")
+        cov = {v: mean(m["coverage"] for s in paired for m in by[v][s]["models"].values()) for v in VARIANTS}
+        out += ["", f"Paired on {len(paired)} splits ({n} models): mean volume after / before **{mean(ratios):.4f}** "
+                    f"(min {min(ratios):.4f}, max {max(ratios):.4f}); coverage {100 * cov['before']:.2f} % before, "
+                    f"{100 * cov['after']:.2f} % after; the same served method on {same} of {n}."]
+    elif by["after"]:
+        out += ["| seed | model | centre | served | coverage | volume | folds run | wall s |", "|---|---|---|---|---|---|---|---|"]
+        for s, r in sorted(by["after"].items()):
+            for name, m in r["models"].items():
+                out.append(f"| {s} | {name} | {m['centre']} | {m['served']} | {100 * m['coverage']:.1f} % | "
+                           f"{m['volume']:.4g} | {m['folds_run']} | {r['wall_s']:.0f} |")
+    for seed, why in refused:
+        out += ["", f"Seed {seed}: refused by `lmve-train`: {why}"]
+    for seed in stopped:
+        out += ["", f"Seed {seed}, before: stopped at the cap ({next(r['wall_s'] for r in mine if r['seed'] == seed and r.get('stopped')):.0f} s)."]
+    return out
+
+
+def csv_rows(rows: list[dict]):
+    for r in rows:
+        if r.get("stopped"):
+            yield {"scenario": r["scenario"], "variant": r["variant"], "seed": r["seed"], "wall_s": r["wall_s"],
+                   "stopped": True, "commit": r["commit"]}
+        for name, m in r.get("models", {}).items():
+            yield {"scenario": r["scenario"], "variant": r["variant"], "seed": r["seed"], "model": name,
+                   "wall_s": r["wall_s"], "peak_mib": r["peak_mib"], "stopped": False, "centre": m["centre"],
+                   "served": m["served"], "coverage": m["coverage"], "volume": m["volume"],
+                   "folds_run": m["folds_run"], "stages_json": json.dumps(m["stages"]), "commit": r["commit"]}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated (default: all)")
-    p.add_argument("--seeds", default=None, help="e.g. 0-9 or 0,3 (default: from 0 until 3 paired splits ran on "
-                                                 "UJIIndoorLoc, 10 on the others)")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all)")
+    p.add_argument("--seeds", default=None, help="e.g. 0-9 or 0,3 (default: from 0 until the scenario's paired "
+                                                 "splits ran)")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("LMVE_DATA_DIR", ROOT.parent / "shared" /
                                                                           "datasets")))
     p.add_argument("--cached-only", action="store_true", help="summarise the cached runs only")
     args = p.parse_args(argv)
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    for s in scenarios:
+        if s not in SCENARIOS:
+            p.error(f"--scenarios: unknown scenario {s!r}; choose from {', '.join(SCENARIOS)}")
     if not args.cached_only:
-        for dataset in datasets:
-            wanted = DATASETS[dataset][1]
-            seeds = parse_seeds(args.seeds) if args.seeds else range(3 * wanted)
+        for scenario in scenarios:
+            spec = SCENARIOS[scenario]
+            variants = [v.strip() for v in args.variants.split(",") if v.strip() in spec.get("variants", VARIANTS)]
+            seeds = parse_seeds(args.seeds) if args.seeds else range(3 * spec["splits"])
             done = 0
             for seed in seeds:
-                if not args.seeds and done == wanted:
+                if not args.seeds and done == spec["splits"]:
                     break
-                rows = [run_one(dataset, variant, seed, args.data_dir) for variant in variants]
-                for row in rows:
-                    print(f"{dataset} {row['variant']} seed {seed}: " + (f"refused: {row['refused']}" if "refused" in row
-                          else f"{row['wall_s']:.0f} s, {row['peak_mib']:.0f} MiB, centre {row['centre']}, "
-                               f"volume {row['volume']:.4g}"), flush=True)
-                done += all("refused" not in r for r in rows)
+                runs = [run_one(scenario, v, seed, args.data_dir) for v in variants]
+                for r in runs:
+                    what = (f"refused: {r['refused']}" if "refused" in r else f"stopped at {r['wall_s']:.0f} s"
+                            if r.get("stopped") else f"{r['wall_s']:.0f} s, {r['peak_mib']:.0f} MiB, " +
+                            ", ".join(f"{m['centre']} -> {m['served']} {m['volume']:.4g}" for m in r["models"].values()))
+                    print(f"{scenario} {r['variant']} seed {seed}: {what}", flush=True)
+                done += all("refused" not in r for r in runs)
     rows = [json.loads(f.read_text()) for f in sorted((CACHE / "runs").glob("*.json"))]
-    rows.sort(key=lambda r: (list(DATASETS).index(r["dataset"]), r["seed"], r["variant"]))
+    rows = [r for r in rows if r.get("scenario") in SCENARIOS]
+    rows.sort(key=lambda r: (list(SCENARIOS).index(r["scenario"]), r["seed"], VARIANTS.index(r["variant"])))
     OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "train_speed.csv", "w", newline="") as f:
+    tmp = OUT / "train_speed.csv.tmp"
+    with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         w.writeheader()
-        for r in (r for r in rows if "refused" not in r):
-            w.writerow({**{k: r[k] for k in CSV_COLUMNS if k in r}, "candidates": json.dumps(r["candidates"]),
-                        "stages_json": json.dumps(r["stages"])})
+        w.writerows(csv_rows(rows))
+    tmp.replace(OUT / "train_speed.csv")
     (OUT / "train_speed.md").write_text(summarise(rows, argv))
     print(f"wrote {OUT / 'train_speed.md'}")
     return 0

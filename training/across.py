@@ -237,17 +237,21 @@ class UnitCrossFit:
         return self
 
     def scores(self, make_regressor, X: np.ndarray, Y: np.ndarray, train: np.ndarray, score: np.ndarray,
-               units: np.ndarray) -> np.ndarray:
+               units: np.ndarray, on_fold=None) -> np.ndarray:
         """(len(score),) conformity scores of the score rows, each from its fold's centre and a shape
         ``make_regressor()`` (a :class:`models.predictor.SplitConformalRegressor` over a prefit centre)
-        fits on the fold's out-of-fold residuals; NaN for the rows of units with no train row."""
+        fits on the fold's out-of-fold residuals; NaN for the rows of units with no train row.
+        ``on_fold(shape, fold)``, when given, sees each fitted fold shape with its fold's positions into
+        ``train`` (rows of units that shape never saw: held-out rows for the served-method choice)."""
         out = np.full(len(score), np.nan)
-        for rest, _, scored in self.folds_:
+        for rest, fold, scored in self.folds_:
             if not len(scored):
                 continue
             rows = train[rest]
             shape = make_regressor().fit(X[rows], Y[rows], centers=self.train_centres_[rest],
                                          groups=units[rows]).shape_
+            if on_fold is not None:
+                on_fold(shape, fold)
             R = Y[score[scored]] - self.score_centres_[scored]
             shape.prepare_calibration(X[score[scored]], R)
             out[scored] = shape.conformity_scores(X[score[scored]], R)
@@ -256,15 +260,16 @@ class UnitCrossFit:
 
 def conformalize_cross_fit(served, cross_fit: UnitCrossFit, make_regressor, X: np.ndarray, Y: np.ndarray,
                            train: np.ndarray, score: np.ndarray, units: np.ndarray, centres: np.ndarray,
-                           rule: str, seed: int, coverage: float):
+                           rule: str, seed: int, coverage: float, on_fold=None):
     """``served`` (a :class:`models.predictor.SplitConformalRegressor` fitted on the train rows)
-    calibrated on the cross-fitted scores of the score rows (:meth:`UnitCrossFit.scores`); rows of a
-    unit with no train row are scored by ``served`` itself at ``centres`` (the served centre's, (m, n)),
-    which never saw that unit. Returns the calibrated regressor (``rule`` over ``units``)."""
+    calibrated on the cross-fitted scores of the score rows (:meth:`UnitCrossFit.scores`, which passes
+    ``on_fold`` on); rows of a unit with no train row are scored by ``served`` itself at ``centres`` (the
+    served centre's, (m, n)), which never saw that unit. Returns the calibrated regressor (``rule`` over
+    ``units``)."""
     from models.calibration.conformal import SplitConformalCalibrator
     from models.predictor import SplitConformalRegressor
 
-    s = cross_fit.scores(make_regressor, X, Y, train, score, units)
+    s = cross_fit.scores(make_regressor, X, Y, train, score, units, on_fold)
     fold_centres = cross_fit.score_centres_
     R = Y[score] - np.where(np.isnan(fold_centres), centres[score], fold_centres)
     served.shape_.prepare_calibration(X[score], R)  # a copula's marginals; nothing for an ellipsoid

@@ -323,6 +323,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     timings = {}
     bar = tqdm(["centre", *config.methods], desc=f"{dataset.name}", disable=not config.progress, leave=False)
     methods = {}
+    fold_figures: dict = {}  # --calibrate-across cross-fit: each ellipsoid's unit-fold figures of the train rows
     for step in bar:
         bar.set_postfix_str(step)
         t0 = time.perf_counter()
@@ -342,7 +343,8 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
                                               prefit_centre=True, calibration=rule, random_state=config.seed)
                 reg.fit(Xs[split.train], Y[split.train], centers=centers[split.train], groups=train_groups)
                 if cross:
-                    reg = _conformalize_across(reg, cross_fit, config, step, rule, eta, Xs, Y, split, groups, centers)
+                    reg = _conformalize_across(reg, cross_fit, config, step, rule, eta, Xs, Y, split, groups, centers,
+                                               fold_figures)
                 else:
                     reg.conformalize(Xs[split.calibration], Y[split.calibration], centers=centers[split.calibration],
                                      groups=None if groups is None else np.asarray(groups)[split.calibration])
@@ -377,16 +379,20 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     centre_info["test"] = centre_errors(Y[split.test], centers[split.test])
     with meter.stage("primary"):
         model.selection = _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, rule, groups,
-                                          train_groups, n_units)
+                                          train_groups, n_units, fold_figures if cross else None)
     return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
                        stages=meter.stages)
 
 
 def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, rule, groups, train_groups,
-                    n_units) -> dict:
+                    n_units, unit_folds: dict | None = None) -> dict:
     """The model's ``selection`` (training.primary): the served method by expected calibrated volume on the
     test (or selection) rows, the train part's ``primary_folds`` cross-fit added fold by fold until the
-    leader is within ``primary_tolerance`` of the best (:func:`training.primary.leader_excess`)."""
+    leader is within ``primary_tolerance`` of the best (:func:`training.primary.leader_excess`).
+
+    ``unit_folds`` (``--calibrate-across`` in cross-fit mode: per ellipsoid method, its unit-fold shapes'
+    figures of their folds' train rows, :func:`_conformalize_across`) is that cross-fit already made:
+    when every ellipsoid method has the same rows, it joins the test rows and nothing is fitted again."""
     rows = split.test if split.selection is None else split.selection
     ellipsoids = [m for m in registry.fallback_order() if m in config.methods
                   and registry.METHODS[m].kind == "ellipsoid"]
@@ -396,6 +402,17 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
     held_centers = None if dataset.centers is None else dataset.centers[rows]
     calibration = (rule, _units(split.calibration, groups))
     n = Y.shape[1]
+    if folds and unit_folds and all(m in unit_folds for m in ellipsoids):
+        done = [np.concatenate([f[0] for f in unit_folds[m]]) for m in ellipsoids]
+        if all(np.array_equal(d, done[0]) for d in done) and len(done[0]):
+            oof = {m: (np.concatenate([f[1] for f in unit_folds[m]]), np.concatenate([f[2] for f in unit_folds[m]]))
+                   for m in ellipsoids}
+            k = len(unit_folds[ellipsoids[0]])
+            return choose(model, dataset.X[rows], Y[rows], eta, config.primary, centers=held_centers,
+                          rows="test part" if split.selection is None else "selection rows", cross_fit=oof, folds=k,
+                          calibration=calibration, groups=None if groups is None else np.concatenate(
+                              [train_groups[done[0]], held_groups]), n_train=len(split.train),
+                          how=f"the calibration's {k} unit folds (no fit of their own)")
     oof, oof_rows, skipped, evidence, folds_run = None, None, None, None, folds
     checks: list[dict] = []  # each read of the evidence: after how many folds, on how many rows, what it said
     if folds and config.primary == "auto" and config.primary_tolerance is not None:
@@ -498,16 +515,27 @@ def _cross_fit_units(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, spli
 
 
 def _conformalize_across(reg, cross_fit, config: TrainConfig, name: str, rule: str, eta: float, Xs: np.ndarray,
-                         Y: np.ndarray, split: Split, units, centers: np.ndarray):
-    """``reg`` calibrated on the cross-fitted scores of the calibration rows (one shape per unit fold)."""
+                         Y: np.ndarray, split: Split, units, centers: np.ndarray, figures: dict):
+    """``reg`` calibrated on the cross-fitted scores of the calibration rows (one shape per unit fold).
+
+    An ellipsoid method's fold shapes also score their folds' train rows (units they never saw, about
+    their fold's centres): ``figures[name]``, ``[(fold positions into the train part, scores, unit
+    volumes), ...]``, a cross-fit of the train part that the served-method choice reads without fitting
+    again (:func:`_choose_primary`)."""
     from training.across import conformalize_cross_fit
+    from training.primary import unit_figures
 
     def regressor():
         return SplitConformalRegressor(config.make_shape(name), centre=reg.centre_, coverage=eta, prefit_centre=True,
                                        calibration=rule, random_state=config.seed)
 
+    def on_fold(shape, fold):
+        rows = split.train[fold]
+        figures.setdefault(name, []).append((fold, *unit_figures(shape, Xs[rows], Y[rows] - centers[rows], eta)))
+
+    ellipsoid = registry.METHODS[name].kind == "ellipsoid"
     return conformalize_cross_fit(reg, cross_fit, regressor, Xs, Y, split.train, split.calibration,
-                                  np.asarray(units), centers, rule, config.seed, eta)
+                                  np.asarray(units), centers, rule, config.seed, eta, on_fold if ellipsoid else None)
 
 
 def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Split, k: int, train_groups, bar,

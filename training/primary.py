@@ -70,6 +70,8 @@ AUTO = "auto"
 RESAMPLES = 200
 #: ... and the quantile of the leader's excess in them that must stay within the tolerance
 CONFIDENCE = 0.95
+#: fewer held-out units than this settle nothing (a resample of 1 unit is that unit again)
+MIN_UNITS = 10
 
 
 def check_primary(primary: str, methods) -> str:
@@ -164,7 +166,7 @@ def pooled_figures(scores: np.ndarray, unit_volumes: np.ndarray, eta: float, n_t
 
 def leader_excess(figures: dict[str, tuple[np.ndarray, np.ndarray]], eta: float, n_targets: int,
                   calibration: tuple[str, int] | None = None, groups=None, seed: int = 0,
-                  resamples: int = RESAMPLES, confidence: float = CONFIDENCE) -> dict:
+                  resamples: int = RESAMPLES, confidence: float = CONFIDENCE, min_units: int = MIN_UNITS) -> dict:
     """How much larger than the smallest the leader's volume can be, judged on the held-out rows.
 
     ``figures``: per method, ``(scores, unit volumes)`` (N,) of the same held-out rows; the leader is
@@ -173,7 +175,8 @@ def leader_excess(figures: dict[str, tuple[np.ndarray, np.ndarray]], eta: float,
     ``resamples`` times (``numpy.random.default_rng(seed)``; a group drawn twice counts as two); in
     each, every method's volume is recomputed and the leader's excess ``V_leader / min V - 1`` taken
     (``inf`` where the leader's volume is unbounded). Returns ``leader``, ``excess`` (the excesses'
-    ``confidence`` quantile), ``wins`` (the share of resamples where the leader is smallest),
+    ``confidence`` quantile; ``inf`` with fewer than ``min_units`` units, whose resamples cannot show
+    how the ranking varies), ``wins`` (the share of resamples where the leader is smallest),
     ``resamples``, ``confidence``, ``units`` and ``rows``."""
     names = list(figures)
     n_rows = len(next(iter(figures.values()))[0])
@@ -198,7 +201,8 @@ def leader_excess(figures: dict[str, tuple[np.ndarray, np.ndarray]], eta: float,
         best = min(v.values())
         excess[b] = np.inf if not np.isfinite(v[leader]) else v[leader] / best - 1.0
         wins += v[leader] == best
-    return {"leader": leader, "excess": float(np.quantile(excess, confidence, method="higher")),
+    q = float(np.quantile(excess, confidence, method="higher")) if len(members) >= min_units else np.inf
+    return {"leader": leader, "excess": q,
             "wins": wins / resamples, "resamples": int(resamples), "confidence": float(confidence),
             "units": len(members), "rows": int(n_rows)}
 
@@ -279,7 +283,7 @@ def held_out_figures(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, center
 def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = AUTO, centers=None,
            rows: str = "test part", cross_fit: dict | None = None, folds: int = 0, skipped: str | None = None,
            calibration: tuple[str, int] | None = None, groups=None, folds_run: int | None = None,
-           evidence: dict | None = None, n_train: int | None = None) -> dict:
+           evidence: dict | None = None, n_train: int | None = None, how: str | None = None) -> dict:
     """The ``selection`` record of ``model`` (see :attr:`models.model.RegionModel.selection`):
     ``order``, the ellipsoid methods by held-out volume (ties: the registry's order), with a forced
     ``primary`` first; ``primary``; ``rule`` (``"auto"`` or ``"forced"``); ``rows`` and ``n_rows``
@@ -287,7 +291,8 @@ def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = A
     ``folds_run`` (default all) of the ``folds`` folds of a train part of ``n_train`` rows);
     ``criterion`` in words; ``held_out`` (:func:`held_out_figures`); ``skipped``, when given, why the
     cross-fit did not run or stopped (the record's ``cross_fit_skipped``); ``evidence``, when given,
-    the last :func:`leader_excess` read, with the ``tolerance`` it was held to."""
+    the last :func:`leader_excess` read, with the ``tolerance`` it was held to; ``how``, when given,
+    whose folds the cross-fit's are (the record's ``cross_fit_by``)."""
     figures = held_out_figures(model, X_raw, Y, eta, centers, cross_fit, calibration, groups)
     fallback = registry.fallback_order()
     ellipsoids = [m for m in fallback if m in model.methods]
@@ -301,6 +306,8 @@ def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = A
     folds_run = folds if folds_run is None else folds_run
     if not n_scored:
         where = rows
+    elif folds_run >= folds and n_scored < n_train:  # folds of units that calibrate nothing have no fit
+        where = f"{folds}-fold cross-fit of the train part ({n_scored} of {n_train} rows) and the {rows}"
     elif folds_run >= folds:
         where = f"{folds}-fold cross-fit of the train part ({n_train} rows) and the {rows}"
     else:
@@ -312,6 +319,8 @@ def choose(model, X_raw: np.ndarray, Y: np.ndarray, eta: float, primary: str = A
               "held_out": {m: {k: _json(v) for k, v in f.items()} for m, f in figures.items()}}
     if skipped:
         record["cross_fit_skipped"] = skipped
+    if how and n_scored:
+        record["cross_fit_by"] = how
     if evidence:  # ``checks``: each read of the evidence before it (after how many folds, on how many rows)
         record["evidence"] = {k: _json(v) if isinstance(v, float) else v for k, v in evidence.items()}
     return record
@@ -352,6 +361,7 @@ def selection_line(selection: dict) -> str:
                         for m in selection["order"])
     why = "auto: smallest held-out volume" if selection["rule"] == "auto" else "forced by --primary; held-out volume"
     skipped = f"; {selection['cross_fit_skipped']}" if selection.get("cross_fit_skipped") else ""
+    skipped += f"; the cross-fit by {selection['cross_fit_by']}" if selection.get("cross_fit_by") else ""
     return (f"{registry.METHODS[selection['primary']].label} ({why} on {selection['n_rows']} rows, the "
             f"{selection['rows']}: {figures}); fallbacks in that order{skipped}")
 

@@ -23,6 +23,11 @@ from models.shapes.nle import NearestNeighbourEllipsoid
 #: above, the "auto" settings switch to mini-batches of MINIBATCH_ROWS, successive halving every
 #: HALVE_EVERY evaluations, retiring stalled configurations, and bf16 where the device has it
 FULL_BATCH_ROWS = 4096
+#: ... and at most this many multiply-adds per full-batch step of one configuration (fit rows x the network's
+#: weights): above, the same "auto" settings, whatever the rows. The small sets of the paper stay below
+#: (residential_building's 103 columns: about 25M); a fingerprint survey's fold of a few thousand rows
+#: (UJIIndoorLoc's 520 columns: 2.2M weights) does not, where a full-batch step took 1.5 s
+FULL_BATCH_MACS = 50_000_000
 MINIBATCH_ROWS = 256
 HALVE_EVERY = 4
 
@@ -139,9 +144,10 @@ class LMVEFit:
         self.mean_head = bool(est.mean_head)
         self.widths = [self.d, *est._hidden(self.d), n * n + (n if self.mean_head else 0)]
         self.k_val = conformal_rank(len(val), coverage)
-        # "auto" settings: above FULL_BATCH_ROWS fit rows, mini-batches, successive halving, retiring
-        # stalled configurations and bf16 where native; full-batch float32 below (the small datasets)
-        self.large = large = len(fit) > FULL_BATCH_ROWS
+        # "auto" settings: above FULL_BATCH_ROWS fit rows or FULL_BATCH_MACS a full-batch step, mini-batches,
+        # successive halving, retiring stalled configurations and bf16 where native; full-batch float32 below
+        weights = sum(a * b for a, b in zip(self.widths[:-1], self.widths[1:]))
+        self.large = large = len(fit) > FULL_BATCH_ROWS or len(fit) * weights > FULL_BATCH_MACS
         batch = est.batch_size or (MINIBATCH_ROWS if large else m)
         halve = (HALVE_EVERY if large else None) if est.halve_every == "auto" else est.halve_every
         retire = large if est.retire == "auto" else bool(est.retire)

@@ -50,7 +50,7 @@ PAPER_GRID = {"learning_rates_init": (1e-3, 1e-5), "learning_rates_train": (1e-3
 
 LOSSES = ("paper", "nll", "volume")
 
-#: members ``n_ensemble="auto"`` serves on a small fit (up to ``_lmve_torch.FULL_BATCH_ROWS`` fit rows)
+#: members ``n_ensemble="auto"`` serves on a small fit (not large: see ``batch_size``)
 AUTO_MEMBERS = 3
 
 @dataclass(frozen=True)
@@ -89,8 +89,10 @@ class LMVEShape(EllipsoidShapeEstimator):
         Held-out scores are evaluated every ``eval_every`` steps; a phase stops when no configuration
         improved for ``patience`` evaluations (``None``: run all ``max_steps``, as the paper's budget).
     batch_size : int or None, default=None
-        Mini-batch rows; ``None``: full batch up to ``_lmve_torch.FULL_BATCH_ROWS`` (4,096) fit rows, else
-        ``_lmve_torch.MINIBATCH_ROWS`` (256).
+        Mini-batch rows; ``None``: full batch on a small fit, ``_lmve_torch.MINIBATCH_ROWS`` (256) on a
+        *large* one: above ``_lmve_torch.FULL_BATCH_ROWS`` (4,096) fit rows, or above
+        ``_lmve_torch.FULL_BATCH_MACS`` (50M) multiply-adds per full-batch step of one network (fit rows x
+        its weights: a few hundred rows of a fingerprint survey's 520 columns).
     validation_fraction : float, default=0.2
         Share of the training rows held out for early stopping and configuration choice.
     min_validation_rows : int, default=100
@@ -108,15 +110,15 @@ class LMVEShape(EllipsoidShapeEstimator):
         residuals' second moment), which bounds every score by ``M_GE / w``. 0 is the paper's model.
     retire : bool or "auto", default="auto"
         Drop a configuration from the batch once it has stalled for ``patience`` evaluations
-        (its best weights stay a candidate). ``"auto"``: above ``_lmve_torch.FULL_BATCH_ROWS`` fit rows only.
+        (its best weights stay a candidate). ``"auto"``: on a large fit only (``batch_size``).
     init_candidates : bool, default=True
         Also offer the init-phase networks (imitations of the NLE baseline) to the selection.
     n_ensemble : int or "auto", default="auto"
         Serve the mean shape of this many candidates, those of smallest held-out calibrated volume
-        (fewer when fewer are finite). 1 is the paper's single network. ``"auto"``: ``AUTO_MEMBERS`` (3) up to
-        ``_lmve_torch.FULL_BATCH_ROWS`` fit rows, where the held-out slice is small and its choice
-        noisy; 1 above, where the slice is large and each member would add a forward pass of a wide
-        network (four times the features wide) to every request.
+        (fewer when fewer are finite). 1 is the paper's single network. ``"auto"``: ``AUTO_MEMBERS`` (3) on a
+        small fit, where the held-out slice is small and its choice noisy; 1 on a large one (``batch_size``),
+        where the slice is large or each member would add a forward pass of a wide network (four times
+        the features wide) to every request.
     device : str, default="auto"
     random_state : int, default=0
     progress : bool, default=False
@@ -128,16 +130,16 @@ class LMVEShape(EllipsoidShapeEstimator):
         How the net's output becomes a shape: ``R^T R`` (the paper) or a Cholesky factor.
         ``None``: Cholesky for ``loss="nll"``, gram otherwise.
     precision : {"auto", "float32", "bfloat16"}, default="auto"
-        Forward passes during training under bf16 autocast. ``"auto"``: above ``_lmve_torch.FULL_BATCH_ROWS``
-        fit rows, where the device computes bf16 natively (a CPU with ``avx512_bf16``/``amx_bf16``,
-        a CUDA device with bf16); float32 otherwise. Weights, losses, the optimiser and the
+        Forward passes during training under bf16 autocast. ``"auto"``: on a large fit (``batch_size``),
+        where the device computes bf16 natively (a CPU with ``amx_bf16``, a CUDA device with bf16;
+        :func:`models.nn.lockstep.cpu_has_native_bf16`); float32 otherwise. Weights, losses, the optimiser and the
         selection stay float32; the fitted network is float64 either way.
     halve_every : int, None or "auto", default="auto"
         Successive halving: every this many held-out evaluations, the worse half of the
         configurations still training (by best held-out score) leaves the batch, keeping its best
         weights as a candidate; only the init networks still training at the end of the init phase
         start train-phase configurations. ``None``: every configuration trains until it stops.
-        ``"auto"``: ``_lmve_torch.HALVE_EVERY`` (4) above ``_lmve_torch.FULL_BATCH_ROWS`` fit rows, ``None`` below.
+        ``"auto"``: ``_lmve_torch.HALVE_EVERY`` (4) on a large fit (``batch_size``), ``None`` on a small one.
     tol : float, default=1e-4
         A held-out score counts as improved when it beats the best so far by this relative amount;
         ``patience`` evaluations without such an improvement stop a configuration.

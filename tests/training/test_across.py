@@ -232,3 +232,44 @@ def test_csv_label_columns_are_checked(tmp_path):
     assert e.value.field == "--calibrate-across"
     with pytest.raises(InputError, match=r"column\(s\) \['handset'\] not found"):
         load_csv(csv, ["x", "y"], meta_columns=["handset"])
+
+
+def test_the_served_method_choice_reads_the_unit_folds_train_rows_without_fitting_again():
+    """In cross-fit mode each unit fold's shape also scores its fold's train rows (phones it never saw):
+    GE's pooled figures are, by hand, those rows' Mahalanobis distances under the other folds' second
+    moment about the fold centres, then the test rows' under the served shape."""
+    from training.primary import pooled_figures
+
+    ds = survey(12)
+    config = TrainConfig(methods=("ge", "nle"), centre="knn", calibrate_across=("PHONEID",), seed=2)
+    result = train(ds, config)
+    split, model, sel = result.split, result.model, result.model.selection
+    units = unit_codes(ds, ["PHONEID"])
+    Xs = model.standardise(ds.X)
+    cf = UnitCrossFit(5, config.seed).fit(lambda: config.make_centre("knn"), Xs, ds.Y, split.train,
+                                          split.calibration, units, meta=ds.meta, columns=("PHONEID",))
+    scores, dets, rows = [], [], []
+    for rest, fold, scored in cf.folds_:
+        if not len(scored):
+            continue
+        R = ds.Y[split.train[rest]] - cf.train_centres_[rest]
+        C = R.T @ R / len(R)
+        r = ds.Y[split.train[fold]] - cf.train_centres_[fold]
+        scores.append(np.einsum("ij,jk,ik->i", r, np.linalg.inv(C), r))
+        dets += [np.sqrt(np.linalg.det(C))] * len(fold)
+        rows.append(fold)
+    C = model.methods["ge"].shape_.covariance_
+    rt = ds.Y[split.test] - model.predict_center(ds.X[split.test])
+    scores.append(np.einsum("ij,jk,ik->i", rt, np.linalg.inv(C), rt))
+    dets += [np.sqrt(np.linalg.det(C))] * len(rt)
+    s, v = np.concatenate(scores), np.pi * np.array(dets)
+    groups = np.concatenate([units[split.train[np.concatenate(rows)]], units[split.test]])
+    m = split.across["units"]["calibration"]
+    expected = pooled_figures(s, v, 0.9, 2, (split.across["rule"], m), groups)
+    ge = sel["held_out"]["ge"]
+    assert ge["quantile"] == pytest.approx(expected["quantile"], rel=1e-9)
+    assert ge["volume"] == pytest.approx(expected["volume"], rel=1e-9)
+    n_scored = sum(len(f) for f in rows)
+    assert sel["cross_fit_by"] == f"the calibration's {len(rows)} unit folds (no fit of their own)"
+    assert sel["n_rows"] == n_scored + len(split.test) and sel["folds"] == sel["folds_run"] == len(rows)
+    assert "evidence" not in sel and "primary" in result.stages

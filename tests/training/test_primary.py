@@ -252,6 +252,10 @@ def test_leader_excess_resamples_whole_groups_and_is_zero_for_a_clear_winner():
     got = leader_excess(figures, 0.9, 2, ("group-subsample", 12), groups, seed=1, resamples=50)
     assert got["leader"] == "lmve" and got["excess"] == 0.0 and got["wins"] == 1.0
     assert got["units"] == 30 and got["rows"] == 90
+    # too few units to resample settle nothing, however clear the winner
+    few = leader_excess({m: (f[0][:27], f[1][:27]) for m, f in figures.items()}, 0.9, 2, ("group-subsample", 12),
+                        groups[:27], seed=1, resamples=50)
+    assert few["units"] == 9 and few["wins"] == 1.0 and few["excess"] == np.inf
     # equal methods: the first named leads and never loses (ties are not losses)
     tie = leader_excess({"nle": (s, np.ones(90)), "ge": (s, np.ones(90))}, 0.9, 2, seed=1, resamples=20)
     assert tie["leader"] == "nle" and tie["excess"] == 0.0

@@ -355,6 +355,24 @@ def test_lmve_auto_ensemble_is_three_networks_on_small_fits_and_one_on_large(mon
     assert large.n_members_ == 1 and [r.get("member") for r in large.grid_results_].count(0) == 1
 
 
+def test_lmve_a_full_batch_step_too_costly_makes_a_large_fit_whatever_the_rows(monkeypatch):
+    """Large when fit rows x the network's weights exceed FULL_BATCH_MACS (a fingerprint survey's unit
+    fold of a few thousand rows): mini-batches, halving and one member, as above FULL_BATCH_ROWS."""
+    from models.shapes import _lmve_torch
+
+    X, Y = heteroscedastic(300, seed=8)
+    small = _lmve_torch.LMVEFit(LMVEShape(), X, Y, 0.9)
+    w = small.widths
+    cost = len(small.X_fit) * sum(a * b for a, b in zip(w[:-1], w[1:]))
+    assert not small.large and small.schedule.batch_size == 300 and cost <= _lmve_torch.FULL_BATCH_MACS
+    monkeypatch.setattr(_lmve_torch, "FULL_BATCH_MACS", cost)
+    assert not _lmve_torch.LMVEFit(LMVEShape(), X, Y, 0.9).large  # at the bound: still full batch
+    monkeypatch.setattr(_lmve_torch, "FULL_BATCH_MACS", cost - 1)
+    job = _lmve_torch.LMVEFit(LMVEShape(), X, Y, 0.9)
+    assert job.large and job.schedule.batch_size == _lmve_torch.MINIBATCH_ROWS and job.schedule.retire
+    assert LMVEShape(max_steps=25, eval_every=25, patience=1).fit(X, Y).n_members_ == 1
+
+
 def test_lmve_reads_a_single_network_bundle_written_before_ensembles():
     X, Y = heteroscedastic(300, seed=7)
     est = LMVEShape(max_steps=50, eval_every=25, patience=2, n_ensemble=1).fit(X, Y)
