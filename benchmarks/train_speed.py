@@ -168,7 +168,7 @@ def run_one(scenario: str, variant: str, seed: int, data_dir: Path) -> dict:
                     break
                 time.sleep(0.05)
             wall = time.perf_counter() - t0
-            proc.returncode = code = os.waitstatus_to_exitcode(status)
+            proc.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
     finally:
         if busy is not None:
             busy.kill()

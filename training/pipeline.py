@@ -402,20 +402,16 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
     held_centers = None if dataset.centers is None else dataset.centers[rows]
     calibration = (rule, _units(split.calibration, groups))
     n = Y.shape[1]
+    oof, oof_rows, skipped, evidence, folds_run, how = None, None, None, None, folds, None
+    checks: list[dict] = []  # each read of the evidence; the i-th comes after i folds
     if folds and unit_folds and all(m in unit_folds for m in ellipsoids):
         done = [np.concatenate([f[0] for f in unit_folds[m]]) for m in ellipsoids]
         if all(np.array_equal(d, done[0]) for d in done) and len(done[0]):
             oof = {m: (np.concatenate([f[1] for f in unit_folds[m]]), np.concatenate([f[2] for f in unit_folds[m]]))
                    for m in ellipsoids}
-            k = len(unit_folds[ellipsoids[0]])
-            return choose(model, dataset.X[rows], Y[rows], eta, config.primary, centers=held_centers,
-                          rows="test part" if split.selection is None else "selection rows", cross_fit=oof, folds=k,
-                          calibration=calibration, groups=None if groups is None else np.concatenate(
-                              [train_groups[done[0]], held_groups]), n_train=len(split.train),
-                          how=f"the calibration's {k} unit folds (no fit of their own)")
-    oof, oof_rows, skipped, evidence, folds_run = None, None, None, None, folds
-    checks: list[dict] = []  # each read of the evidence: after how many folds, on how many rows, what it said
-    if folds and config.primary == "auto" and config.primary_tolerance is not None:
+            oof_rows, folds = done[0], len(unit_folds[ellipsoids[0]])
+            folds_run, how = folds, f"the calibration's {folds} unit folds (no fit of their own)"
+    if oof is None and folds and config.primary == "auto" and config.primary_tolerance is not None:
         held = ellipsoid_figures(model, dataset.X[rows], Y[rows], held_centers)
         evidence = leader_excess(held, eta, n, calibration, held_groups, config.seed)
         checks.append(_check(evidence, 0))
@@ -429,17 +425,11 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
                   for m in ellipsoids}
         pooled_groups = None if groups is None else np.concatenate([train_groups[done], held_groups])
         evidence = leader_excess(pooled, eta, n, calibration, pooled_groups, config.seed)
-        checks.append(_check(evidence, len(np.unique(fold_of[done]))))
+        checks.append(_check(evidence, len(checks)))
         return evidence["excess"] <= config.primary_tolerance
 
-    if folds:
+    if oof is None and folds:
         from tqdm.auto import tqdm
-
-        from models.centres.stack import fold_splits
-
-        fold_of = np.empty(len(split.train), dtype=int)
-        for i, (_, fold) in enumerate(fold_splits(len(split.train), folds, config.seed, train_groups)):
-            fold_of[fold] = i
 
         def regressor(name):
             return SplitConformalRegressor(config.make_shape(name), centre=centre, coverage=eta,
@@ -455,11 +445,11 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
             except InputError as err:  # a fold too small for a method: the test part alone decides
                 skipped = f"the {folds}-fold cross-fit of the train part could not run ({err})"
                 folds, evidence = 0, None
-        if oof is not None:
-            folds_run = len(np.unique(fold_of[oof_rows]))
-            if evidence is not None and folds_run < folds:
+        if oof is not None and evidence is not None:
+            if len(oof_rows) < len(split.train):  # the folds partition the train part: it stopped early
+                folds_run = checks[-1]["folds"]
                 skipped = stop_reason(evidence, config.primary_tolerance, f"stopped after {folds_run} of {folds} folds")
-            elif evidence is not None:  # every fold ran: the evidence on all of them
+            else:  # every fold ran: the evidence on all of them
                 settled(oof, oof_rows)
     if evidence is not None:
         evidence = {**evidence, "tolerance": config.primary_tolerance, "checks": checks}
@@ -468,7 +458,7 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
                   cross_fit=oof, folds=folds, skipped=skipped, calibration=calibration,
                   groups=None if groups is None else np.concatenate(
                       ([train_groups[oof_rows]] if oof else []) + [held_groups]),
-                  folds_run=folds_run, evidence=evidence, n_train=len(split.train))
+                  folds_run=folds_run, evidence=evidence, n_train=len(split.train), how=how)
 
 
 def _check(evidence: dict, folds: int) -> dict:

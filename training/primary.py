@@ -186,8 +186,9 @@ def leader_excess(figures: dict[str, tuple[np.ndarray, np.ndarray]], eta: float,
     if groups is None:
         members = [np.array([i]) for i in range(n_rows)]
     else:
-        _, codes = np.unique(np.asarray(groups), axis=0, return_inverse=True)
-        codes = codes.reshape(-1)
+        from models.calibration.conformal import group_codes
+
+        codes = group_codes(groups, n_rows)
         order = np.argsort(codes, kind="stable")
         members = np.split(order, np.cumsum(np.bincount(codes))[:-1])
     rng = np.random.default_rng(seed)

@@ -4,10 +4,10 @@ Every candidate's ``k``-fold out-of-fold error on the train part decides (:func:
 train part of at most ``screen_rows`` rows each candidate is fitted fold by fold on all its fold's
 rows; once the folds seen hold ``race_rows`` held-out rows (500; never on the small sets of the
 paper, whose train parts hold fewer than 625 rows), one more than ``race_margin`` behind the best is
-dropped between folds (below; ``screen_rows=None`` turns both rungs off). Above ``screen_rows`` the cost of a kernel SVR (about the square of
-the rows), of boosted trees on hundreds of columns or of a network without a GPU outgrows what it can
-win, so the candidates run in two rungs (successive halving over data, then racing over folds), all
-compared on the same held-out rows:
+dropped between folds (below; ``screen_rows=None`` turns both rungs off). Above ``screen_rows`` the
+cost of a kernel SVR (about the square of the rows), of boosted trees on hundreds of columns or of a
+network without a GPU outgrows what it can win, so the candidates run in two rungs (successive
+halving over data, then racing over folds), all compared on the same held-out rows:
 
 1. **screen**: each candidate is fitted on ``screen_rows`` rows drawn from fold 1's training rows and
    scored on fold 1's held-out rows; one whose error exceeds the best by more than ``screen_margin``

@@ -85,6 +85,11 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     return torch.bfloat16 if native else None
 
 
+def weight_count(widths: list[int]) -> int:
+    """Multiply-adds per row of one network of layer ``widths`` (its weights, biases aside)."""
+    return sum(a * b for a, b in zip(widths[:-1], widths[1:]))
+
+
 class BatchedMLP(nn.Module):
     """``K`` independent ReLU MLPs evaluated in one pass: ``x (B, d) -> (K, B, widths[-1])``.
 
@@ -263,7 +268,7 @@ def run_phase(net: BatchedMLP, lrs: list[float], loss: Loss, train: tuple[torch.
     from models.nn.threads import ContentionGuard, fit_threads, torch_threads
 
     rows = min(schedule.batch_size, train[0].shape[0])
-    macs = net.n_configs * rows * sum(a * b for a, b in zip(net.widths[:-1], net.widths[1:]))
+    macs = net.n_configs * rows * weight_count(net.widths)
     with torch_threads(fit_threads(macs)) as threads:
         return _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generator, held_score, desc,
                           ContentionGuard(threads))

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from models.calibration.conformal import conformal_quantile, conformal_rank
-from models.nn.lockstep import BatchedMLP, PhaseResult, Schedule, resolve_device, resolve_precision, run_phase
+from models.nn.lockstep import (BatchedMLP, PhaseResult, Schedule, resolve_device, resolve_precision, run_phase,
+                                weight_count)
 from models.exceptions import InputError
 from models.shapes.base import second_moment
 from models.shapes.nle import NearestNeighbourEllipsoid
@@ -146,8 +147,7 @@ class LMVEFit:
         self.k_val = conformal_rank(len(val), coverage)
         # "auto" settings: above FULL_BATCH_ROWS fit rows or FULL_BATCH_MACS a full-batch step, mini-batches,
         # successive halving, retiring stalled configurations and bf16 where native; full-batch float32 below
-        weights = sum(a * b for a, b in zip(self.widths[:-1], self.widths[1:]))
-        self.large = large = len(fit) > FULL_BATCH_ROWS or len(fit) * weights > FULL_BATCH_MACS
+        self.large = large = len(fit) > FULL_BATCH_ROWS or len(fit) * weight_count(self.widths) > FULL_BATCH_MACS
         batch = est.batch_size or (MINIBATCH_ROWS if large else m)
         halve = (HALVE_EVERY if large else None) if est.halve_every == "auto" else est.halve_every
         retire = large if est.retire == "auto" else bool(est.retire)

@@ -362,8 +362,8 @@ def test_lmve_a_full_batch_step_too_costly_makes_a_large_fit_whatever_the_rows(m
 
     X, Y = heteroscedastic(300, seed=8)
     small = _lmve_torch.LMVEFit(LMVEShape(), X, Y, 0.9)
-    w = small.widths
-    cost = len(small.X_fit) * sum(a * b for a, b in zip(w[:-1], w[1:]))
+    w = small.widths  # [d, 4d, d, 4]: rows x weights written out
+    cost = len(small.X_fit) * (w[0] * w[1] + w[1] * w[2] + w[2] * w[3])
     assert not small.large and small.schedule.batch_size == 300 and cost <= _lmve_torch.FULL_BATCH_MACS
     monkeypatch.setattr(_lmve_torch, "FULL_BATCH_MACS", cost)
     assert not _lmve_torch.LMVEFit(LMVEShape(), X, Y, 0.9).large  # at the bound: still full batch
