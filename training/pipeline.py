@@ -43,7 +43,7 @@ from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from training.datasets import Dataset
-from training.primary import (check_folds, check_primary, check_tolerance, choose, cross_fit_figures,
+from training.primary import (MIN_UNITS, check_folds, check_primary, check_tolerance, choose, cross_fit_figures,
                               ellipsoid_figures, leader_excess, stop_reason)
 from training.stages import StageMeter
 from training.splits import (MIN_TEST_GROUPS, MIN_TRAIN_GROUPS, Split, _floor, group_split,  # noqa: F401
@@ -403,7 +403,7 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
     calibration = (rule, _units(split.calibration, groups))
     n = Y.shape[1]
     oof, oof_rows, skipped, evidence, folds_run, how = None, None, None, None, folds, None
-    checks: list[dict] = []  # each read of the evidence; the i-th comes after i folds
+    checks: list[dict] = []  # each read of the evidence, after how many folds
     if folds and unit_folds and all(m in unit_folds for m in ellipsoids):
         done = [np.concatenate([f[0] for f in unit_folds[m]]) for m in ellipsoids]
         if all(np.array_equal(d, done[0]) for d in done) and len(done[0]):
@@ -419,14 +419,23 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
             skipped = stop_reason(evidence, config.primary_tolerance, f"not needed ({folds} folds saved)")
             folds = folds_run = 0
 
-    def settled(figures, done) -> bool:  # the leader on the cross-fit rows ``done`` so far and the held-out rows
+    def settled(figures, done, folds_done) -> bool:  # the leader on the cross-fit rows ``done`` of ``folds_done``
+        # folds and the held-out rows
         nonlocal evidence
         pooled = {m: (np.concatenate([figures[m][0], held[m][0]]), np.concatenate([figures[m][1], held[m][1]]))
                   for m in ellipsoids}
         pooled_groups = None if groups is None else np.concatenate([train_groups[done], held_groups])
         evidence = leader_excess(pooled, eta, n, calibration, pooled_groups, config.seed)
-        checks.append(_check(evidence, len(checks)))
+        checks.append(_check(evidence, folds_done))
         return evidence["excess"] <= config.primary_tolerance
+
+    from models.calibration.conformal import group_codes
+
+    held_units = len(rows) if groups is None else len(np.unique(group_codes(held_groups, len(rows))))
+
+    def unsettled(done) -> bool:  # too few held-out units for leader_excess to settle anything yet
+        fold_units = len(done) if groups is None else len(np.unique(group_codes(train_groups[done], len(done))))
+        return fold_units + held_units < MIN_UNITS
 
     if oof is None and folds:
         from tqdm.auto import tqdm
@@ -441,7 +450,7 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
                 oof, oof_rows = cross_fit_figures(
                     regressor, ellipsoids, Xs[split.train], Y[split.train], centers[split.train], folds, config.seed,
                     eta, groups=train_groups, bar=fold_bar,
-                    stop=settled if evidence is not None else None)
+                    stop=settled if evidence is not None else None, unsettled=unsettled)
             except InputError as err:  # a fold too small for a method: the test part alone decides
                 skipped = f"the {folds}-fold cross-fit of the train part could not run ({err})"
                 folds, evidence = 0, None
@@ -450,7 +459,7 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
                 folds_run = checks[-1]["folds"]
                 skipped = stop_reason(evidence, config.primary_tolerance, f"stopped after {folds_run} of {folds} folds")
             else:  # every fold ran: the evidence on all of them
-                settled(oof, oof_rows)
+                settled(oof, oof_rows, folds)
     if evidence is not None:
         evidence = {**evidence, "tolerance": config.primary_tolerance, "checks": checks}
     return choose(model, dataset.X[rows], Y[rows], eta, config.primary, centers=held_centers,

@@ -3,13 +3,16 @@
 torch's CPU operators split each tensor operation over its intra-op threads (OpenMP) and wait for all of
 them at the end of the operation. When another busy process holds a core, one of those threads is
 descheduled for a scheduler slice (milliseconds) at nearly every operation, and an LMVE step of tiny
-operations waits for it dozens of times: measured on the 2-core dev machine, a step of the synthetic
-survey's grid took 4.1 ms with one thread and 4.0 with two alone, but 9.5 ms with one and 98 ms with two
-beside a two-thread busy process; a UJIIndoorLoc-sized step 262 ms with one thread there against 418 with
-two (165 and 101 ms alone). So:
+operations waits for it dozens of times: measured on the 2-core dev machine, a small step took 9.5 ms with
+one thread and 98 ms with two beside a two-thread busy process; a UJIIndoorLoc-sized step 262 ms with one
+thread there against 418 with two (165 and 101 ms alone). Alone, a second thread gains little on the
+smallest steps and more as they grow (one thread / two, full-batch steps of the default grid): 600 rows of
+20 features, 4 networks (6M multiply-adds) 4.0 / 3.6 ms; 1,225 rows, 4 networks (13M) 7.5 / 5.5 ms; the
+synthetic survey's 1,120 rows of 16 features, 8 networks (19M) 11.2 / 8.0 ms; 1,837 rows of 20, 8 networks
+(38M) 20 / 13 ms. So:
 
-* a step below :data:`SMALL_STEP_MACS` multiply-adds runs on one thread: a second one gains at most a
-  third there alone and costs ten to fifty times beside a busy process;
+* a step below :data:`SMALL_STEP_MACS` multiply-adds runs on one thread: a second one gains a tenth or less
+  there alone and costs ten to fifty times beside a busy process;
 * a larger step runs on the cores found idle when its phase starts (:func:`idle_cores`: the idle share
   of ``/proc/stat`` over :data:`SAMPLE_SECONDS`), at most the threads torch was given (a caller's
   ``torch.set_num_threads`` caps it) and at least one.
@@ -28,7 +31,7 @@ from contextlib import contextmanager
 
 #: below this many multiply-adds per optimiser step (configurations x batch rows x the layers'
 #: weights), a fit runs on one thread
-SMALL_STEP_MACS = 20_000_000
+SMALL_STEP_MACS = 10_000_000
 #: how long :func:`idle_cores` watches the machine
 SAMPLE_SECONDS = 0.05
 #: the environment variable that fixes the count

@@ -286,12 +286,57 @@ def test_a_stopped_cross_fit_keeps_the_folds_it_ran(survey):
     assert sorted(rows) == list(range(len(X)))
     seen = []
     part, first = cross_fit_figures(make, ["ge"], X, Y, centers, 3, 0, 0.9, groups=g,
-                                    stop=lambda figures, done: seen.append(len(done)) or True)
+                                    stop=lambda figures, done, folds: seen.append((len(done), folds)) or True)
     fold = fold_splits(len(X), 3, 0, g)[0][1]
-    assert np.array_equal(first, fold) and seen == [len(fold)]
+    assert np.array_equal(first, fold) and seen == [(len(fold), 1)]
     position = {r: i for i, r in enumerate(rows)}
     for k in (0, 1):
         assert np.allclose(part["ge"][k], full["ge"][k][[position[r] for r in first]])
+
+
+def test_folds_that_cannot_settle_anything_run_side_by_side_with_the_same_figures(survey):
+    """The leading folds after which ``stop`` could not decide (``unsettled``) are fitted on worker threads,
+    the rest one by one; ``stop`` first reads the evidence after them, and the figures and rows are those
+    of the folds run in order."""
+    import threading
+
+    from models.centres.constant import ConstantCentre
+    from models.predictor import SplitConformalRegressor
+    from models.shapes.ge import GaussianEllipsoid
+    from models.shapes.nle import NearestNeighbourEllipsoid
+
+    ds, split = survey
+    X, Y, g = ds.X[split.train], ds.Y[split.train], ds.groups[split.train]
+    centre = ConstantCentre().fit(X, Y)
+    centers = centre.predict(X)
+    threads = []
+    meet = threading.Barrier(2, timeout=20)  # the first fits of two workers wait for each other: side by side
+
+    def make(name):
+        me = threading.current_thread().name
+        if me != threading.main_thread().name and me not in threads:
+            meet.wait()
+        threads.append(me)
+        shape = GaussianEllipsoid() if name == "ge" else NearestNeighbourEllipsoid()
+        return SplitConformalRegressor(shape, centre=centre, coverage=0.9, prefit_centre=True)
+
+    names = ["nle", "ge"]
+    in_order, rows = cross_fit_figures(make, names, X, Y, centers, 4, 0, 0.9, groups=g, workers=1)
+    assert set(threads) == {threading.main_thread().name}
+    threads.clear()
+    seen = []
+    side, side_rows = cross_fit_figures(
+        make, names, X, Y, centers, 4, 0, 0.9, groups=g, workers=2,
+        stop=lambda figures, done, folds: seen.append(folds) or False,
+        unsettled=lambda done: len(done) < 0.4 * len(X))  # two folds of four hold about half the rows
+    lead = seen[0]
+    assert lead >= 2 and seen == list(range(lead, 4))
+    assert len(set(threads[: 2 * lead])) == 2 and threading.main_thread().name not in threads[: 2 * lead]
+    assert set(threads[2 * lead:]) == {threading.main_thread().name}
+    assert np.array_equal(side_rows, rows)
+    for m in names:
+        for k in (0, 1):
+            np.testing.assert_array_equal(side[m][k], in_order[m][k])
 
 
 def test_a_settled_test_part_skips_the_cross_fit_and_says_why(trained, survey):

@@ -102,6 +102,34 @@ def test_dropout_masks_are_the_shared_draw_against_each_rate(dropouts):
         assert torch.equal(got[k] > 0, u < 1.0 - torch.tensor(p, dtype=torch.float32))
 
 
+@pytest.mark.parametrize("rows", [40, 5])
+@pytest.mark.parametrize("dropouts", [[0.1, 0.5, 0.1, 0.5], [0.1, 0.5, 0.5, 0.1], [0.0, 0.3, 0.7], [0.2, 0.2]])
+def test_forward_is_each_network_on_its_own_with_its_dropout(dropouts, rows):
+    """The batched pass (the first layer's bias inside its product with many rows, added with few; the masks
+    broadcast over a period of the rates or stacked) is network k's own MLP with dropout
+    ``[u < 1 - p_k] / (1 - p_k)`` of the shared draws, and its gradients are the networks' own."""
+    from models.nn.lockstep import BatchedMLP
+
+    net = BatchedMLP([3, 8, 6, 2], dropouts, torch.Generator().manual_seed(0))
+    x = torch.randn(rows, 3, generator=torch.Generator().manual_seed(2))
+    out = net(x, torch.Generator().manual_seed(1))
+    out.square().sum().backward()
+    draws = torch.Generator().manual_seed(1)
+    u = [torch.rand(rows, 8, generator=draws), torch.rand(rows, 6, generator=draws)]
+    for k, p in enumerate(dropouts):
+        layers = [tuple(t.detach()[k].clone().requires_grad_() for t in net.layer(i)) for i in range(3)]
+        h = x @ layers[0][0] + layers[0][1]
+        for i in (1, 2):
+            h = torch.relu(h) * (u[i - 1] < 1.0 - torch.tensor(p)).float() / (1.0 - torch.tensor(p))
+            h = h @ layers[i][0] + layers[i][1]
+        torch.testing.assert_close(out[k].detach(), h.detach(), rtol=1e-5, atol=1e-6)
+        h.square().sum().backward()
+        scale = net.lr_scale[k]  # W = c V: the gradient on V is c times the gradient on W
+        for i in range(3):
+            torch.testing.assert_close(net.V[i].grad[k], layers[i][0].grad * scale, rtol=1e-4, atol=1e-6)
+            torch.testing.assert_close(net.b[i].grad[k], layers[i][1].grad * scale, rtol=1e-4, atol=1e-6)
+
+
 def test_bf16_autocast_trains_to_nearly_the_float32_loss():
     from models.nn.lockstep import BatchedMLP, Schedule, run_phase
 
