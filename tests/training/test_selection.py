@@ -35,11 +35,12 @@ def test_a_candidate_behind_on_the_screen_is_dropped_with_its_reason():
         assert record["screen"] == {"rmse": pytest.approx(screen[name]), "rows": 200}
     best = min(screen.values())
     paper = records["paper"]
-    assert screen["paper"] > 1.25 * best  # far behind: dropped there, with what it was fitted on and why
+    margin = config.centre_screen_margin
+    assert screen["paper"] > (1 + margin) * best  # far behind: dropped there, with what it was fitted on and why
     assert paper["status"] == "dropped" and paper["stage"] == "screen" and paper["folds"] == 1 and paper["rows"] == 200
     assert paper["rmse"] == pytest.approx(screen["paper"])
     assert f"its RMSE {screen['paper']:.4g} was {100 * (screen['paper'] / best - 1):.0f} % above scaled's" \
-        in paper["reason"] and "screen margin 25 %" in paper["reason"]
+        in paper["reason"] and f"screen margin {100 * margin:.0f} %" in paper["reason"]
     assert "paper" not in oof
     # the winner ran every fold on all the rows: its out-of-fold centres are the ordinary ones
     assert records["scaled"]["status"] == "kept" and records["scaled"]["folds"] == 5
@@ -110,7 +111,7 @@ def test_train_records_the_screen_and_refuses_bad_settings_before_fitting():
     ds = Dataset("linear", X, Y, [f"x{i}" for i in range(8)], ["y1", "y2"], sha256="0" * 64)
     result = train(ds, TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn"), methods=("ge",),
                                    centre_screen_rows=200))
-    assert result.centre["screen"] == {"rows": 200, "margin": 0.25, "race_margin": 0.1, "race_rows": 500,
+    assert result.centre["screen"] == {"rows": 200, "margin": 0.15, "race_margin": 0.1, "race_rows": 500,
                                        "applied": True}
     assert "screened on 200 rows of fold 1" in result.centre["selected_by"]
     assert set(result.centre["cv"]) == {"paper", "scaled", "knn"}
