@@ -431,13 +431,8 @@ def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, 
         checks.append(_check(evidence, folds_done))
         return evidence["excess"] <= config.primary_tolerance
 
-    from models.calibration.conformal import group_codes
-
-    held_units = len(rows) if groups is None else len(np.unique(group_codes(held_groups, len(rows))))
-
     def unsettled(done) -> bool:  # too few held-out units for leader_excess to settle anything yet
-        fold_units = len(done) if groups is None else len(np.unique(group_codes(train_groups[done], len(done))))
-        return fold_units + held_units < MIN_UNITS
+        return _units(split.train[done], groups) + _units(rows, groups) < MIN_UNITS
 
     if oof is None and folds:
         from tqdm.auto import tqdm

@@ -216,8 +216,9 @@ def cross_fit_figures(make_regressor, names, X: np.ndarray, Y: np.ndarray, cente
     (``make_regressor(name)``: an unfitted regressor with a prefit centre); ``bar`` (a tqdm bar) counts the fits.
 
     ``stop(figures, rows, folds)``, called before each fold after the first with what is done so far (the
-    figures, their rows, how many folds made them), ends the cross-fit when it returns true. ``unsettled(rows)`` says whether ``stop`` cannot yet decide on these
-    rows (too few units, :data:`MIN_UNITS`): the leading folds that run whatever ``stop`` says (every fold
+    figures, their rows, how many folds made them), ends the cross-fit when it returns true.
+    ``unsettled(rows)`` says whether ``stop`` cannot yet decide on these rows (too few units,
+    :data:`MIN_UNITS`): the leading folds that run whatever ``stop`` says (every fold
     without ``stop``) are fitted concurrently (:func:`_concurrent`), the rest one by one. Returns
     ``(figures, rows)``: the figures of the rows whose folds ran, and those rows' indices into ``X`` (the
     folds' rows in fold order); the same figures whichever way the folds ran."""
