@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="SHARE|off",
                    help="the cross-fit of that choice stops, fold by fold, once the leading method's expected volume "
                         "is within this share of the smallest with 95 %% confidence on the held-out rows so far "
-                        "(default 0.02; a large test part often settles it before any fold). off: every fold")
+                        "(default 0.05; a large test part often settles it before any fold). off: every fold")
     p.add_argument("--floor-column", metavar="COL", default=None,
                    help="the label column of each row's floor (FLOOR on UJIIndoorLoc, floor on --dataset floors; "
                         "with --csv any column, never a feature): the bundle then answers a set of floors beside "

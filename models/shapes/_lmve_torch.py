@@ -8,7 +8,7 @@ serving, which evaluates LMVE in numpy, never imports torch. The networks are
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -202,8 +202,11 @@ class LMVEFit:
     # ------------------------------------------------------------------ the phases
     def init_phase(self, net: BatchedMLP, lrs: list[float]) -> PhaseResult:
         """Phase 1: regress ``C_theta(x)`` onto the calibrated NLE baseline ``C_B(x)``."""
+        steps = self.est.init_steps
+        schedule = self.schedule if steps is None else replace(self.schedule, max_steps=min(int(steps),
+                                                                                            self.schedule.max_steps))
         return run_phase(net, lrs, self.init_loss, (self.X_fit, self.CB_fit), (self.X_val, self.CB_val),
-                         self.schedule, self.gen, self.dropout_gen, desc="LMVE init")
+                         schedule, self.gen, self.dropout_gen, desc="LMVE init")
 
     def train_phase(self, net: BatchedMLP, lrs: list[float]) -> PhaseResult:
         """Phase 2: minimise the train loss (the paper's ``mean M + lambda mean det(C)^1/2``), stopping

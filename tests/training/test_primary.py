@@ -386,7 +386,7 @@ def test_cli_reads_the_tolerance_as_a_share_or_off(capsys):
     from training.cli import build_parser
 
     parse = build_parser().parse_args
-    assert parse([]).primary_tolerance == TrainConfig.primary_tolerance == 0.02
+    assert parse([]).primary_tolerance == TrainConfig.primary_tolerance == 0.05
     assert parse(["--primary-tolerance", "off"]).primary_tolerance is None
     assert parse(["--primary-tolerance", "0.1"]).primary_tolerance == 0.1
     for bad, said in (("2%", "got '2%'"), ("1.5", "got 1.5")):

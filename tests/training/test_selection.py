@@ -165,3 +165,45 @@ def test_cli_manifest_and_report_list_every_candidate_with_what_it_was_fitted_on
     manifest = json.loads((off / "bundle" / "manifest.json").read_text())
     assert manifest["training"]["centre"]["screen"]["applied"] is False
     assert all(r["status"] == "kept" and r["folds"] == 5 for r in manifest["training"]["centre"]["cv"].values())
+
+
+def test_the_candidates_of_a_fold_are_fitted_side_by_side_with_the_same_figures():
+    """With two workers each fold's candidates (and the screen's) run on two worker threads at once (a barrier
+    only two threads inside fits can pass); the records and out-of-fold centres are those of one after the
+    other."""
+    import threading
+
+    X, Y = linear(m=700)
+    meet = threading.Barrier(2, timeout=20)
+    threads = []
+
+    class Watched(TrainConfig):
+        def make_centre(self, name=None):
+            me = threading.current_thread().name
+            if me != threading.main_thread().name and me not in threads:
+                meet.wait()  # each worker's first fit waits for the other's: side by side, or BrokenBarrierError
+            threads.append(me)
+            return super().make_centre(name)
+
+    kw = dict(centre="auto", centre_candidates=("scaled", "knn", "paper", "hgb"), centre_screen_rows=300, seed=2)
+    one = select_centre(X, Y, Watched(**kw), 4, workers=1)
+    assert set(threads) == {threading.main_thread().name}
+    threads.clear()
+    two = select_centre(X, Y, Watched(**kw), 4, workers=2)
+    workers = [t for t in threads if t != threading.main_thread().name]
+    assert len(workers) >= 4 and len(set(workers)) >= 2  # the screen's four candidates on worker threads at least
+    assert two[0] == one[0]
+    strip = lambda records: {n: {k: v for k, v in r.items() if k != "seconds"} for n, r in records.items()}  # noqa: E731
+    assert _same(strip(two[1]), strip(one[1]))
+    assert set(two[2]) == set(one[2])
+    for name in one[2]:
+        np.testing.assert_allclose(two[2][name], one[2][name], rtol=1e-9, atol=1e-9)
+
+
+def _same(a, b) -> bool:
+    """Nested records equal, floats to 1e-9 (a library may split a sum over threads differently)."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    return a == b

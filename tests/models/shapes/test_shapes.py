@@ -162,6 +162,13 @@ def test_lmve_validation_rows(m, expected):
     assert LMVEShape(min_validation_rows=0)._n_validation(m) == round(0.2 * m)
 
 
+def test_lmve_init_steps_caps_the_init_phase_alone():
+    X, Y = heteroscedastic(300, seed=4)
+    est = LMVEShape(max_steps=100, init_steps=30, eval_every=10, patience=None).fit(X, Y)
+    assert est.history_["init"]["steps"] == 30 and est.history_["train"]["steps"] == 100
+    assert all(r["best_step_init"] <= 30 for r in est.grid_results_)
+
+
 def test_lmve_retire_trains_and_reports_per_configuration_stops():
     X, Y = heteroscedastic(300, seed=4)
     est = LMVEShape(max_steps=200, eval_every=10, patience=2, retire=True).fit(X, Y)
@@ -245,6 +252,7 @@ def test_lmve_stop_on_volume_runs_and_bad_values_are_named():
     ("batch_size", 0, "batch_size must be None (automatic) or a positive integer; got 0"),
     ("batch_size", 12.5, "batch_size must be None (automatic) or a positive integer; got 12.5"),
     ("max_steps", -3, "max_steps must be a positive integer; got -3"),
+    ("init_steps", 0, "init_steps must be a positive integer or None; got 0"),
 ])
 def test_lmve_bad_schedule_values_are_named_before_any_training(param, value, message):
     X, Y = heteroscedastic(300, seed=4)
