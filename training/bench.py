@@ -297,9 +297,43 @@ def _write_json(path: Path, obj) -> None:
     os.replace(tmp, path)  # a killed run never leaves a half-written cache entry
 
 
+#: variant -> the variant whose cached split holds its record: ``reference-quantile`` calibrates the same fits
+#: with both rules, and its exact half (``metrics_exact``) is the ``paper`` variant's split
+TWINS = {"paper": "reference-quantile"}
+
+
+def from_twin(task: SplitTask, cache: str) -> dict | None:
+    """The task's record read off its :data:`TWINS` variant's cached split of the same task (dataset, seed,
+    methods, coverage, settings), or ``None`` where there is none: the same fits, calibrated by the exact rule."""
+    twin = TWINS.get(task.variant)
+    if twin is None or task.protocol is not None:
+        return None
+    path = Path(cache) / replace(task, variant=twin).key()
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    same = {k: v for k, v in record["task"].items() if k != "variant"} == \
+        {k: v for k, v in {**asdict(task), "methods": list(task.methods)}.items() if k != "variant"}
+    if not same or "metrics_exact" not in record:
+        return None
+    record["metrics"] = record.pop("metrics_exact")
+    record["task"]["variant"] = task.variant
+    record["from_variant"] = twin
+    return record
+
+
+def _twin_note(records: list[dict]) -> str:
+    """A sentence for the table's footer when some of its splits were read off their twin variant's."""
+    twins = sorted({r["from_variant"] for r in records if r.get("from_variant")})
+    n = sum(bool(r.get("from_variant")) for r in records)
+    return (f" {n} of these {len(records)} splits are the `{'`, `'.join(twins)}` run's fits calibrated by the exact "
+            f"rule (the same fits and fit times; `training.bench.TWINS`)." if n else "")
+
+
 def run_and_cache(task: SplitTask, cache: str) -> dict:
-    """The task's record from the cache, or run and cached. A cached record that lacks the peer asked
-    for gets it added (the peer runs alone on the same split): our methods are not refitted."""
+    """The task's record from the cache (its own, or its :data:`TWINS` variant's), or run and cached. A
+    cached record that lacks the peer asked for gets it added (the peer runs alone on the same split): our
+    methods are not refitted."""
     path = Path(cache) / task.key()
     if path.is_file():
         record = json.loads(path.read_text())
@@ -307,7 +341,7 @@ def run_and_cache(task: SplitTask, cache: str) -> dict:
             return record
         record["task"]["methods"] = list(dict.fromkeys([*record["task"]["methods"], PEER]))
     else:
-        record = run_split(task)
+        record = from_twin(task, cache) or run_split(task)
     if _needs_peer(task, record):
         record["metrics"][PEER] = cached_peer(task, cache)
     _write_json(path, record)
@@ -586,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
         for d in set(datasets):  # fail early on a bad name or a missing data directory
             _dataset(d, args.data_dir)
         if args.cached_only:
-            missing = [t for t in tasks if not (args.cache / t.key()).is_file()]
+            missing = [t for t in tasks if not (args.cache / t.key()).is_file() and from_twin(t, str(args.cache)) is None]
             tasks = [t for t in tasks if t not in missing]
             if missing:
                 print(f"lmve-bench: --cached-only: {len(missing)} of {len(tasks) + len(missing)} splits are not "
@@ -626,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
         markdown_table(t1, f"Table I reproduction, variant `{args.variant}`, coverage {args.coverage}")
         + f"\nCommand: `lmve-bench {' '.join(argv if argv is not None else sys.argv[1:])}`; "
           f"this invocation's wall time {wall:.0f} s (cached splits are not re-run)."
-        + (f" Rows of {', '.join(kept)} are kept from the previous `runs{suffix}.csv` (--merge).\n" if kept else "\n")
+        + (f" Rows of {', '.join(kept)} are kept from the previous `runs{suffix}.csv` (--merge)." if kept else "")
+        + _twin_note(records) + "\n"
         + (reference_pairs(runs) if "volume_paper_exact" in runs and runs.volume_paper_exact.notna().any() else ""))
     plot_volumes(runs, args.out / f"volumes{suffix}.png")
     if args.variant.startswith(("auto-centre", "joint-centre")):

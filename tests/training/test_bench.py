@@ -128,3 +128,27 @@ def test_true_centre_variant_gives_the_true_mean_and_refuses_data_without_one():
                                          r"\(synthetic_oracle\); synthetic does not") as info:
         _config_and_data(SplitTask("synthetic", 0, "true-centre"))
     assert (info.value.field, info.value.received) == ("variant", "synthetic")
+
+
+@needs_data
+def test_the_paper_variant_reads_its_split_off_the_reference_quantile_run(tmp_path):
+    """reference-quantile calibrates the same fits by both rules: the paper variant's split is its exact half,
+    read off the cache (also under --cached-only), and a task with other settings is fitted anew."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    base = [*ARGS, "--jobs", "1", "--out", str(out), "--cache", str(cache)]
+    assert main([*base, "--variant", "reference-quantile"]) == 0
+    ref = json.loads((cache / "reference-quantile" / "enb" / "seed_000.json").read_text())
+    entry = cache / "paper" / "enb" / "seed_000.json"
+    other = [a if a != "40" else "30" for a in base]  # other LMVE settings: not the twin's task, fitted anew
+    assert main([*other, "--out", str(tmp_path / "other")]) == 0
+    assert "from_variant" not in json.loads(entry.read_text())
+    entry.unlink()
+    assert main([*base, "--cached-only"]) == 0
+    paper = json.loads(entry.read_text())
+    assert paper["from_variant"] == "reference-quantile" and paper["task"]["variant"] == "paper"
+    assert paper["metrics"] == ref["metrics_exact"] != ref["metrics"]
+    assert paper["wall_seconds"] == ref["wall_seconds"] and "metrics_exact" not in paper
+    assert "1 of these 1 splits are the `reference-quantile` run's fits" in (out / "table1.md").read_text()
+    runs = pd.read_csv(out / "runs.csv").sort_values("method")
+    exact = pd.read_csv(out / "runs_reference-quantile.csv").sort_values("method")
+    assert runs.volume_paper.tolist() == pytest.approx(exact.volume_paper_exact.tolist())
