@@ -1,33 +1,59 @@
-"""Small fits side by side on the idle cores: :func:`side_by_side`.
+"""Fits on the cores that are idle: :func:`side_by_side` and :func:`on_idle_cores`.
 
-Used by the centre's cross-validation (:mod:`training.selection`: the candidates of one fold) and the
-served method's cross-fit (:mod:`training.primary`: the folds that run whatever the check says).
+Used by the centre's cross-validation (:mod:`training.selection`: the candidates of one fold), the served
+method's cross-fit (:mod:`training.primary`: the folds that run whatever the check says) and the pipeline's
+fitting stages (:mod:`training.pipeline`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+
+
+@contextmanager
+def on_idle_cores(cores: int | None = None):
+    """The compiled libraries' thread pools (BLAS and OpenMP: numpy, scipy, scikit-learn, torch's intra-op
+    threads) limited to the idle cores inside the block (``cores``, else
+    :func:`models.nn.threads.idle_cores`); nothing changes when every core is idle or when
+    ``LMVE_TORCH_THREADS`` is set (the user fixed the threads). Beside a CPU-bound process a two-thread BLAS
+    call waits for its descheduled thread at every barrier: the ``gp`` candidate's five folds on the
+    synthetic survey took 136 s there against about 2 s alone; on one thread, 2.7 s."""
+    from models.nn.threads import ENV, available_cores, idle_cores
+
+    n = None if os.environ.get(ENV) else (idle_cores() if cores is None else cores)
+    if n is None or n >= available_cores():
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(max(1, n)):
+        yield
 
 
 def side_by_side(work, items, workers: int | None = None) -> list:
     """``[work(i) for i in items]``, on up to ``workers`` threads (default: the idle cores,
-    :func:`models.nn.threads.idle_cores`) each limited to one torch and one BLAS/OpenMP thread.
+    :func:`models.nn.threads.idle_cores`) each limited to one torch and one BLAS/OpenMP thread; in order on
+    the caller's thread, its libraries limited to the idle cores (:func:`on_idle_cores`), when one worker is
+    all there is.
 
     For small fits that use a second core poorly: an LMVE step of a few thousand rows runs its dozens of
     small operations about as fast on one thread as on two (:mod:`models.nn.threads`), and torch releases the
     GIL inside each, so two folds side by side take about 0.6 of their time one after the other (two 1,225-row
     LMVE fits of the 20-feature grouped survey: 7.8 s against 12.5 s on the 2-core dev machine); numpy's,
-    scikit-learn's and libsvm's compiled loops release it too. One worker, or ``LMVE_TORCH_THREADS`` set
-    (the user fixed the threads), runs them in order on the caller's threads. A fit's result does not depend
-    on the thread it ran on (to float rounding where its library splits sums over threads)."""
+    scikit-learn's and libsvm's compiled loops release it too. ``LMVE_TORCH_THREADS`` set (the user fixed
+    the threads) runs them in order on the caller's threads as they are. A fit's result does not depend on
+    the thread it ran on (to float rounding where its library splits sums over threads)."""
     from models.nn.threads import ENV, idle_cores
 
     items = list(items)
-    workers = min(len(items), idle_cores() if workers is None else workers)
-    if workers <= 1 or os.environ.get(ENV):
+    if os.environ.get(ENV):
         return [work(i) for i in items]
+    cores = idle_cores() if workers is None else workers
+    if min(len(items), cores) <= 1:
+        with on_idle_cores(cores if workers is None else None):
+            return [work(i) for i in items]
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_limits
@@ -36,5 +62,5 @@ def side_by_side(work, items, workers: int | None = None) -> list:
 
     # torch loaded: its fits run on one thread each (not loaded: nothing here uses it)
     torch_one = torch_threads(1) if "torch" in sys.modules else nullcontext()
-    with torch_one, threadpool_limits(1), ThreadPoolExecutor(workers) as pool:
+    with torch_one, threadpool_limits(1), ThreadPoolExecutor(min(len(items), cores)) as pool:
         return list(pool.map(work, items))

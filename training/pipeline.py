@@ -43,6 +43,7 @@ from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from training.datasets import Dataset
+from training.parallel import on_idle_cores
 from training.primary import (MIN_UNITS, check_folds, check_primary, check_tolerance, choose, cross_fit_figures,
                               ellipsoid_figures, leader_excess, stop_reason)
 from training.stages import StageMeter
@@ -335,12 +336,12 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
             if "centre selection" in meter.stages:
                 timings["centre_selection"] = meter.stages["centre selection"]["seconds"]
             if cross:
-                with meter.stage("cross-fit"):
+                with meter.stage("cross-fit"), on_idle_cores():
                     cross_fit = _cross_fit_units(dataset, config, Xs, split, groups, centre_info, centers)
                 centers[split.train] = cross_fit.train_centres_
                 k = centre_info["cross_fit"] = len(cross_fit.folds_)
         else:
-            with meter.stage(step):
+            with meter.stage(step), on_idle_cores():
                 reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta,
                                               prefit_centre=True, calibration=rule, random_state=config.seed)
                 reg.fit(Xs[split.train], Y[split.train], centers=centers[split.train], groups=train_groups)
@@ -360,7 +361,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         from training.floors import conformalize_floors, fit_floors
 
         labels, codes = floor_classes
-        with meter.stage("floors"):
+        with meter.stage("floors"), on_idle_cores():
             cal_groups = None if groups is None else np.asarray(groups)[split.calibration]
             model.floors = conformalize_floors(
                 fit_floors(Xs[split.train], codes[split.train], labels, config.floor_classifier, folds=k or 5,
@@ -379,7 +380,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     for name in metrics:
         metrics[name]["fit_seconds"] = timings[name]
     centre_info["test"] = centre_errors(Y[split.test], centers[split.test])
-    with meter.stage("primary"):
+    with meter.stage("primary"), on_idle_cores():
         model.selection = _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, rule, groups,
                                           train_groups, n_units, fold_figures if cross else None)
     return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
@@ -566,7 +567,7 @@ def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Sp
                 _, errors, oof = select_centre(X, Y, members_config, folds, train_groups, bar)
                 info = {"name": name, "selected_by": f"--centre stack, weighted on its members' {folds}-fold "
                         f"{'group ' if grouped else ''}out-of-fold centres", "cv": errors}
-    with meter.stage("centre"):
+    with meter.stage("centre"), on_idle_cores():
         if k == 0 and registry.centre(name).interpolates:
             units = len(X) if train_groups is None else len(np.unique(train_groups))
             k = min(5, units)  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
