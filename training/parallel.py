@@ -15,9 +15,9 @@ from contextlib import contextmanager, nullcontext
 @contextmanager
 def on_idle_cores(cores: int | None = None):
     """The compiled libraries' thread pools (BLAS and OpenMP: numpy, scipy, scikit-learn, torch's intra-op
-    threads) limited to the idle cores inside the block (``cores``, else
-    :func:`models.nn.threads.idle_cores`); nothing changes when every core is idle or when
-    ``LMVE_TORCH_THREADS`` is set (the user fixed the threads). Beside a CPU-bound process a two-thread BLAS
+    threads) and torch's own count (:func:`models.nn.threads.torch_threads`, where torch is loaded) limited
+    to the idle cores inside the block (``cores``, else :func:`models.nn.threads.idle_cores`); nothing
+    changes when every core is idle or when ``LMVE_TORCH_THREADS`` is set (the user fixed the threads). Beside a CPU-bound process a two-thread BLAS
     call waits for its descheduled thread at every barrier: the ``gp`` candidate's five folds on the
     synthetic survey took 136 s there against about 2 s alone; on one thread, 2.7 s."""
     from models.nn.threads import ENV, available_cores, idle_cores
@@ -28,7 +28,12 @@ def on_idle_cores(cores: int | None = None):
         return
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(max(1, n)):
+    from models.nn.threads import torch_threads
+
+    # torch loaded: its own count too (MKL inside torch is not one of threadpoolctl's pools), set first so
+    # that it is restored last, after OpenMP's
+    torch_n = torch_threads(max(1, n)) if "torch" in sys.modules else nullcontext()
+    with torch_n, threadpool_limits(max(1, n)):
         yield
 
 

@@ -101,17 +101,21 @@ def fit_threads(macs_per_step: float, most: int | None = None) -> int:
 
 @contextmanager
 def torch_threads(n: int):
-    """torch's intra-op thread count set to ``n`` inside the block, restored after it."""
+    """torch's intra-op thread count set to ``n`` inside the block, restored after it.
+
+    Set even where ``torch.get_num_threads()`` already reads ``n``: that reads OpenMP's count, which
+    ``threadpoolctl`` may have lowered, while MKL inside torch keeps the count ``torch.set_num_threads``
+    gave it last. Left at two there, MKL's batched products (LMVE's configurations in lockstep) ran a two-thread
+    OpenMP team whose worker spun at every barrier: beside a busy process the synthetic default's
+    served-method folds took 36-160 s instead of 12."""
     import torch
 
     before = torch.get_num_threads()
-    if n != before:
-        torch.set_num_threads(n)
+    torch.set_num_threads(n)
     try:
         yield n
     finally:
-        if torch.get_num_threads() != before:
-            torch.set_num_threads(before)
+        torch.set_num_threads(before)
 
 
 class ContentionGuard:

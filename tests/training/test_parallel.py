@@ -31,6 +31,24 @@ def test_on_idle_cores_limits_the_blas_pools_to_the_idle_cores_and_restores_them
 
 
 @needs_two
+def test_on_idle_cores_limits_torch_mkl_included_and_restores_it(monkeypatch):
+    import torch
+
+    from tests.models.nn.test_threads import mkl_threads
+
+    monkeypatch.delenv(ENV, raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with on_idle_cores(1):
+            assert torch.get_num_threads() == 1
+            assert mkl_threads() in (None, 1)  # MKL's count, not only OpenMP's
+        assert torch.get_num_threads() == 2 and mkl_threads() in (None, 2)
+    finally:
+        torch.set_num_threads(before)
+
+
+@needs_two
 def test_on_idle_cores_leaves_threads_the_user_fixed(monkeypatch):
     monkeypatch.setenv(ENV, "2")
     before = blas_threads()

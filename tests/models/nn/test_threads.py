@@ -1,6 +1,7 @@
 """torch's threads per fit: one on small steps, the idle cores on large ones, a fixed count from the
 environment, the count restored after a phase, and the guard that drops a slowed phase to one thread."""
 
+import re
 import subprocess
 import sys
 import time
@@ -42,6 +43,30 @@ def test_torch_count_is_restored_after_the_block():
         with torch_threads(1):
             raise RuntimeError("inside")
     assert torch.get_num_threads() == before
+
+
+def mkl_threads() -> int | None:
+    """MKL's count inside torch (``None``: torch built without MKL)."""
+    m = re.search(r"mkl_get_max_threads\(\) : (\d+)", torch.__config__.parallel_info())
+    return int(m.group(1)) if m else None
+
+
+def test_the_count_reaches_mkl_where_openmp_already_reads_it():
+    """threadpoolctl lowers OpenMP's count, which ``torch.get_num_threads`` reads, but not MKL's inside torch:
+    the block sets torch's count anyway, so MKL's batched products run on ``n`` threads too."""
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        if mkl_threads() is None:
+            pytest.skip("torch without MKL")
+        with threadpool_limits(1):
+            assert torch.get_num_threads() == 1 and mkl_threads() == 2  # the trap
+            with torch_threads(1):
+                assert mkl_threads() == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_idle_cores_sees_busy_processes():
