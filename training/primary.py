@@ -66,7 +66,7 @@ import numpy as np
 
 from models import registry
 from models.exceptions import InputError
-from training.parallel import side_by_side
+from models.parallel import side_by_side
 
 #: what ``--primary`` accepts besides a method name
 AUTO = "auto"
@@ -223,7 +223,7 @@ def cross_fit_figures(make_regressor, names, X: np.ndarray, Y: np.ndarray, cente
     figures, their rows, how many folds made them), ends the cross-fit when it returns true.
     ``unsettled(rows)`` says whether ``stop`` cannot yet decide on these rows (too few units,
     :data:`MIN_UNITS`): the leading folds that run whatever ``stop`` says (every fold
-    without ``stop``) are fitted concurrently (:func:`training.parallel.side_by_side`), the rest one by one. Returns
+    without ``stop``) are fitted concurrently (:func:`models.parallel.side_by_side`), the rest one by one. Returns
     ``(figures, rows)``: the figures of the rows whose folds ran, and those rows' indices into ``X`` (the
     folds' rows in fold order); the same figures whichever way the folds ran."""
     from models.centres.stack import fold_splits

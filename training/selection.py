@@ -29,10 +29,14 @@ import time
 import numpy as np
 
 from models.centres.stack import fold_splits, stack_weights, stacked_out_of_fold
-from training.parallel import side_by_side
+from models.parallel import side_by_side
 
 #: the fewest rows ``centre_screen_rows`` may name (TrainConfig and ``--centre-screen`` both check it)
 MIN_SCREEN_ROWS = 50
+
+#: a fold's candidate that took more than this many times the others' seconds together fits alone, after
+#: them (:func:`_schedule`)
+DOMINANT = 3.0
 
 #: TrainConfig.centre_criterion -> its words in the manifest and the report
 CRITERIA = {"rmse": "RMSE", "quantile": "quantile at the coverage level"}
@@ -81,7 +85,7 @@ class _Progress:
 
 
 def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
-                  progress=None, workers: int | None = None) -> tuple[str, dict, dict]:
+                  progress=None, workers: int | None = None, complete: bool = True) -> tuple[str, dict, dict]:
     """``centre="auto"``: the candidate of smallest ``k``-fold cross-validated error on the train part
     ``X, Y`` (group folds with ``groups``) by ``config.centre_criterion``, screened and raced above
     ``config.centre_screen_rows`` rows (module docstring).
@@ -93,9 +97,15 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     (:func:`models.centres.stack.stacked_out_of_fold`), so it costs no fit.
 
     The candidates of one fold (and of the screen) are fitted side by side on up to ``workers`` threads
-    (:func:`training.parallel.side_by_side`; default the idle cores), the slowest so far first; the
+    (:func:`models.parallel.side_by_side`; default the idle cores), the slowest so far first; the
     figures are those of fitting them one after the other. On the synthetic survey (1,620 train rows,
     five candidates) the selection took 5-6 s against 9-11 s one after the other.
+
+    ``complete=False`` (the caller has no use for the chosen centre's out-of-fold centres: ``--calibrate-across``
+    refits it per unit fold) stops as soon as one candidate is left standing, at the screen or after a
+    fold: its record gives its error on the rows scored so far, ``folds`` those fitted, and a ``reason``
+    saying so; its out-of-fold centres are not returned. UJIIndoorLoc across phones: ``hgb`` alone after
+    the screen cost 4 more folds of about 30 s each.
     """
     say = _Progress(progress)
     key, level = config.centre_criterion, config.coverage
@@ -111,10 +121,14 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     oof = {n: np.empty_like(Y, dtype=np.float64) for n in alive}
     seen = np.zeros(len(X), dtype=bool)
     for i, (rest, fold) in enumerate(folds):
+        if not complete and len(alive) == 1 and (i > 0 or "screen" in records[alive[0]]):
+            return _last_standing(alive[0], records, config, Y, oof, seen, folds[:i], k, level)
         todo = [n for n in alive if not (i == 0 and first is not None and n in first)]
-        todo.sort(key=lambda n: -records[n]["seconds"])  # the slowest so far first: the cores finish together
+        runs = _schedule(todo, records)
+        todo = [name for run in runs for name in run]
         say(f"{', '.join(todo)} fold {i + 1}/{k}" if todo else f"fold {i + 1}/{k} from the screen")
-        fitted = side_by_side(lambda name: _fit_predict(config, name, X[rest], Y[rest], X[fold]), todo, workers)
+        fitted = [out for run in runs for out in
+                  side_by_side(lambda name: _fit_predict(config, name, X[rest], Y[rest], X[fold]), run, workers)]
         for name, (pred, seconds) in zip(todo, fitted):
             oof[name][fold] = pred
             records[name]["seconds"] += seconds
@@ -143,10 +157,47 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
             oof["stack"] = records["stack"].pop("oof")
     kept = [n for n, r in records.items() if r["status"] == "kept"]
     chosen = min(kept, key=lambda n: records[n][key])
+    return chosen, _ordered(records, config), oof
+
+
+def _ordered(records: dict, config) -> dict:
+    """The records in the candidates' order, each with its figures first (the screen's own errors dropped)."""
     first_keys = ("status", "rmse", "median", "mean", "quantile", "rows", "folds", "stage")
-    ordered = {n: {**{f: records[n][f] for f in first_keys if f in records[n]}, **records[n]}
-               for n in config.centre_candidates if n in records}
-    return chosen, ordered, oof
+    for record in records.values():
+        record.pop("screen_errors", None)
+    return {n: {**{f: records[n][f] for f in first_keys if f in records[n]}, **records[n]}
+            for n in config.centre_candidates if n in records}
+
+
+def _last_standing(name: str, records: dict, config, Y, oof: dict, seen, folds_run, k: int,
+                   level) -> tuple[str, dict, dict]:
+    """``select_centre(complete=False)``'s answer when ``name`` is left standing after ``folds_run``
+    (none: the screen, whose figures then stand)."""
+    record = records[name]
+    if folds_run:
+        record.update(centre_errors(Y[seen], oof[name][seen], level), rows=_fit_rows(folds_run), folds=len(folds_run))
+        where = f"after {len(folds_run)} of {k} folds"
+    else:
+        record.update(record.pop("screen_errors"), rows=record["screen"]["rows"], folds=1)
+        where = "at the screen (its error: the screen's)"
+    record.update(stage="race" if folds_run else "screen", status="kept",
+                  reason=f"the last one standing {where}; its other folds were skipped (their out-of-fold "
+                         "centres serve no one: --calibrate-across refits the centre per unit fold)")
+    if "stack" in config.centre_candidates:
+        records["stack"] = _stack(Y, {}, [name], folds_run, config, None)
+    return name, _ordered(records, config), {}
+
+
+def _schedule(todo: list[str], records: dict) -> list[list[str]]:
+    """The runs a fold fits ``todo`` in, each side by side (:func:`models.parallel.side_by_side`): one run,
+    the slowest so far first, so that the cores finish together; or, when the slowest is *dominant*
+    (more than ``DOMINANT`` times the others' seconds together), the others first and then it alone, on
+    the idle cores, where its own threads use both cores instead of one beside fits that finished long
+    before. UJIIndoorLoc across phones: ``hgb`` took 57 s a fold on one thread beside ``knn``'s 1 s."""
+    todo = sorted(todo, key=lambda n: -records[n]["seconds"])
+    if len(todo) > 1 and records[todo[0]]["seconds"] > DOMINANT * sum(records[n]["seconds"] for n in todo[1:]):
+        return [todo[1:], todo[:1]]
+    return [todo] if todo else []
 
 
 def _fit_predict(config, name: str, X, Y, X_held) -> tuple[np.ndarray, float]:
@@ -178,6 +229,7 @@ def _screen(X, Y, config, first_fold, records, alive, say, workers=None):
         records[name]["seconds"] += seconds
         errors[name] = centre_errors(Y[fold], preds[name], level)
         records[name]["screen"] = {key: errors[name][key], "rows": len(sub)}
+        records[name]["screen_errors"] = errors[name]  # popped before the records leave select_centre
     best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
     for name, excess in behind.items():
         records[name].update(errors[name], rows=len(sub), folds=1, stage="screen", status="dropped",

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from models._validation import check_coverage, is_positive_int
+from models._validation import check_coverage, check_is_fitted, is_positive_int
 from models.exceptions import InputError
 from models.centres.search import SPARSE_DENSITY, SPARSE_MIN_COLUMNS
 from models.shapes.base import EllipsoidShapeEstimator
@@ -400,6 +400,20 @@ class LMVEShape(EllipsoidShapeEstimator):
         return self
 
     # ------------------------------------------------------------------ predict
+    def chosen_grid(self) -> dict:
+        """The grid narrowed to the served members' configurations: ``learning_rates_init``,
+        ``learning_rates_train`` and ``dropouts`` holding the values the members used (an init-phase member
+        adds no train rate; with none left, the train rates stay as they were). ``set_params(**chosen_grid())``
+        on a new shape fits those configurations alone: the unit folds of ``--calibrate-across``
+        (:func:`training.pipeline._conformalize_across`) refit the served choice instead of searching
+        the grid again, a third to a half of each fold's fit."""
+        check_is_fitted(self, "grid_results_", "narrowed")
+        members = sorted((r for r in self.grid_results_ if "member" in r), key=lambda r: r["member"])
+        train = tuple(dict.fromkeys(r["lr_train"] for r in members if r["lr_train"] is not None))
+        return {"learning_rates_init": tuple(dict.fromkeys(r["lr_init"] for r in members)),
+                "learning_rates_train": train or tuple(self.learning_rates_train),
+                "dropouts": tuple(dict.fromkeys(r["dropout"] for r in members))}
+
     def _fold(self) -> None:
         """Fold ``C = (1 - w)(s^2 F + eps I) + w G`` into ``k F + K``, note whether clipping applies, and lay
         the members' first layers side by side (one (d, k h) product serves them all)."""

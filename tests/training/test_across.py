@@ -273,3 +273,29 @@ def test_the_served_method_choice_reads_the_unit_folds_train_rows_without_fittin
     assert sel["cross_fit_by"] == f"the calibration's {len(rows)} unit folds (no fit of their own)"
     assert sel["n_rows"] == n_scored + len(split.test) and sel["folds"] == sel["folds_run"] == len(rows)
     assert "evidence" not in sel and "primary" in result.stages
+
+
+def test_lmve_unit_folds_refit_the_served_configurations_without_a_new_search():
+    """Cross-fit mode: every unit fold's LMVE fits the configurations the served LMVE chose (its members'),
+    not the grid; GE, which has no search, is made as configured."""
+    made = []
+
+    class Watched(TrainConfig):
+        def make_shape(self, name):
+            shape = super().make_shape(name)
+            made.append((name, shape))
+            return shape
+
+    fast = {"lmve": dict(max_steps=60, eval_every=20, patience=2)}
+    result = train(survey(12), Watched(methods=("ge", "lmve"), centre="knn", calibrate_across=("PHONEID",), seed=2,
+                                       method_params=fast))
+    lmve = [shape.get_params() for name, shape in made if name == "lmve"]  # the templates (fits clone them)
+    served = result.model.methods["lmve"].shape_
+    assert len(lmve) == 1 + result.centre["cross_fit"]
+    assert len({(r["lr_init"], r["dropout"]) for r in served.grid_results_}) == 4  # the served fit searched the grid
+    assert lmve[0] == served.get_params()
+    narrowed = served.chosen_grid()
+    assert narrowed != {k: served.get_params()[k] for k in narrowed}  # fewer configurations than the grid
+    for fold in lmve[1:]:
+        assert fold == {**lmve[0], **narrowed}
+    assert all(shape.get_params() == made[0][1].get_params() for name, shape in made if name == "ge")

@@ -9,7 +9,7 @@ from models.exceptions import InputError
 from models.centres.stack import fold_splits
 from training.datasets import Dataset
 from training.pipeline import TrainConfig, train
-from training.selection import centre_errors, out_of_fold_centers, select_centre
+from training.selection import DOMINANT, _schedule, centre_errors, out_of_fold_centers, select_centre
 
 
 def linear(m: int = 900, seed: int = 0, scale: float = 1.0):
@@ -207,3 +207,56 @@ def _same(a, b) -> bool:
     if isinstance(a, float):
         return a == pytest.approx(b, rel=1e-9, abs=1e-12)
     return a == b
+
+
+def test_a_dominant_candidate_fits_alone_after_the_others_with_the_same_figures():
+    """A candidate slower than ``DOMINANT`` times the others together goes last, alone; otherwise the
+    slowest goes first, in one run. ``hgb`` (1,000 trees) against ``knn`` over four folds, the race off:
+    from fold 2 on hgb fits after knn, and each candidate's out-of-fold centres are its own."""
+    seconds = lambda **s: {n: {"seconds": v} for n, v in s.items()}  # noqa: E731
+    assert _schedule(["a", "b", "c"], seconds(a=1.0, b=9.0, c=2.0)) == [["b", "c", "a"]]
+    assert _schedule(["a", "b", "c"], seconds(a=1.0, b=DOMINANT * 3.0 + 0.1, c=2.0)) == [["c", "a"], ["b"]]
+    assert _schedule(["a"], seconds(a=5.0)) == [["a"]] and _schedule([], {}) == []
+    X, Y = linear(m=600)
+    kw = dict(centre="auto", centre_candidates=("knn", "hgb"), centre_screen_rows=None, seed=4)
+    order = []
+
+    class Watched(TrainConfig):
+        def make_centre(self, name=None):
+            order.append(name)
+            return super().make_centre(name)
+
+    chosen, records, oof = select_centre(X, Y, Watched(**kw), 4, workers=2)
+    assert records["hgb"]["seconds"] > DOMINANT * records["knn"]["seconds"]
+    assert order[2:] == ["knn", "hgb"] * 3  # fold 1 side by side in either order; then hgb after knn
+    for name in ("knn", "hgb"):
+        assert records[name]["status"] == "kept" and records[name]["folds"] == 4
+        np.testing.assert_allclose(oof[name], out_of_fold_centers(X, Y, TrainConfig(**kw), 4, name=name), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("screen", [200, 1000])  # 1000: no screen; the race from 500 rows scored (fold 3)
+def test_without_a_use_for_out_of_fold_centres_the_last_one_standing_stops_there(screen):
+    """``complete=False``: the same choice and the same records for the dropped, but the survivor stops where the
+    others fell (its error on the rows scored so far, or the screen's) and no out-of-fold centres come back."""
+    X, Y = linear(scale=1000.0)
+    config = TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn", "stack"), centre_screen_rows=screen,
+                         seed=3)
+    chosen, full, oof = select_centre(X, Y, config, 5)
+    short_chosen, short, short_oof = select_centre(X, Y, config, 5, complete=False)
+    assert short_chosen == chosen == "scaled" and short_oof == {}
+    others = [n for n in ("paper", "knn") if full[n]["status"] == "dropped"]
+    assert others == ["paper", "knn"]
+    strip = lambda r: {k: v for k, v in r.items() if k != "seconds"}  # noqa: E731
+    for name in others:
+        assert strip(short[name]) == strip(full[name])
+    fell = max(full[n]["folds"] if full[n]["stage"] == "race" else 0 for n in others)
+    record = short["scaled"]
+    assert record["status"] == "kept" and "the last one standing" in record["reason"]
+    assert "screen_errors" not in record and short["stack"]["status"] == "dropped"
+    assert (fell == 0) == (screen == 200)
+    if fell == 0:
+        assert record["stage"] == "screen" and record["rmse"] == full["scaled"]["screen"]["rmse"]
+    else:
+        seen = np.concatenate([fold for _, fold in fold_splits(len(X), 5, config.seed)[:fell]])
+        assert record["folds"] == fell < 5 and f"after {fell} of 5 folds" in record["reason"]
+        assert record["rmse"] == pytest.approx(centre_errors(Y[seen], oof["scaled"][seen])["rmse"], rel=1e-12)

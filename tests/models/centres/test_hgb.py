@@ -49,3 +49,34 @@ def test_hgb_centre_plan_pads_targets_and_sends_rows_at_a_threshold_left():
                                             random_state=0).fit(X, Y[:, j])
         for rows in (Q[:3], Q):  # broadcast bins; binary search, four blocks
             np.testing.assert_allclose(c.predict(rows)[:, j], ref.predict(rows), rtol=1e-12, atol=1e-12)
+
+
+def test_hgb_centre_fits_its_targets_side_by_side_on_two_idle_cores_with_the_same_trees(monkeypatch):
+    """Two idle cores: the two targets' boosters fit on two worker threads at once (a barrier only two
+    fits running together pass); one idle core: one after the other on the caller's thread. Same trees."""
+    import threading
+
+    import models.nn.threads as threads
+    from models.centres import HGBCentre
+
+    monkeypatch.delenv(threads.ENV, raising=False)
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 4))
+    Y = np.column_stack([np.sin(X[:, 0]) + X[:, 1], X[:, 2] * X[:, 3]])
+    seen, meet = [], threading.Barrier(2, timeout=30)
+
+    class Watched(HGBCentre):
+        def _fit_target(self, X, y, threads):
+            seen.append(threading.current_thread().name)
+            if threading.current_thread() is not threading.main_thread():
+                meet.wait()
+            return super()._fit_target(X, y, threads)
+
+    monkeypatch.setattr(threads, "idle_cores", lambda *a: 2)
+    two = Watched(max_iter=40).fit(X, Y)
+    assert len(seen) == 2 and len(set(seen)) == 2 and threading.main_thread().name not in seen
+    seen.clear()
+    monkeypatch.setattr(threads, "idle_cores", lambda *a: 1)
+    one = Watched(max_iter=40).fit(X, Y)
+    assert seen == [threading.main_thread().name] * 2
+    np.testing.assert_array_equal(two.predict(X), one.predict(X))

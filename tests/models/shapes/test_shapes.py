@@ -156,6 +156,30 @@ def test_lmve_falls_back_on_an_init_network_when_the_train_phase_is_useless():
     assert no_fallback.config_.lr_train == 10.0
 
 
+def test_lmve_chosen_grid_narrows_a_new_fit_to_the_served_configurations():
+    X, Y = heteroscedastic(300, seed=4)
+    kw = dict(max_steps=50, eval_every=25, patience=2, random_state=1)
+    with pytest.raises(NotFittedError, match="LMVEShape is not fitted yet; call fit before it is narrowed"):
+        LMVEShape().chosen_grid()
+    one = LMVEShape(**kw, n_ensemble=1).fit(X, Y)
+    grid = one.chosen_grid()
+    c = one.config_
+    assert grid["learning_rates_init"] == (c.lr_init,) and grid["dropouts"] == (c.dropout,)
+    assert grid["learning_rates_train"] == ((c.lr_train,) if c.lr_train is not None else one.learning_rates_train)
+    narrowed = LMVEShape(**kw, n_ensemble=1).set_params(**grid).fit(X, Y)
+    assert {(r["lr_init"], r["dropout"]) for r in narrowed.grid_results_} == {(c.lr_init, c.dropout)}
+    three = LMVEShape(**kw, n_ensemble=3).fit(X, Y)
+    members = [r for r in three.grid_results_ if "member" in r]
+    grid = three.chosen_grid()
+    assert set(grid["learning_rates_init"]) == {r["lr_init"] for r in members}
+    assert set(grid["dropouts"]) == {r["dropout"] for r in members}
+    trained = {r["lr_train"] for r in members} - {None}
+    assert set(grid["learning_rates_train"]) == (trained or set(three.learning_rates_train))
+    # members that are all init-phase networks name no train rate: the train rates stay as they were
+    three.grid_results_ = [{**r, "lr_train": None, "stage": "init"} for r in members]
+    assert three.chosen_grid()["learning_rates_train"] == three.learning_rates_train
+
+
 @pytest.mark.parametrize(("m", "expected"), [(300, 100), (1000, 200), (100, 50), (5000, 1000)])
 def test_lmve_validation_rows(m, expected):
     assert LMVEShape()._n_validation(m) == expected

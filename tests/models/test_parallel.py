@@ -1,4 +1,4 @@
-"""training/parallel.py: compiled libraries on the idle cores, small fits side by side."""
+"""models/parallel.py: compiled libraries on the idle cores, small fits side by side."""
 
 import threading
 
@@ -7,7 +7,7 @@ import pytest
 from threadpoolctl import threadpool_info
 
 from models.nn.threads import ENV, available_cores
-from training.parallel import on_idle_cores, side_by_side
+from models.parallel import on_idle_cores, side_by_side
 
 needs_two = pytest.mark.skipif(available_cores() < 2, reason="one core: nothing to limit")
 
