@@ -34,9 +34,9 @@ from models.parallel import side_by_side
 #: the fewest rows ``centre_screen_rows`` may name (TrainConfig and ``--centre-screen`` both check it)
 MIN_SCREEN_ROWS = 50
 
-#: a fold's candidate that took more than this many times the others' seconds together fits alone, after
-#: them (:func:`_schedule`)
-DOMINANT = 3.0
+#: a fold's candidate that took more than this many times the others' seconds together, and more than
+#: ``DOMINANT_SECONDS`` so far, fits alone after them (:func:`_schedule`)
+DOMINANT, DOMINANT_SECONDS = 3.0, 10.0
 
 #: TrainConfig.centre_criterion -> its words in the manifest and the report
 CRITERIA = {"rmse": "RMSE", "quantile": "quantile at the coverage level"}
@@ -193,9 +193,12 @@ def _schedule(todo: list[str], records: dict) -> list[list[str]]:
     the slowest so far first, so that the cores finish together; or, when the slowest is *dominant*
     (more than ``DOMINANT`` times the others' seconds together), the others first and then it alone, on
     the idle cores, where its own threads use both cores instead of one beside fits that finished long
-    before. UJIIndoorLoc across phones: ``hgb`` took 57 s a fold on one thread beside ``knn``'s 1 s."""
+    before. UJIIndoorLoc across phones: ``hgb`` took 57 s a fold on one thread beside ``knn``'s 1 s. Not
+    below ``DOMINANT_SECONDS`` so far: a fit of a second or so uses a second core poorly (the synthetic
+    survey's ``gp``, about 1 s a fold, made the selection 5.6-6.5 s -> 6.9-9.1 s alone after the others)."""
     todo = sorted(todo, key=lambda n: -records[n]["seconds"])
-    if len(todo) > 1 and records[todo[0]]["seconds"] > DOMINANT * sum(records[n]["seconds"] for n in todo[1:]):
+    slowest = records[todo[0]]["seconds"] if todo else 0.0
+    if len(todo) > 1 and slowest > DOMINANT_SECONDS and slowest > DOMINANT * sum(records[n]["seconds"] for n in todo[1:]):
         return [todo[1:], todo[:1]]
     return [todo] if todo else []
 

@@ -9,7 +9,7 @@ from models.exceptions import InputError
 from models.centres.stack import fold_splits
 from training.datasets import Dataset
 from training.pipeline import TrainConfig, train
-from training.selection import DOMINANT, _schedule, centre_errors, out_of_fold_centers, select_centre
+from training.selection import DOMINANT, DOMINANT_SECONDS, _schedule, centre_errors, out_of_fold_centers, select_centre
 
 
 def linear(m: int = 900, seed: int = 0, scale: float = 1.0):
@@ -209,14 +209,21 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def test_a_dominant_candidate_fits_alone_after_the_others_with_the_same_figures():
+def test_a_dominant_candidate_fits_alone_after_the_others_with_the_same_figures(monkeypatch):
     """A candidate slower than ``DOMINANT`` times the others together goes last, alone; otherwise the
-    slowest goes first, in one run. ``hgb`` (1,000 trees) against ``knn`` over four folds, the race off:
+    slowest goes first, in one run (so too when the dominant one took under ``DOMINANT_SECONDS``). ``hgb``
+    (1,000 trees) against ``knn`` over four folds, the race off, any time dominant:
     from fold 2 on hgb fits after knn, and each candidate's out-of-fold centres are its own."""
     seconds = lambda **s: {n: {"seconds": v} for n, v in s.items()}  # noqa: E731
     assert _schedule(["a", "b", "c"], seconds(a=1.0, b=9.0, c=2.0)) == [["b", "c", "a"]]
-    assert _schedule(["a", "b", "c"], seconds(a=1.0, b=DOMINANT * 3.0 + 0.1, c=2.0)) == [["c", "a"], ["b"]]
+    assert _schedule(["a", "b", "c"], seconds(a=1.0, b=DOMINANT * 3.0 + 0.1, c=2.0)) == [["b", "c", "a"]]  # too short
+    big = 10 * DOMINANT_SECONDS
+    assert _schedule(["a", "b", "c"], seconds(a=1.0, b=big, c=2.0)) == [["c", "a"], ["b"]]
+    assert _schedule(["a", "b", "c"], seconds(a=big, b=big, c=2.0)) == [["a", "b", "c"]]
     assert _schedule(["a"], seconds(a=5.0)) == [["a"]] and _schedule([], {}) == []
+    import training.selection
+
+    monkeypatch.setattr(training.selection, "DOMINANT_SECONDS", 0.0)  # these fits take about a second
     X, Y = linear(m=600)
     kw = dict(centre="auto", centre_candidates=("knn", "hgb"), centre_screen_rows=None, seed=4)
     order = []
