@@ -12,6 +12,13 @@ from models.centres.base import Centre
 from models.exceptions import InputError
 
 
+#: the fewest input cells (rows x columns) whose targets are fitted side by side: below, a booster's
+#: Python loop between its compiled calls holds the GIL most of the time, and side by side was slower
+#: (the 3,000-row, 20-column grouped survey of ``benchmarks/train_speed.py``: the centre refit 1.4-1.7 s
+#: one target after the other, 2.5-2.7 s side by side)
+SIDE_BY_SIDE_CELLS = 1_000_000
+
+
 @dataclass(eq=False, repr=False)
 class HGBCentre(Centre):
     """Gradient-boosted regression trees, one ``HistGradientBoostingRegressor`` per target.
@@ -44,18 +51,19 @@ class HGBCentre(Centre):
     random_state: int = 0
 
     def fit(self, X, Y) -> "HGBCentre":
-        """One booster per target; two targets or more are fitted side by side on the idle cores
-        (:func:`models.parallel.side_by_side`, one OpenMP thread each), one target on :meth:`_threads`
-        threads. UJIIndoorLoc's position (two targets, 10,300 rows of 520 columns, torch loaded): 43.3 s one
-        after the other on one thread, 23.7 s side by side."""
+        """One booster per target; two targets or more of at least ``SIDE_BY_SIDE_CELLS`` input cells are
+        fitted side by side on the idle cores (:func:`models.parallel.side_by_side`, one OpenMP thread each),
+        else one after the other on :meth:`_threads` threads. UJIIndoorLoc's position (two targets, 10,300
+        rows of 520 columns, torch loaded): 43.3 s one after the other on one thread, 23.7 s side by side."""
         X, Y = self._fit_input(X, Y, min_rows=2)
         targets = range(Y.shape[1])
-        if len(targets) > 1:
+        if len(targets) > 1 and X.size >= SIDE_BY_SIDE_CELLS:
             from models.parallel import side_by_side
 
             self.trees_ = side_by_side(lambda j: self._fit_target(X, Y[:, j], 1), targets)
         else:
-            self.trees_ = [self._fit_target(X, Y[:, 0], self._threads())]
+            threads = self._threads()
+            self.trees_ = [self._fit_target(X, Y[:, j], threads) for j in targets]
         return self._prepare()
 
     def _fit_target(self, X, y, threads: int) -> dict:

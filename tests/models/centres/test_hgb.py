@@ -52,10 +52,12 @@ def test_hgb_centre_plan_pads_targets_and_sends_rows_at_a_threshold_left():
 
 
 def test_hgb_centre_fits_its_targets_side_by_side_on_two_idle_cores_with_the_same_trees(monkeypatch):
-    """Two idle cores: the two targets' boosters fit on two worker threads at once (a barrier only two
-    fits running together pass); one idle core: one after the other on the caller's thread. Same trees."""
+    """From ``SIDE_BY_SIDE_CELLS`` input cells and two idle cores, the two targets' boosters fit on two worker
+    threads at once (a barrier only two fits running together pass); below, or on one idle core, one after
+    the other on the caller's thread. Same trees."""
     import threading
 
+    import models.centres.hgb as hgb
     import models.nn.threads as threads
     from models.centres import HGBCentre
 
@@ -72,6 +74,10 @@ def test_hgb_centre_fits_its_targets_side_by_side_on_two_idle_cores_with_the_sam
                 meet.wait()
             return super()._fit_target(X, y, threads)
 
+    small = Watched(max_iter=40).fit(X, Y)  # 1,200 cells: one after the other whatever the cores
+    assert seen == [threading.main_thread().name] * 2
+    seen.clear()
+    monkeypatch.setattr(hgb, "SIDE_BY_SIDE_CELLS", X.size)
     monkeypatch.setattr(threads, "idle_cores", lambda *a: 2)
     two = Watched(max_iter=40).fit(X, Y)
     assert len(seen) == 2 and len(set(seen)) == 2 and threading.main_thread().name not in seen
@@ -80,3 +86,4 @@ def test_hgb_centre_fits_its_targets_side_by_side_on_two_idle_cores_with_the_sam
     one = Watched(max_iter=40).fit(X, Y)
     assert seen == [threading.main_thread().name] * 2
     np.testing.assert_array_equal(two.predict(X), one.predict(X))
+    np.testing.assert_array_equal(small.predict(X), one.predict(X))
