@@ -68,11 +68,11 @@ def test_hgb_centre_fits_its_targets_side_by_side_on_two_idle_cores_with_the_sam
     seen, meet = [], threading.Barrier(2, timeout=30)
 
     class Watched(HGBCentre):
-        def _fit_target(self, X, y, threads):
+        def _fit_target(self, X, y, threads, columns):
             seen.append(threading.current_thread().name)
             if threading.current_thread() is not threading.main_thread():
                 meet.wait()
-            return super()._fit_target(X, y, threads)
+            return super()._fit_target(X, y, threads, columns)
 
     small = Watched(max_iter=40).fit(X, Y)  # 1,200 cells: one after the other whatever the cores
     assert seen == [threading.main_thread().name] * 2
@@ -87,3 +87,38 @@ def test_hgb_centre_fits_its_targets_side_by_side_on_two_idle_cores_with_the_sam
     assert seen == [threading.main_thread().name] * 2
     np.testing.assert_array_equal(two.predict(X), one.predict(X))
     np.testing.assert_array_equal(small.predict(X), one.predict(X))
+
+
+def test_hgb_centre_leaves_constant_columns_out_of_the_fit_with_the_same_trees(monkeypatch):
+    """Constant columns (among them the first and the last) are left out of the boosters' input, the trees'
+    split features still name the caller's columns, and the predictions are scikit-learn's on every column;
+    all columns constant: one column kept, trees without splits."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from models.centres import HGBCentre
+
+    rng = np.random.default_rng(11)
+    X = np.full((300, 7), -110.0)
+    X[:, [1, 3, 4]] = rng.normal(size=(300, 3))
+    X[:, 5] = 2.5
+    Y = np.column_stack([np.sin(2 * X[:, 3]) + X[:, 1], X[:, 4] ** 2])
+    widths = []
+
+    class Watched(HGBCentre):
+        def _fit_target(self, X, y, threads, columns):
+            widths.append(X.shape[1])
+            return super()._fit_target(X, y, threads, columns)
+
+    c = Watched(max_iter=50).fit(X, Y)
+    assert widths == [3, 3]
+    splits = np.concatenate([t["feature"][~t["leaf"]] for t in c.trees_])
+    assert set(splits.tolist()) == {1, 3, 4}
+    Q = X[:40] + rng.normal(scale=0.5, size=(40, 7))  # constant columns moved too: never read
+    for j in range(2):
+        ref = HistGradientBoostingRegressor(max_iter=50, max_leaf_nodes=7, min_samples_leaf=3,
+                                            random_state=0).fit(X, Y[:, j]).predict(Q)
+        np.testing.assert_allclose(c.predict(Q)[:, j], ref, rtol=1e-10, atol=1e-10)
+    widths.clear()
+    flat = Watched(max_iter=5).fit(np.ones((20, 3)), Y[:20])
+    assert widths == [1, 1] and all(t["leaf"].all() for t in flat.trees_)
+    np.testing.assert_allclose(flat.predict(np.zeros((2, 3))), np.tile(Y[:20].mean(axis=0), (2, 1)))
