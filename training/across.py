@@ -242,30 +242,19 @@ class UnitCrossFit:
         ``make_regressor()`` (a :class:`models.predictor.SplitConformalRegressor` over a prefit centre)
         fits on the fold's out-of-fold residuals; NaN for the rows of units with no train row.
         ``on_fold(shape, fold)``, when given, sees each fitted fold shape with its fold's positions into
-        ``train`` (rows of units that shape never saw: held-out rows for the served-method choice), in fold
-        order once every fold has scored its rows.
-
-        The folds are fitted side by side on the idle cores (:func:`models.parallel.side_by_side`, one torch
-        and one BLAS thread each; the same scores as one after the other, to float rounding where a
-        library splits its sums over threads): a unit fold's shape is a whole fit on most of the train
-        part, and two such fits on one thread each finish sooner than one after the other on two."""
-        from models.parallel import side_by_side
-
-        def one(fold_rows):
-            rest, _, scored = fold_rows
+        ``train`` (rows of units that shape never saw: held-out rows for the served-method choice)."""
+        out = np.full(len(score), np.nan)
+        for rest, fold, scored in self.folds_:
+            if not len(scored):
+                continue
             rows = train[rest]
             shape = make_regressor().fit(X[rows], Y[rows], centers=self.train_centres_[rest],
                                          groups=units[rows]).shape_
-            R = Y[score[scored]] - self.score_centres_[scored]
-            shape.prepare_calibration(X[score[scored]], R)
-            return shape, shape.conformity_scores(X[score[scored]], R)
-
-        out = np.full(len(score), np.nan)
-        folds = [f for f in self.folds_ if len(f[2])]
-        for (_, fold, scored), (shape, s) in zip(folds, side_by_side(one, folds)):
             if on_fold is not None:
                 on_fold(shape, fold)
-            out[scored] = s
+            R = Y[score[scored]] - self.score_centres_[scored]
+            shape.prepare_calibration(X[score[scored]], R)
+            out[scored] = shape.conformity_scores(X[score[scored]], R)
         return out
 
 

@@ -137,51 +137,6 @@ def test_unit_cross_fit_predicts_each_row_from_a_model_without_its_unit():
     assert not np.isnan(cf.score_centres_[~np.isin(score, lone)]).any()
 
 
-def test_unit_folds_fit_their_shapes_side_by_side_with_the_scores_of_one_after_the_other(monkeypatch):
-    """Two idle cores: the unit folds' shapes fit on two worker threads at once (a barrier only two fits running
-    together pass); one idle core: one after the other on the caller's thread. The same scores either way, and
-    ``on_fold`` sees every fold in fold order on the caller's thread."""
-    import threading
-
-    from sklearn.neighbors import KNeighborsRegressor
-
-    import models.nn.threads as threads
-    from models.predictor import SplitConformalRegressor
-    from models.shapes import NearestNeighbourEllipsoid
-
-    monkeypatch.delenv(threads.ENV, raising=False)
-    rng = np.random.default_rng(4)
-    units = np.repeat(np.arange(8), 40)
-    X = rng.normal(size=(units.size, 3)) + units[:, None]
-    Y = X[:, :2] + rng.normal(size=(units.size, 2)) * (1 + units[:, None] % 3)
-    rows = np.arange(units.size)
-    train, score = rows[rows % 4 != 0], rows[rows % 4 == 0]
-    cf = UnitCrossFit(4, seed=0).fit(lambda: KNeighborsRegressor(n_neighbors=5), X, Y, train, score, units)
-    centre = KNeighborsRegressor(n_neighbors=5).fit(X[train], Y[train])
-    fitted_on, seen, meet = [], [], threading.Barrier(2, timeout=30)
-
-    def make():
-        fitted_on.append(threading.current_thread().name)
-        if threading.current_thread() is not threading.main_thread():
-            meet.wait()
-        return SplitConformalRegressor(NearestNeighbourEllipsoid(), centre=centre, prefit_centre=True)
-
-    def on_fold(shape, fold):
-        seen.append((threading.current_thread().name, tuple(fold)))
-
-    monkeypatch.setattr(threads, "idle_cores", lambda *a: 2)
-    two = cf.scores(make, X, Y, train, score, units, on_fold)
-    assert len(fitted_on) == 4 and len(set(fitted_on)) == 2 and threading.main_thread().name not in fitted_on
-    assert seen == [(threading.main_thread().name, tuple(f)) for _, f, _ in cf.folds_]
-    fitted_on.clear()
-    seen.clear()
-    monkeypatch.setattr(threads, "idle_cores", lambda *a: 1)
-    one = cf.scores(make, X, Y, train, score, units, on_fold)
-    assert fitted_on == [threading.main_thread().name] * 4 and len(seen) == 4
-    assert not np.isnan(one).any()
-    np.testing.assert_allclose(two, one, rtol=1e-12)
-
-
 @pytest.mark.parametrize("n_devices", [1, 4])
 def test_too_few_units_names_the_column_and_the_count(n_devices):
     ds = survey(n_devices)
