@@ -223,11 +223,22 @@ def mean(xs) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def _after_commits(rows: list[dict]) -> str:
+    """Which commits the cached ``after`` runs ran at: "this commit" when all of them did, else each commit
+    with its scenarios."""
+    by = {}
+    for r in _done(rows, "after"):
+        by.setdefault(r["commit"], set()).add(r["scenario"])
+    if set(by) <= {commit()}:
+        return "this commit"
+    return "; ".join(f"{c[:7]} ({', '.join(sorted(s, key=list(SCENARIOS).index))})" for c, s in by.items())
+
+
 def summarise(rows: list[dict], argv: list[str]) -> str:
     lines = ["## `lmve-train` before and after issue 69", "",
              f"Command: `python benchmarks/train_speed.py {' '.join(argv)}` at commit {commit()}; 2 cores; each run "
              f"a child process alone on the machine (`synthetic_busy`: beside one CPU-bound process). `before`: commit "
-             f"{BEFORE} (where issue 69 started), `after`: this commit; the same command and seed. Seconds and peak "
+             f"{BEFORE} (where issue 69 started), `after`: {_after_commits(rows)}; the same command and seed. Seconds and peak "
              "resident memory per stage from each run's `metrics.json` (means over the seeds, summed over the models "
              "of `--split-by`); `wall` is the whole command (imports included), `peak` the child's peak resident "
              "set. Volume: the mean true area of the served method's test regions.", ""]
