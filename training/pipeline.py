@@ -49,7 +49,7 @@ from training.primary import (MIN_UNITS, check_folds, check_primary, check_toler
 from training.stages import StageMeter
 from training.splits import (MIN_TEST_GROUPS, MIN_TRAIN_GROUPS, Split, _floor, group_split,  # noqa: F401
                              groups_needed, paper_split)
-from training.selection import CRITERIA, MIN_SCREEN_ROWS, centre_errors, out_of_fold_centers, select_centre
+from training.selection import CRITERIA, MIN_SCREEN_ROWS, RACE_FOLDS, centre_errors, out_of_fold_centers, select_centre
 
 METHODS = tuple(registry.METHODS)
 
@@ -99,7 +99,8 @@ class TrainConfig:
     centre_screen_margin: float = 0.15
     #: dropped between folds of the race when its error so far is more than this share above the best's
     centre_race_margin: float = 0.10
-    #: below centre_screen_rows the race starts once the folds seen hold this many rows; None: only above it
+    #: below centre_screen_rows the race starts once the folds seen hold this many rows (and from fold
+    #: training.selection.RACE_FOLDS on); None: only above it
     #: (centre_screen_rows=None: no race either)
     centre_race_rows: int | None = 500
     #: the method the plain routes serve: "auto" (the smallest on held-out rows, training.primary) or an
@@ -611,6 +612,7 @@ def _screen_words(config: TrainConfig, rows: int) -> str:
         if config.centre_race_rows is None or rows < config.centre_race_rows:
             return ""
         return (f"; {rows} train rows: raced fold by fold once {config.centre_race_rows} held-out rows were seen "
+                f"and from fold {RACE_FOLDS} on "
                 f"(dropped above {100 * config.centre_race_margin:.0f} % behind)")
     return (f"; {rows} train rows: screened on {n} rows of fold 1 (dropped above {100 * config.centre_screen_margin:.0f} "
             f"% behind), then raced fold by fold (dropped above {100 * config.centre_race_margin:.0f} % behind)")

@@ -9,7 +9,8 @@ from models.exceptions import InputError
 from models.centres.stack import fold_splits
 from training.datasets import Dataset
 from training.pipeline import TrainConfig, train
-from training.selection import DOMINANT, DOMINANT_SECONDS, _schedule, centre_errors, out_of_fold_centers, select_centre
+from training.selection import (DOMINANT, DOMINANT_SECONDS, RACE_FOLDS, _schedule, centre_errors, out_of_fold_centers,
+                                select_centre)
 
 
 def linear(m: int = 900, seed: int = 0, scale: float = 1.0):
@@ -66,7 +67,8 @@ def test_the_race_drops_a_candidate_behind_after_a_fold_and_the_leader_completes
 
 def test_below_the_screen_size_the_race_starts_once_its_folds_hold_race_rows():
     """900 rows, folds of 180: with race_rows 300 the race first judges after fold 2 (360 held-out
-    rows), then drops knn; without race_rows every candidate runs every fold."""
+    rows), then drops knn; with race_rows 100 (fold 1 holds 180) not before fold 2 either; without
+    race_rows every candidate runs every fold."""
     X, Y = linear()
     config = TrainConfig(centre="auto", centre_candidates=("scaled", "knn"), centre_race_rows=300, seed=1)
     chosen, records, oof = select_centre(X, Y, config, 5)
@@ -78,6 +80,11 @@ def test_below_the_screen_size_the_race_starts_once_its_folds_hold_race_rows():
     whole = out_of_fold_centers(X, Y, config, 5, name="knn")
     assert knn["rmse"] == pytest.approx(centre_errors(Y[seen], whole[seen])["rmse"])
     assert chosen == "scaled" and records["scaled"]["folds"] == 5 and set(oof) == {"scaled"}
+    # fold 1 alone holds more than race_rows: the race still waits for fold 2 (RACE_FOLDS)
+    assert len(folds[0][1]) >= 100 and RACE_FOLDS == 2
+    early = TrainConfig(centre="auto", centre_candidates=("scaled", "knn"), centre_race_rows=100, seed=1)
+    _, records_early, _ = select_centre(X, Y, early, 5)
+    assert records_early["knn"]["folds"] == 2 and records_early["knn"]["rmse"] == knn["rmse"]
     off = TrainConfig(centre="auto", centre_candidates=("scaled", "knn"), centre_race_rows=None, seed=1)
     _, records_off, oof_off = select_centre(X, Y, off, 5)
     assert set(oof_off) == {"scaled", "knn"} and records_off["knn"]["folds"] == 5
