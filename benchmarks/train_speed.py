@@ -4,6 +4,7 @@ served region paired on the same splits.
     .venv/bin/python benchmarks/train_speed.py                          # everything (hours on 2 cores; resumes)
     .venv/bin/python benchmarks/train_speed.py --scenarios enb --seeds 0-2 --variants after   # a part
     .venv/bin/python benchmarks/train_speed.py --cached-only            # summarise what ran
+    .venv/bin/python benchmarks/train_speed.py --scenarios visits --variants after --rerun-after  # after a change
 
 Each run is the real command, ``python -m training.cli`` in a child process, alone on the machine (the
 ``*_busy`` scenarios: beside one CPU-bound process, a Python busy loop started before the run and killed
@@ -139,11 +140,17 @@ def code_dir(variant: str) -> Path:
 
 
 # ----------------------------------------------------------------------------------------- one run
-def run_one(scenario: str, variant: str, seed: int, data_dir: Path) -> dict:
-    """One ``lmve-train`` run in a child process; its figures (cached)."""
+def run_one(scenario: str, variant: str, seed: int, data_dir: Path, rerun_after: bool = False) -> dict:
+    """One ``lmve-train`` run in a child process; its figures (cached). ``rerun_after``: an ``after`` run
+    cached at another commit moves to ``runs_<its commit>/`` and runs again."""
     cached = CACHE / "runs" / f"{scenario}_{variant}_{seed}.json"
     if cached.is_file():
-        return json.loads(cached.read_text())
+        row = json.loads(cached.read_text())
+        if not (rerun_after and variant == "after" and row.get("commit") != commit()):
+            return row
+        aside = CACHE / f"runs_{str(row.get('commit'))[:7]}"
+        aside.mkdir(parents=True, exist_ok=True)
+        cached.replace(aside / cached.name)
     spec = SCENARIOS[scenario]
     out = CACHE / "out" / f"{scenario}_{variant}_{seed}"
     cmd = [sys.executable, "-m", "training.cli", *source(scenario, data_dir), *spec["flags"], "--seed", str(seed),
@@ -383,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("LMVE_DATA_DIR", ROOT.parent / "shared" /
                                                                           "datasets")))
     p.add_argument("--cached-only", action="store_true", help="summarise the cached runs only")
+    p.add_argument("--rerun-after", action="store_true", help="rerun the after runs cached at another commit "
+                                                              "(the old ones move to runs_<commit>/)")
     args = p.parse_args(argv)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     for s in scenarios:
@@ -397,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in seeds:
                 if not args.seeds and done == spec["splits"]:
                     break
-                runs = [run_one(scenario, v, seed, args.data_dir) for v in variants
+                runs = [run_one(scenario, v, seed, args.data_dir, args.rerun_after) for v in variants
                         if v != "before" or done < spec.get("before_splits", spec["splits"])]
                 for r in runs:
                     what = (f"refused: {r['refused']}" if "refused" in r else f"stopped at {r['wall_s']:.0f} s"
