@@ -200,13 +200,28 @@ def run_one(scenario: str, variant: str, seed: int, data_dir: Path, rerun_after:
     return row
 
 
-def _models(out: Path, scenario: str) -> dict[str, dict]:
-    """Per model of a run (``"-"`` for a single bundle): stages, centre, the served method and its figures."""
+def _places(out: Path, scenario: str) -> dict[str, tuple[Path, Path]]:
+    """Per model of a run (``"-"`` for a single bundle): its report folder and its bundle."""
     if "--split-by" in SCENARIOS[scenario]["flags"]:
         repo = json.loads((out / "repository.json").read_text())
-        places = {name: (out / "reports" / name, out / name) for name in repo["models"]}
-    else:
-        places = {"-": (out, out / "bundle")}
+        return {name: (out / "reports" / name, out / name) for name in repo["models"]}
+    return {"-": (out, out / "bundle")}
+
+
+def _test_volumes(out: Path, scenario: str) -> dict[str, dict[str, float]]:
+    """Per model, the test part's mean volume of each method that can be served (:data:`SERVED`)."""
+    volumes = {}
+    for name, (report, _) in _places(out, scenario).items():
+        metrics = json.loads((report / "metrics.json").read_text())["metrics"]
+        volumes[name] = {m: metrics[m]["volume"] for m in SERVED if m in metrics}
+    return volumes
+
+
+def _models(out: Path, scenario: str) -> dict[str, dict]:
+    """Per model of a run (``"-"`` for a single bundle): stages, centre, the served method and its figures
+    (``methods``: every servable method's test volume)."""
+    places = _places(out, scenario)
+    tests = _test_volumes(out, scenario)
     models = {}
     for name, (report, bundle) in places.items():
         metrics = json.loads((report / "metrics.json").read_text())
@@ -220,8 +235,21 @@ def _models(out: Path, scenario: str) -> dict[str, dict]:
                         "served": served, "coverage": metrics["metrics"][served]["coverage"],
                         "volume": metrics["metrics"][served]["volume"],
                         "folds_run": selection.get("folds_run", selection.get("folds")),
-                        "evidence": (selection.get("evidence") or {}).get("checks")}
+                        "evidence": (selection.get("evidence") or {}).get("checks"), "methods": tests[name]}
     return models
+
+
+def _smallest(row: dict, name: str) -> bool | None:
+    """Whether model ``name`` of a run served the smallest of its servable methods on the test part (runs
+    cached before ``methods`` was recorded read it from their output folder; ``None`` where it is gone)."""
+    methods = row["models"][name].get("methods")
+    if methods is None:
+        out = CACHE / "out" / f"{row['scenario']}_{row['variant']}_{row['seed']}"
+        try:
+            methods = _test_volumes(out, row["scenario"])[name]
+        except (OSError, KeyError, ValueError):
+            return None
+    return row["models"][name]["served"] == min(methods, key=methods.get)
 
 
 # ----------------------------------------------------------------------------------------- the summary
@@ -337,7 +365,7 @@ def _paired(mine: list[dict]) -> list[str]:
         out += ["| seed | model | centre before / after | served before / after | coverage before / after | "
                 "volume before | volume after | after / before | folds run after | wall before / after s |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
-        ratios, same, n = [], 0, 0
+        ratios, same, n, hits = [], 0, 0, {v: [] for v in VARIANTS}
         for s in paired:
             b, a = by["before"][s], by["after"][s]
             for name in a["models"]:
@@ -347,6 +375,8 @@ def _paired(mine: list[dict]) -> list[str]:
                 ratios.append(ma["volume"] / mb["volume"])
                 same += mb["served"] == ma["served"]
                 n += 1
+                for v, r in (("before", b), ("after", a)):
+                    hits[v].append(_smallest(r, name))
                 out.append(f"| {s} | {name} | {mb['centre']} / {ma['centre']} | {mb['served']} / {ma['served']} | "
                            f"{100 * mb['coverage']:.1f} / {100 * ma['coverage']:.1f} % | {mb['volume']:.4g} | "
                            f"{ma['volume']:.4g} | {ratios[-1]:.4f} | {ma['folds_run']} | {b['wall_s']:.0f} / "
@@ -354,7 +384,10 @@ def _paired(mine: list[dict]) -> list[str]:
         cov = {v: mean(m["coverage"] for s in paired for m in by[v][s]["models"].values()) for v in VARIANTS}
         out += ["", f"Paired on {len(paired)} splits ({n} models): mean volume after / before **{mean(ratios):.4f}** "
                     f"(min {min(ratios):.4f}, max {max(ratios):.4f}); coverage {100 * cov['before']:.2f} % before, "
-                    f"{100 * cov['after']:.2f} % after; the same served method on {same} of {n}."]
+                    f"{100 * cov['after']:.2f} % after; the same served method on {same} of {n}" +
+                    ("" if None in hits["before"] + hits["after"] else
+                     f"; the served method was the smallest of {', '.join(SERVED)} on the test part on "
+                     f"{sum(hits['before'])} of {n} before and {sum(hits['after'])} after") + "."]
     elif by["after"]:
         out += ["| seed | model | centre | served | coverage | volume | folds run | wall s |", "|---|---|---|---|---|---|---|---|"]
         for s, r in sorted(by["after"].items()):
