@@ -64,7 +64,7 @@ SCENARIOS = {
     "uji_across": {"source": "uji_phone", "flags": ["--calibrate-across", "PHONEID"], "splits": 3, "budget": 360,
                    "cap": 1800, "before_splits": 1},
     "uji_buildings": {"source": ["--dataset", "indoor_localization"], "flags": ["--split-by", "BUILDINGID"],
-                      "splits": 1, "budget": None},
+                      "splits": 1, "budget": None, "cap": 1800},
     "enb": {"source": ["--dataset", "enb"], "flags": [], "splits": 10, "budget": None},
     "ble_rssi": {"source": ["--dataset", "ble_rssi"], "flags": [], "splits": 10, "budget": None},
     "residential_building": {"source": ["--dataset", "residential_building"], "flags": [], "splits": 10,
