@@ -103,10 +103,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StateUnavailable)
     async def _state_unavailable(request: Request, exc: StateUnavailable):
-        # feedback, a publish: nothing was stored; the client may send it again
+        # feedback, a publish: nothing was stored (the client may send it again), or the server went away
+        # while committing, when it may have been (a resend may count it twice)
         log.warning("state unavailable on %s %s: %s", request.method, request.url.path, exc.reason)
-        return error_response(request.scope, 503, "State unavailable", f"nothing was recorded: {exc.reason}",
-                              headers={"Retry-After": "5"})
+        detail = (f"the outcome is unknown (it may have been recorded; check before sending it again): {exc.reason}"
+                  if exc.outcome_unknown else f"nothing was recorded: {exc.reason}")
+        return error_response(request.scope, 503, "State unavailable", detail, headers={"Retry-After": "5"})
 
     @app.exception_handler(InputError)
     async def _input_error(request: Request, exc: InputError):

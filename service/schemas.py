@@ -233,7 +233,9 @@ class FeedbackResponse(BaseModel):
     bundle_id: str
     model: str = Field(description="the model whose regions were scored")
     methods: dict[str, MethodFeedbackResult]
-    monitor: dict = Field(description="observed coverage per method after this batch (as in GET /model)")
+    monitor: dict = Field(description="observed coverage per method after this batch (as in GET /model); "
+                                      "`{\"unavailable\": reason}` when the state database went away after "
+                                      "the batch was committed")
     worker_pid: int
 
 

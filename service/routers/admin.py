@@ -181,8 +181,9 @@ async def _recalibrate(request: Request, settings, name: str | None, groups, gro
                            f"published from them (send them again to recalibrate {exc.published})",
                            field="model", expected=f"bundle {loaded.version} published",
                            received=f"bundle {exc.published} published") from None
-        except BaseException:
-            shutil.rmtree(out, ignore_errors=True)  # the state refused it (StateUnavailable): never published
+        except BaseException as exc:
+            if not getattr(exc, "outcome_unknown", False):  # a commit that may have landed keeps its bundle
+                shutil.rmtree(out, ignore_errors=True)  # the state refused it (StateUnavailable): never published
             raise
         return result, new, threshold_changes(parent, result.model)
 

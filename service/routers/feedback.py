@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from service import inference
 from service.deps import json_body, json_body_openapi, serving
 from service.schemas import FeedbackRequest, FeedbackResponse
+from service.state import StateUnavailable
 
 router = APIRouter(tags=["feedback"])
 REQUEST_MODELS = (FeedbackRequest,)
@@ -19,7 +20,8 @@ _parse = json_body(FeedbackRequest)
 
 RESPONSES = {404: {"description": "unknown model"},
              422: {"description": "invalid rows (problem+json naming the field); nothing is recorded"},
-             503: {"description": "no verified bundle"}}
+             503: {"description": "no verified bundle, or the state database cannot be reached (nothing was recorded, "
+                         "or, when it went away while committing, the outcome is unknown)"}}
 
 
 @router.post("/feedback", response_model=FeedbackResponse, openapi_extra=json_body_openapi(FeedbackRequest),
@@ -43,7 +45,10 @@ async def _record(request: Request) -> FeedbackResponse:
     inference.check_row_limit(body.features, "features", ctx.settings.max_rows)
     result = await anyio.to_thread.run_sync(ctx.monitor.record, ctx.loaded, body.features, body.points, body.centers,
                                             body.site, body.device)
-    summary = await anyio.to_thread.run_sync(ctx.monitor.summary, ctx.loaded)
+    try:
+        summary = await anyio.to_thread.run_sync(ctx.monitor.summary, ctx.loaded)
+    except StateUnavailable as exc:  # the batch is committed: answer 200 (a 503 would say it was not)
+        summary = {"unavailable": exc.reason}
     return FeedbackResponse(
         recorded=result.rows, bundle_id=ctx.loaded.version, model=ctx.loaded.name, worker_pid=os.getpid(), monitor=summary,
         methods={m: {"inside": result.inside[m], "p_value": result.p_value[m], "inside_served": result.inside_served[m]}

@@ -33,11 +33,12 @@ class PublishConflict(RuntimeError):
 
 class StateUnavailable(RuntimeError):
     """The state's database cannot be read or written now (unreachable, locked, read-only); ``reason`` says
-    why. Nothing of the operation was stored."""
+    why. Nothing of the operation was stored, unless ``outcome_unknown``: the server went away while a
+    transaction committed, so it may have been (the client cannot tell before the server is back)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, outcome_unknown: bool = False):
         super().__init__(reason)
-        self.reason = reason
+        self.reason, self.outcome_unknown = reason, outcome_unknown
 
 
 @dataclass(frozen=True)

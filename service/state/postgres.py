@@ -79,9 +79,10 @@ class PostgresState(ServiceState):
             self._listener.join(timeout=3.0)
 
     # ------------------------------------------------------------------ transactions
-    def _unavailable(self, exc: BaseException) -> StateUnavailable:
+    def _unavailable(self, exc: BaseException, committing: bool = False) -> StateUnavailable:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return StateUnavailable(f"the state database {self.describe()} cannot be reached: {text}")
+        what = "went away while committing" if committing else "cannot be reached"
+        return StateUnavailable(f"the state database {self.describe()} {what}: {text}", outcome_unknown=committing)
 
     def _ensure_schema(self) -> None:
         if self._migrated:
@@ -103,11 +104,13 @@ class PostgresState(ServiceState):
     @contextmanager
     def _transaction(self):
         self._ensure_schema()
+        committing = False
         try:
             with self._pool.connection() as conn, conn.transaction():
                 yield Tx(conn.cursor(), qmark=False)
+                committing = True  # the body ran: a failure from here on is the COMMIT's, whose outcome is unknown
         except FAILURES as exc:
-            raise self._unavailable(exc) from None
+            raise self._unavailable(exc, committing) from None
 
     def _read(self, sql: str, args=()) -> list[tuple]:
         self._ensure_schema()

@@ -322,7 +322,15 @@ def test_postgres_stopped_and_started_under_load(fleet, test_rows, request):
     codes = {c for c, _, _ in feedback}
     assert codes == {200, 503}, codes
     refused = [(b, ra) for c, b, ra in feedback if c == 503]
-    assert all(b["title"] == "State unavailable" and "nothing was recorded" in b["detail"] and ra for b, ra in refused)
+    assert all(b["title"] == "State unavailable" and ra for b, ra in refused), refused
+    # a 503 says nothing was recorded, or (the server went away during COMMIT) that the outcome is unknown
+    lost = [b for b, _ in refused if "nothing was recorded" in b["detail"]]
+    unknown = [b for b, _ in refused if b["detail"].startswith("the outcome is unknown")]
+    assert len(lost) + len(unknown) == len(refused), refused
     counted = sum(b["recorded"] for c, b, _ in feedback if c == 200)
+    # a 200 whose window could not be read after its commit still counts, and says why it has no window
+    late = [b for c, b, _ in feedback if c == 200 and "unavailable" in b["monitor"]]
+    assert all("cannot be reached" in b["monitor"]["unavailable"] for b in late), late
     for i in range(3):
-        assert counter(fleet.get(i, "/metrics").text, "lmve_feedback_rows_total") == before + counted
+        total = counter(fleet.get(i, "/metrics").text, "lmve_feedback_rows_total")
+        assert before + counted <= total <= before + counted + 4 * len(unknown), (total, before, counted, unknown)

@@ -221,3 +221,29 @@ def test_postgres_unreachable_is_said_within_the_timeout_and_heals(tmp_path):
         state.close()
     finally:
         cluster.destroy()
+
+
+def test_postgres_says_when_a_commit_may_have_landed(pg_cluster):
+    """The server going away during a transaction's body: nothing was stored; during its COMMIT: the outcome
+    is unknown, and the error says so (a feedback resend might count twice, a published bundle must stay)."""
+    import psycopg
+    import pytest
+
+    url = pg_cluster.create_database()
+    state = open_state(url)
+    admin = psycopg.connect(url, autocommit=True)
+    try:
+        for at_commit in (False, True):
+            with pytest.raises(StateUnavailable) as err:
+                with state._transaction() as tx:
+                    pid = tx.execute("SELECT pg_backend_pid()").fetchone()[0]
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                    if not at_commit:
+                        tx.execute("SELECT 1")  # the body fails: nothing can have been committed
+            assert err.value.outcome_unknown is at_commit
+            assert ("went away while committing" in err.value.reason) is at_commit, err.value.reason
+        state.record_feedback("m", "b", _batch(3))  # the pool replaced the dead connections
+        assert state.counters()["m"]["nle"]["rows"] == 3
+    finally:
+        admin.close()
+        state.close()
