@@ -565,10 +565,13 @@ def _fit_centre(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Sp
         with meter.stage("centre selection"):
             if name == "auto":
                 folds = k or 5
-                name, errors, oof = select_centre(X, Y, config, folds, train_groups, bar, complete=out_of_fold)
-                info = {"name": name, "selected_by": f"{folds}-fold {'group ' if grouped else ''}cross-validation "
+                units = bool(config.calibrate_across)
+                name, errors, oof = select_centre(X, Y, config, folds, train_groups, bar, complete=out_of_fold,
+                                                  units=units)
+                kind = "unit " if units else "group " if grouped else ""
+                info = {"name": name, "selected_by": f"{folds}-fold {kind}cross-validation "
                         f"on the train part ({CRITERIA[config.centre_criterion]} of the Euclidean error)"
-                        + _screen_words(config, len(X)), "criterion": config.centre_criterion, "cv": errors,
+                        + _screen_words(config, len(X), units), "criterion": config.centre_criterion, "cv": errors,
                         "screen": _screen_record(config, len(X))}
             else:  # its members' out-of-fold centres, once: they weight the blend and, with the same
                 # folds, give the shapes' residuals (nested), instead of a whole blend per fold
@@ -606,8 +609,13 @@ def _screen_record(config: TrainConfig, rows: int) -> dict:
             "race_rows": config.centre_race_rows, "applied": n is not None and rows > n}
 
 
-def _screen_words(config: TrainConfig, rows: int) -> str:
+def _screen_words(config: TrainConfig, rows: int, units: bool = False) -> str:
     n = config.centre_screen_rows
+    if units and n is not None and rows > n:
+        return (f"; {rows} train rows: screened on {n} rows of each unit fold, judged on all their held-out rows "
+                f"(dropped above {100 * config.centre_screen_margin:.0f} % behind), then raced from fold {RACE_FOLDS} "
+                f"on (dropped above {100 * config.centre_race_margin:.0f} % behind); a dropped candidate that beat "
+                "the chosen one where it was scored is recalled")
     if n is None or rows <= n:
         if config.centre_race_rows is None or rows < config.centre_race_rows:
             return ""

@@ -71,6 +71,8 @@ def _dropped(record: dict) -> str:
     """`` (dropped at the screen)`` / `` (dropped after 2 folds)`` for a dropped candidate, else ``""``."""
     if record.get("status") != "dropped":
         return ""
+    if record.get("stage") == "recall":
+        return " (recalled, then dropped on every fold)"
     if record.get("stage") == "race":
         return f" (dropped after {record['folds']} fold{'s' if record['folds'] != 1 else ''})"
     return " (dropped at the screen)"
@@ -83,14 +85,22 @@ def candidates_table(centre: dict | None) -> str:
     if not cv:
         return ""
     key = centre.get("criterion", "rmse")
-    lines = [f"| candidate | status | rows per fit | folds | CV {CRITERIA[key]} | seconds | why |",
+    lines = [f"| candidate | status | rows per fit | scored on folds | CV {CRITERIA[key]} | seconds | why |",
              "|---|---|---|---|---|---|---|"]
     for name, e in cv.items():
         chosen = " (chosen)" if name == centre.get("name") else ""
         error = f"{e[key]:.4g}" if key in e else "-"
-        lines.append(f"| {name}{chosen} | {e.get('status', 'kept')} | {e.get('rows', '-')} | {e.get('folds', '-')} | "
+        folds = _fold_list(e["scored_folds"]) if e.get("scored_folds") else e.get("folds", "-")
+        lines.append(f"| {name}{chosen} | {e.get('status', 'kept')} | {e.get('rows', '-')} | {folds} | "
                      f"{error} | {e.get('seconds', 0.0):.1f} | {e.get('reason', '')} |")
     return "\n".join(lines)
+
+
+def _fold_list(folds: list[int]) -> str:
+    """``1-5`` for consecutive folds, else ``1, 3``."""
+    if folds == list(range(folds[0], folds[-1] + 1)) and len(folds) > 1:
+        return f"{folds[0]}-{folds[-1]}"
+    return ", ".join(str(f) for f in folds)
 
 
 def selection_table(selection: dict) -> str:

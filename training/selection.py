@@ -91,7 +91,8 @@ class _Progress:
 
 
 def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
-                  progress=None, workers: int | None = None, complete: bool = True) -> tuple[str, dict, dict]:
+                  progress=None, workers: int | None = None, complete: bool = True,
+                  units: bool = False) -> tuple[str, dict, dict]:
     """``centre="auto"``: the candidate of smallest ``k``-fold cross-validated error on the train part
     ``X, Y`` (group folds with ``groups``) by ``config.centre_criterion``, screened and raced above
     ``config.centre_screen_rows`` rows (module docstring).
@@ -112,6 +113,16 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     fold: its record gives its error on the rows scored so far, ``folds`` those fitted, and a ``reason``
     saying so; its out-of-fold centres are not returned. UJIIndoorLoc across phones: ``hgb`` alone after
     the screen cost 4 more folds of about 30 s each.
+
+    ``units=True`` (the folds hold whole units, ``--calibrate-across``: a phone, a user) judges on more than
+    one fold, since one unit fold says little about the others: the screen fits every candidate on
+    ``centre_screen_rows`` rows of *each* fold's training rows and decides on all the held-out rows
+    (:func:`_screen_folds`), the race judges from fold :data:`RACE_FOLDS` on, and no dropped candidate
+    may have beaten the chosen one on the rows it was scored on (:func:`_recall`: such a candidate
+    and the chosen one complete every fold with all their rows, and the better of the two stands).
+    UJIIndoorLoc across phones (issue 70): on fold 1 alone ``knn`` led and ``hgb``, ``gp`` and the SVRs
+    were dropped; over its five folds ``knn``'s error was the largest of the five (92.9 m RMSE).
+    Every record's ``scored_folds`` lists the folds (1-based) whose held-out rows its error is on.
     """
     say = _Progress(progress)
     key, level = config.centre_criterion, config.coverage
@@ -122,13 +133,20 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     records = {n: {"seconds": 0.0} for n in singles}
     alive = list(singles)
     first = None  # fold 1's predictions when the screen fitted on all of its training rows
+    screen_pred: dict[str, np.ndarray] = {}  # units: every candidate's screen centres of every row
     if screened and len(alive) > 1:
-        alive, first = _screen(X, Y, config, folds[0], records, alive, say, workers)
+        if units:
+            alive, screen_pred = _screen_folds(X, Y, config, folds, records, alive, say, workers)
+        else:
+            alive, first = _screen(X, Y, config, folds[0], records, alive, say, workers)
     oof = {n: np.empty_like(Y, dtype=np.float64) for n in alive}
+    done: dict[str, list[int]] = {n: [] for n in alive}  # the folds each fitted on all their training rows
     seen = np.zeros(len(X), dtype=bool)
+    stopped = None
     for i, (rest, fold) in enumerate(folds):
         if not complete and len(alive) == 1 and (i > 0 or "screen" in records[alive[0]]):
-            return _last_standing(alive[0], records, config, Y, oof, seen, folds[:i], k, level)
+            stopped = i
+            break
         todo = [n for n in alive if not (i == 0 and first is not None and n in first)]
         runs = _schedule(todo, records)
         todo = [name for run in runs for name in run]
@@ -140,30 +158,41 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
             records[name]["seconds"] += seconds
         for name in set(alive) - set(todo):
             oof[name][fold] = first[name]
+        for name in alive:
+            done[name].append(i)
         seen[fold] = True
         race = screened or (screen_rows is not None and config.centre_race_rows is not None
                             and i + 1 >= RACE_FOLDS and seen.sum() >= config.centre_race_rows)
-        if race and len(alive) > 1 and i < k - 1:
+        if race and (not units or i + 1 >= RACE_FOLDS) and len(alive) > 1 and i < k - 1:
             errors = {n: centre_errors(Y[seen], oof[n][seen], level) for n in alive}
             best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_race_margin)
             for name, excess in behind.items():
                 records[name].update(errors[name], rows=_fit_rows(folds[:i + 1]), folds=i + 1, stage="race",
-                                     status="dropped",
+                                     status="dropped", scored_folds=list(range(1, i + 2)),
                                      reason=f"after {i + 1} of {k} folds its {CRITERIA[key]} {errors[name][key]:.4g} "
                                             f"was {100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} "
                                             f"(race margin {100 * config.centre_race_margin:.0f} %)")
-                del oof[name]
             alive = [n for n in alive if n not in behind]
-    rows = _fit_rows(folds)
-    for name in alive:
-        records[name].update(centre_errors(Y, oof[name], level), rows=rows, folds=k, stage="cv", status="kept")
-    if "stack" in config.centre_candidates:
-        records["stack"] = _stack(Y, oof, alive, folds, config, say)
-        if records["stack"]["status"] == "kept":
-            oof["stack"] = records["stack"].pop("oof")
+    if stopped is not None:
+        _last_standing(alive[0], records, Y, oof, seen, folds[:stopped], k, level)
+    else:
+        rows = _fit_rows(folds)
+        for name in alive:
+            records[name].update(centre_errors(Y, oof[name], level), rows=rows, folds=k, stage="cv", status="kept",
+                                 scored_folds=list(range(1, k + 1)))
     kept = [n for n, r in records.items() if r["status"] == "kept"]
     chosen = min(kept, key=lambda n: records[n][key])
-    return chosen, _ordered(records, config), oof
+    if units:
+        chosen = _recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, workers)
+    whole = [n for n in singles if records[n]["status"] == "kept" and len(done.get(n, ())) == k]
+    if "stack" in config.centre_candidates:
+        records["stack"] = _stack(Y, oof, whole, folds if stopped is None else folds[:stopped], config, say)
+        if records["stack"]["status"] == "kept":
+            oof["stack"] = records["stack"].pop("oof")
+            whole.append("stack")
+            if records["stack"][key] < records[chosen][key]:
+                chosen = "stack"
+    return chosen, _ordered(records, config), {n: oof[n] for n in whole}
 
 
 def _ordered(records: dict, config) -> dict:
@@ -175,23 +204,22 @@ def _ordered(records: dict, config) -> dict:
             for n in config.centre_candidates if n in records}
 
 
-def _last_standing(name: str, records: dict, config, Y, oof: dict, seen, folds_run, k: int,
-                   level) -> tuple[str, dict, dict]:
-    """``select_centre(complete=False)``'s answer when ``name`` is left standing after ``folds_run``
-    (none: the screen, whose figures then stand)."""
+def _last_standing(name: str, records: dict, Y, oof: dict, seen, folds_run, k: int, level) -> None:
+    """``select_centre(complete=False)``'s record of ``name`` left standing after ``folds_run`` (none: the
+    screen, whose figures then stand)."""
     record = records[name]
     if folds_run:
-        record.update(centre_errors(Y[seen], oof[name][seen], level), rows=_fit_rows(folds_run), folds=len(folds_run))
+        record.update(centre_errors(Y[seen], oof[name][seen], level), rows=_fit_rows(folds_run), folds=len(folds_run),
+                      scored_folds=list(range(1, len(folds_run) + 1)))
         where = f"after {len(folds_run)} of {k} folds"
     else:
-        record.update(record.pop("screen_errors"), rows=record["screen"]["rows"], folds=1)
+        screen = record["screen"]
+        record.update(record.pop("screen_errors"), rows=screen["rows"], folds=screen.get("folds", 1),
+                      scored_folds=list(range(1, screen.get("folds", 1) + 1)))
         where = "at the screen (its error: the screen's)"
     record.update(stage="race" if folds_run else "screen", status="kept",
                   reason=f"the last one standing {where}; its other folds were skipped (their out-of-fold "
                          "centres serve no one: --calibrate-across refits the centre per unit fold)")
-    if "stack" in config.centre_candidates:
-        records["stack"] = _stack(Y, {}, [name], folds_run, config, None)
-    return name, _ordered(records, config), {}
 
 
 def _schedule(todo: list[str], records: dict) -> list[list[str]]:
@@ -241,13 +269,105 @@ def _screen(X, Y, config, first_fold, records, alive, say, workers=None):
         records[name]["screen_errors"] = errors[name]  # popped before the records leave select_centre
     best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
     for name, excess in behind.items():
-        records[name].update(errors[name], rows=len(sub), folds=1, stage="screen", status="dropped",
+        records[name].update(errors[name], rows=len(sub), folds=1, stage="screen", status="dropped", scored_folds=[1],
                              reason=f"on the screen ({len(sub)} of fold 1's {len(rest)} training rows, scored on its "
                                     f"{len(fold)} held-out rows) its {CRITERIA[key]} {errors[name][key]:.4g} was "
                                     f"{100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} (screen margin "
                                     f"{100 * config.centre_screen_margin:.0f} %)")
     survivors = [n for n in alive if n not in behind]
     return survivors, ({n: preds[n] for n in survivors} if whole else None)
+
+
+def _screen_folds(X, Y, config, folds, records, alive, say, workers=None):
+    """Rung 1 over unit folds (``select_centre(units=True)``): every candidate fitted on
+    ``centre_screen_rows`` rows of *each* fold's training rows (drawn by one
+    ``numpy.random.default_rng(seed)``, sorted; all of them where a fold has fewer) and scored on its
+    held-out rows; those more than ``centre_screen_margin`` behind the best on all the rows together are
+    dropped. Each record's ``screen`` holds the pooled error, the rows per fit, the folds and each fold's
+    own error (their spread). Returns the survivors and every candidate's screen centres of every row."""
+    n = config.centre_screen_rows
+    key, level = config.centre_criterion, config.coverage
+    rng = np.random.default_rng(config.seed)
+    preds = {name: np.empty_like(Y, dtype=np.float64) for name in alive}
+    sizes = []
+    for i, (rest, fold) in enumerate(folds):
+        sub = rest if len(rest) <= n else np.sort(rng.choice(rest, n, replace=False))
+        sizes.append(len(sub))
+        say(f"screen {', '.join(alive)} on {len(sub)} rows of fold {i + 1}/{len(folds)}")
+        fitted = side_by_side(lambda name: _fit_predict(config, name, X[sub], Y[sub], X[fold]), alive, workers)
+        for name, (pred, seconds) in zip(alive, fitted):
+            preds[name][fold] = pred
+            records[name]["seconds"] += seconds
+    rows, k = int(round(np.mean(sizes))), len(folds)
+    errors = {name: centre_errors(Y, preds[name], level) for name in alive}
+    for name in alive:
+        per_fold = [round(centre_errors(Y[fold], preds[name][fold], level)[key], 6) for _, fold in folds]
+        records[name]["screen"] = {key: errors[name][key], "rows": rows, "folds": k, "per_fold": per_fold}
+        records[name]["screen_errors"] = errors[name]  # popped before the records leave select_centre
+    best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
+    for name, excess in behind.items():
+        records[name].update(errors[name], rows=rows, folds=k, stage="screen", status="dropped",
+                             scored_folds=list(range(1, k + 1)),
+                             reason=f"on the screen ({rows} training rows of each of the {k} unit folds, scored on all "
+                                    f"their held-out rows) its {CRITERIA[key]} {errors[name][key]:.4g} was "
+                                    f"{100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} (screen margin "
+                                    f"{100 * config.centre_screen_margin:.0f} %)")
+    return [n for n in alive if n not in behind], preds
+
+
+def _recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, workers=None) -> str:
+    """The selection's invariant over unit folds: no dropped candidate has a smaller error than the chosen
+    one on the rows it was scored on (its ``scored_folds``). The chosen one's centres there are its
+    out-of-fold ones where it ran the fold with all the rows, its screen ones elsewhere. A dropped
+    candidate that beat it there (the one that beat it by most first) is *recalled*: both complete every
+    fold with all their rows, the one of smaller error on all the rows stands and the other is dropped
+    with that error (``stage="recall"``). Repeated until none beat the chosen one; returns its name."""
+    key, level, k = config.centre_criterion, config.coverage, len(folds)
+
+    def centres(name):
+        out = screen_pred[name].copy() if name in screen_pred else np.full_like(Y, np.nan, dtype=np.float64)
+        for i in done.get(name, ()):
+            out[folds[i][1]] = oof[name][folds[i][1]]
+        return out
+
+    while True:
+        mine, beaten = centres(chosen), {}
+        for name, record in records.items():
+            if record.get("status") != "dropped":
+                continue
+            rows = np.concatenate([folds[j - 1][1] for j in record["scored_folds"]])
+            if np.isnan(mine[rows]).any():  # not scored there (cannot happen: the chosen ran those folds)
+                continue
+            error = centre_errors(Y[rows], mine[rows], level)[key]
+            if error > record[key]:
+                beaten[name] = error / record[key]
+        if not beaten:
+            return chosen
+        other = max(beaten, key=beaten.get)
+        for name in (chosen, other):
+            oof.setdefault(name, np.empty_like(Y, dtype=np.float64))
+            todo = [i for i in range(k) if i not in done.setdefault(name, [])]
+            say(f"recall {other}: {name} folds {', '.join(str(i + 1) for i in todo)}")
+            fitted = side_by_side(lambda i: _fit_predict(config, name, X[folds[i][0]], Y[folds[i][0]], X[folds[i][1]]),
+                                  todo, workers)
+            for i, (pred, seconds) in zip(todo, fitted):
+                oof[name][folds[i][1]] = pred
+                records[name]["seconds"] += seconds
+                done[name].append(i)
+        errors = {name: centre_errors(Y, oof[name], level) for name in (chosen, other)}
+        winner, loser = (other, chosen) if errors[other][key] < errors[chosen][key] else (chosen, other)
+        rows = _fit_rows(folds)
+        records[winner].update(errors[winner], rows=rows, folds=k, stage="cv", status="kept",
+                               scored_folds=list(range(1, k + 1)))
+        records[winner].pop("reason", None)
+        if winner == other:
+            records[winner]["recalled"] = True
+        records[loser].update(errors[loser], rows=rows, folds=k, stage="recall", status="dropped",
+                              scored_folds=list(range(1, k + 1)),
+                              reason=f"{other} was recalled (its {CRITERIA[key]} where it was dropped was below "
+                                     f"{chosen}'s there); on all {k} folds with all the rows its {CRITERIA[key]} "
+                                     f"{errors[loser][key]:.4g} was above {winner}'s {errors[winner][key]:.4g}")
+        chosen = winner
 
 
 def _stack(Y, oof, complete, folds, config, say) -> dict:

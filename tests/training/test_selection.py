@@ -274,3 +274,82 @@ def test_without_a_use_for_out_of_fold_centres_the_last_one_standing_stops_there
         seen = np.concatenate([fold for _, fold in fold_splits(len(X), 5, config.seed)[:fell]])
         assert record["folds"] == fell < 5 and f"after {fell} of 5 folds" in record["reason"]
         assert record["rmse"] == pytest.approx(centre_errors(Y[seen], oof["scaled"][seen])["rmse"], rel=1e-12)
+
+
+class _Shrunk:
+    """A linear fit whose slope shrinks as its training rows grow (``200 / rows`` above 200): best of all on
+    a screen's few rows, worse than a 3-NN average with all of them. What the screen cannot see."""
+
+    def fit(self, X, Y):
+        from sklearn.linear_model import LinearRegression
+
+        self.lin_, self.mean_, self.shrink_ = LinearRegression().fit(X, Y), Y.mean(axis=0), min(1.0, 200 / len(X))
+        return self
+
+    def predict(self, X):
+        return self.mean_ + self.shrink_ * (self.lin_.predict(X) - self.mean_)
+
+
+class _Own(TrainConfig):
+    def make_centre(self, name=None):
+        from sklearn.neighbors import KNeighborsRegressor
+
+        return _Shrunk() if name == "shrunk" else KNeighborsRegressor(3) if name == "knn3" else super().make_centre(name)
+
+
+def _units_survey(m=1000, n_units=10, seed=0):
+    """Targets linear in 2 features; each row belongs to one of ``n_units`` units (a phone)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(m, 2))
+    Y = 10 * X @ np.array([[1.0, 0.5], [-0.5, 1.0]]) + 0.05 * rng.normal(size=(m, 2))
+    return X, Y, rng.integers(0, n_units, size=m)
+
+
+def _invariant(X, Y, units, config, k, chosen, records, oof):
+    """No dropped candidate has a smaller error than the chosen one on the rows it was scored on."""
+    folds = fold_splits(len(X), k, config.seed, units)
+    for name, record in records.items():
+        if record["status"] != "dropped":
+            continue
+        rows = np.concatenate([folds[j - 1][1] for j in record["scored_folds"]])
+        assert centre_errors(Y[rows], oof[chosen][rows])["rmse"] <= record["rmse"] + 1e-12, name
+
+
+def test_over_unit_folds_the_screen_judges_every_fold_and_a_candidate_it_wrongly_dropped_is_recalled():
+    X, Y, units = _units_survey()
+    config = _Own(centre="auto", centre_candidates=("shrunk", "knn3"), centre_screen_rows=100, seed=0)
+    chosen, records, oof = select_centre(X, Y, config, 5, units, units=True)
+    folds = fold_splits(len(X), 5, config.seed, units)
+    # the screen fitted each candidate on 100 rows of each of the 5 unit folds: shrunk led there
+    assert records["shrunk"]["screen"]["folds"] == 5 and len(records["shrunk"]["screen"]["per_fold"]) == 5
+    assert records["shrunk"]["screen"]["rmse"] < records["knn3"]["screen"]["rmse"] / (1 + config.centre_screen_margin)
+    # ... but knn3, dropped there, beat shrunk's all-row fits on those rows: recalled, both ran every fold,
+    # and the better of the two on all the rows stands
+    assert chosen == "knn3" and records["knn3"]["status"] == "kept" and records["knn3"].get("recalled") is True
+    shrunk = records["shrunk"]
+    assert shrunk["status"] == "dropped" and shrunk["stage"] == "recall" and shrunk["scored_folds"] == [1, 2, 3, 4, 5]
+    assert "knn3 was recalled" in shrunk["reason"]
+    whole = out_of_fold_centers(X, Y, config, 5, groups=units, name="knn3")
+    np.testing.assert_array_equal(oof["knn3"], whole)
+    assert records["knn3"]["rmse"] == pytest.approx(centre_errors(Y, whole)["rmse"])
+    shrunk_oof = out_of_fold_centers(X, Y, config, 5, groups=units, name="shrunk")
+    assert shrunk["rmse"] == pytest.approx(centre_errors(Y, shrunk_oof)["rmse"]) and shrunk["rmse"] > records["knn3"]["rmse"]
+    _invariant(X, Y, units, config, 5, chosen, records, oof)
+    # the one-fold screen of ungrouped folds keeps its old behaviour: knn3 dropped on fold 1, shrunk chosen
+    plain, plain_records, _ = select_centre(X, Y, config, 5, units)
+    assert plain == "shrunk" and plain_records["knn3"]["scored_folds"] == [1] and folds
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_over_unit_folds_the_chosen_centre_never_trails_a_dropped_one_where_both_were_scored(seed):
+    X, Y, units = _units_survey(m=900, seed=seed)
+    Y = Y + 3 * np.sin(3 * X[:, :1])  # a bend: the SVRs and knn contend
+    config = TrainConfig(centre="auto", centre_candidates=("paper", "scaled", "knn"), centre_screen_rows=150,
+                         seed=seed)
+    chosen, records, oof = select_centre(X, Y, config, 5, units, units=True)
+    assert any(r["status"] == "dropped" for r in records.values())
+    for record in records.values():
+        assert record["scored_folds"] and set(record["scored_folds"]) <= {1, 2, 3, 4, 5}
+        if record["stage"] == "race":  # judged on two folds at least
+            assert record["folds"] >= RACE_FOLDS
+    _invariant(X, Y, units, config, 5, chosen, records, oof)
