@@ -7,6 +7,19 @@ is not in the radio's physics. :class:`RSSIFloor` finds the RSSI columns of the 
 maps their codes to one floor value a little below the weakest real reading. It is fitted on the
 training rows, stored in the bundle, and applied to every row before the scaler, the centre and
 the shapes see it, at training and at serving time alike.
+
+Phones differ by gain and sensitivity: the same position reads a few dB stronger or weaker on
+another phone, and its weakest transmitters are heard or not. The step's ``representation``
+re-expresses the heard readings of a row (Torres-Sospedra et al., 2015, "Comprehensive analysis of
+distance and similarity measures for Wi-Fi fingerprinting indoor positioning systems"):
+
+- ``"dbm"``: the readings as they came (the floor for "not detected");
+- ``"relative"``: each reading minus the row's strongest one, plus the training rows' median
+  strongest reading (``reference_``), clipped to the training rows' reading range: a phone's offset
+  cancels; a row's order and gaps stay;
+- ``"powed"``: ``((x - floor) / -floor) ** e`` (0 for "not detected"): weak readings, the ones a
+  less sensitive phone loses, count for less;
+- ``"exponential"``: ``exp((x - floor) / 24) / exp(-floor / 24)``, the same idea, steeper.
 """
 
 from __future__ import annotations
@@ -22,6 +35,10 @@ READING_RANGE = (-120.0, 0.0)
 SENTINEL_SHARE = 0.9
 #: the automatic floor lies this many dB below the weakest real reading of the training rows
 FLOOR_MARGIN_DB = 5.0
+#: RSSIFloor.representation's choices (module docstring)
+REPRESENTATIONS = ("dbm", "relative", "powed", "exponential")
+#: the exponents of "powed" (beta) and "exponential" (alpha, dB), Torres-Sospedra et al.'s
+POWED_BETA, EXPONENTIAL_ALPHA = float(np.e), 24.0
 
 
 class RSSIFloor:
@@ -42,6 +59,8 @@ class RSSIFloor:
         The value codes become; ``None``: ``FLOOR_MARGIN_DB`` below the weakest real reading.
         A given floor must lie below the weakest real reading.
     min_columns : int, default=2
+    representation : {"dbm", "relative", "powed", "exponential"}, default="dbm"
+        How the RSSI columns' readings reach the scaler (module docstring).
 
     Attributes
     ----------
@@ -52,12 +71,17 @@ class RSSIFloor:
         The most frequent code on the training rows (reported), or ``not_detected``.
     weakest_ : float
         The weakest real reading on the training rows.
+    reference_ : float
+        The median of the training rows' strongest readings (rows that hear at least one transmitter):
+        where ``"relative"`` puts each row's strongest reading.
     """
 
-    def __init__(self, not_detected: float | None = None, floor: float | None = None, min_columns: int = 2):
+    def __init__(self, not_detected: float | None = None, floor: float | None = None, min_columns: int = 2,
+                 representation: str = "dbm"):
         self.not_detected = not_detected
         self.floor = floor
         self.min_columns = min_columns
+        self.representation = representation
 
     def _codes(self, X: np.ndarray) -> np.ndarray:
         if self.not_detected is None:
@@ -66,6 +90,10 @@ class RSSIFloor:
         return X == self.not_detected
 
     def fit(self, X) -> "RSSIFloor":
+        if self.representation not in REPRESENTATIONS:
+            raise InputError(f"rssi_representation must be one of {', '.join(REPRESENTATIONS)}; got "
+                             f"{self.representation!r}", field="rssi_representation",
+                             expected=" | ".join(REPRESENTATIONS), received=repr(self.representation))
         X = check_matrix(X, "X", owner="RSSIFloor.fit", min_rows=1)
         self.n_features_in_ = X.shape[1]
         codes = self._codes(X)
@@ -97,6 +125,9 @@ class RSSIFloor:
             self.code_ = float(values[np.argmax(counts)])
         else:
             self.code_ = None
+        heard = np.where(self._codes(sub), -np.inf, sub).max(axis=1) if sub.size else np.array([])
+        heard = heard[np.isfinite(heard)]
+        self.reference_ = float(np.median(heard)) if heard.size else hi
         return self
 
     @property
@@ -115,7 +146,16 @@ class RSSIFloor:
             return X
         X = np.array(X, dtype=np.float64, copy=True)
         sub = X[:, self.columns_]
-        sub[self._codes(sub)] = self.floor_
+        codes = self._codes(sub)
+        sub[codes] = self.floor_
+        if self.representation == "relative":
+            top = np.where(codes, -np.inf, sub).max(axis=1, keepdims=True)
+            top[~np.isfinite(top)] = self.reference_  # a row that hears nothing stays all floor
+            sub = np.where(codes, self.floor_, np.clip(sub - top + self.reference_, self.weakest_, READING_RANGE[1]))
+        elif self.representation == "powed":
+            sub = ((sub - self.floor_) / -self.floor_) ** POWED_BETA
+        elif self.representation == "exponential":
+            sub = np.exp((sub - self.floor_) / EXPONENTIAL_ALPHA) / np.exp(-self.floor_ / EXPONENTIAL_ALPHA)
         X[:, self.columns_] = sub
         return X
 
@@ -126,18 +166,26 @@ class RSSIFloor:
             return "none (no RSSI columns with 'not detected' codes found)"
         code = "values outside -120..0 dBm" if self.not_detected is None else f"{self.code_:g}"
         common = f" (most often {self.code_:g})" if self.not_detected is None and self.code_ is not None else ""
-        return (f"{len(self.columns_)} of {self.n_features_in_} columns are RSSI; not detected ({code}{common}) "
+        text = (f"{len(self.columns_)} of {self.n_features_in_} columns are RSSI; not detected ({code}{common}) "
                 f"-> {self.floor_:g} dBm, the weakest real reading being {self.weakest_:g} dBm")
+        if self.representation == "relative":
+            text += f"; relative: each reading minus its row's strongest, plus {self.reference_:g} dBm"
+        elif self.representation != "dbm":
+            text += f"; representation {self.representation}"
+        return text
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         params = {"not_detected": self.not_detected, "floor": self.floor, "min_columns": self.min_columns,
                   "floor_": self.floor_, "code_": self.code_, "weakest_": self.weakest_,
-                  "n_features_in_": self.n_features_in_}
+                  "n_features_in_": self.n_features_in_, "representation": self.representation,
+                  "reference_": self.reference_}
         return params, {"columns": self.columns_.astype(np.int64)}
 
     @classmethod
     def from_arrays(cls, params: dict, arrays) -> "RSSIFloor":
-        est = cls(params["not_detected"], params["floor"], int(params["min_columns"]))
+        est = cls(params["not_detected"], params["floor"], int(params["min_columns"]),
+                  params.get("representation", "dbm"))  # bundles before issue 70: dbm
+        est.reference_ = float(params.get("reference_", READING_RANGE[1]))
         est.columns_ = np.asarray(arrays["columns"], dtype=np.int64)
         est.floor_, est.weakest_ = float(params["floor_"]), float(params["weakest_"])
         est.code_ = None if params["code_"] is None else float(params["code_"])

@@ -117,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "-120..0 dBm, e.g. +100 or -200)")
     p.add_argument("--rssi-floor", type=float, default=None, metavar="DBM",
                    help="the value 'not detected' becomes (default: 5 dB below the weakest real reading)")
+    p.add_argument("--rssi-representation", default="auto",
+                   choices=("auto", "dbm", "relative", "powed", "exponential"),
+                   help="how RSSI readings reach the models: dbm as read; relative: minus each reading's strongest "
+                        "transmitter (a phone's gain offset cancels); powed/exponential: weak readings count less. "
+                        "auto (default): relative with --calibrate-across, else dbm")
     p.add_argument("--no-rssi", action="store_true",
                    help="no RSSI preprocessing (by default, columns that look like RSSI get their 'not detected' "
                         "codes mapped to a floor)")
@@ -228,7 +233,8 @@ def _run(args) -> int:
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
-                         rssi_floor=args.rssi_floor, primary=args.primary, primary_folds=args.primary_folds,
+                         rssi_floor=args.rssi_floor, rssi_representation=args.rssi_representation,
+                         primary=args.primary, primary_folds=args.primary_folds,
                          primary_tolerance=args.primary_tolerance,
                          centre_screen_rows=_screen_setting(args.centre_screen),
                          calibrate_across=tuple(args.calibrate_across or ()), across_mode=args.across_mode,
@@ -245,9 +251,11 @@ def _run(args) -> int:
         if given and args.centre not in (None, "auto"):
             raise InputError(f"{flag} is for --centre auto; --centre names one centre",
                              field=flag, expected="--centre auto", received=f"--centre {args.centre}")
-    if args.no_rssi and (args.not_detected is not None or args.rssi_floor is not None):
-        raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor configure it: give one or "
-                         "the other", field="--no-rssi", expected="--no-rssi alone", received="both")
+    if args.no_rssi and (args.not_detected is not None or args.rssi_floor is not None
+                         or args.rssi_representation != "auto"):
+        raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor/--rssi-representation "
+                         "configure it: give one or the other", field="--no-rssi", expected="--no-rssi alone",
+                         received="both")
     if args.centre_columns and args.centre is not None:
         raise InputError("--centre-columns makes your estimates the centre; leave --centre out",
                          field="--centre", expected="no --centre with --centre-columns", received=args.centre)

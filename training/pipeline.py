@@ -80,6 +80,9 @@ class TrainConfig:
     rssi: str = "off"
     not_detected: float | None = None
     rssi_floor: float | None = None
+    #: how the RSSI step re-expresses the readings (models.preprocessing.REPRESENTATIONS), or "auto":
+    #: "relative" with ``calibrate_across`` (a new phone's offset cancels), "dbm" otherwise
+    rssi_representation: str = "auto"
     #: what centre="auto" chooses from. Not among them by default: "mlp" (six network fits per
     #: selection, the slowest candidate by far) and "stack" (the blend of the others, weighted on their out-of-fold
     #: centres, no fit of its own: it won the row-split benchmark on ble_rssi, but on the grouped
@@ -138,6 +141,12 @@ class TrainConfig:
             return self.cross_fit
         k = 5 if grouped or self.centre == "auto" else 0
         return k if n_units is None or n_units >= k else (n_units if n_units >= 2 else 0)
+
+    def resolved_representation(self) -> str:
+        """``rssi_representation``, with "auto" resolved: "relative" across units, else "dbm"."""
+        if self.rssi_representation == "auto":
+            return "relative" if self.calibrate_across else "dbm"
+        return self.rssi_representation
 
     def resolved_rule(self, grouped: bool) -> str:
         from models.calibration.conformal import check_rule
@@ -225,7 +234,8 @@ def fit_preprocess(X_train: np.ndarray, config: TrainConfig) -> RSSIFloor | None
     if config.rssi != "auto":
         raise InputError(f"rssi must be 'auto' or 'off'; got {config.rssi!r}", field="rssi", expected="auto | off",
                          received=repr(config.rssi))
-    step = RSSIFloor(not_detected=config.not_detected, floor=config.rssi_floor).fit(X_train)
+    step = RSSIFloor(not_detected=config.not_detected, floor=config.rssi_floor,
+                     representation=config.resolved_representation()).fit(X_train)
     if not step.active:
         if config.not_detected is not None:
             raise InputError(f"--not-detected {config.not_detected:g}: no column holds readings in -120..0 dBm and "

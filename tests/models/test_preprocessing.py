@@ -77,3 +77,47 @@ def test_round_trip_through_arrays_and_unfitted_use():
     assert again.describe() == step.describe()
     with pytest.raises(NotFittedError):
         RSSIFloor().transform(Q)
+
+
+def test_relative_cancels_a_phones_offset_and_keeps_not_detected_below_every_reading():
+    X = survey(100.0)
+    step = RSSIFloor(representation="relative").fit(X)
+    heard = X != 100.0
+    tops = np.where(heard, X, -np.inf).max(axis=1)
+    assert step.reference_ == np.median(tops[np.isfinite(tops)])
+    out = step.transform(X)
+    # each heard reading: minus its row's strongest, plus the reference, clipped to the training range
+    want = np.clip(X - tops[:, None] + step.reference_, step.weakest_, 0.0)
+    np.testing.assert_array_equal(out[heard], want[heard])
+    np.testing.assert_array_equal(out[~heard], step.floor_)
+    assert out[heard].min() > step.floor_
+    # a phone reading 6 dB weaker everywhere (its codes where they were) looks the same
+    weaker = np.where(heard, X - 6.0, X)
+    np.testing.assert_array_equal(step.transform(weaker), out)
+    # a row that hears nothing stays all floor
+    assert np.all(step.transform(np.full((1, X.shape[1]), 100.0)) == step.floor_)
+
+
+@pytest.mark.parametrize("representation", ["powed", "exponential"])
+def test_powed_and_exponential_are_monotone_with_not_detected_at_zero(representation):
+    X = survey(-200.0)
+    step = RSSIFloor(representation=representation).fit(X)
+    out = step.transform(X)
+    heard = X != -200.0
+    np.testing.assert_array_equal(out[~heard], 0.0 if representation == "powed" else
+                                  1.0 / np.exp(-step.floor_ / 24.0))
+    order = np.argsort(X[heard])
+    assert np.all(np.diff(out[heard][order]) >= 0) and np.all(out[heard] > out[~heard].max())
+    assert out[heard].max() <= 1.0 + 1e-12
+
+
+def test_a_bad_representation_is_refused_by_name_and_old_arrays_read_as_dbm():
+    with pytest.raises(InputError) as err:
+        RSSIFloor(representation="zscore").fit(survey(100.0))
+    assert err.value.field == "rssi_representation" and "relative" in str(err.value)
+    step = RSSIFloor(representation="relative").fit(survey(100.0))
+    params, arrays = step.to_arrays()
+    again = RSSIFloor.from_arrays(params, arrays)
+    np.testing.assert_array_equal(again.transform(survey(100.0, seed=1)), step.transform(survey(100.0, seed=1)))
+    old = {k: v for k, v in params.items() if k not in ("representation", "reference_")}  # a bundle before issue 70
+    assert RSSIFloor.from_arrays(old, arrays).representation == "dbm"

@@ -299,3 +299,61 @@ def test_lmve_unit_folds_refit_the_served_configurations_without_a_new_search():
     for fold in lmve[1:]:
         assert fold == {**lmve[0], **narrowed}
     assert all(shape.get_params() == made[0][1].get_params() for name, shape in made if name == "ge")
+
+
+def offset_survey(n_devices: int = 8, seed: int = 0, offset_sd_db: float = 6.0) -> Dataset:
+    """A fingerprint survey whose phones differ by a gain offset (sd ``offset_sd_db``) and whose readings
+    below a sensitivity of -85 dBm are "not detected" (+100, as UJIIndoorLoc writes it): a weaker phone
+    also hears fewer transmitters."""
+    X, Y, _, device, fn, tn = synthetic.make_survey(n_points=60, readings=10, n_devices=n_devices,
+                                                     device_sd_db=offset_sd_db, seed=seed)
+    X = np.where(X < -85.0, 100.0, np.round(X))
+    return group_by_position(Dataset("offsets", X, Y, fn, tn, "x", meta={"PHONEID": device}))
+
+
+def test_across_units_the_representation_is_fitted_on_the_train_rows_and_served_as_trained(tmp_path):
+    from models.bundle import load_bundle, save_bundle
+    from models.preprocessing import RSSIFloor
+
+    ds = offset_survey()
+    config = TrainConfig(methods=("ge", "nle"), centre="knn", rssi="auto", calibrate_across=("PHONEID",))
+    result = train(ds, config)
+    step = result.model.preprocess
+    assert step.representation == "relative" and config.resolved_representation() == "relative"
+    assert replace(config, calibrate_across=()).resolved_representation() == "dbm"
+    # fitted on the train part alone: the same step refitted on those rows has the same state
+    again = RSSIFloor(representation="relative").fit(ds.X[result.split.train])
+    assert (again.reference_, again.floor_, again.weakest_) == (step.reference_, step.floor_, step.weakest_)
+    everything = RSSIFloor(representation="relative").fit(ds.X)
+    assert (everything.reference_, everything.weakest_) != (step.reference_, step.weakest_) or \
+        not np.array_equal(everything.transform(ds.X), step.transform(ds.X))
+    # applied identically at serving: a saved and loaded bundle answers as the trained model, and both as
+    # the step, the scaler and the centre by hand
+    save_bundle(result.model, tmp_path / "b")
+    served = load_bundle(tmp_path / "b")
+    assert served.manifest["preprocess"]["params"]["representation"] == "relative"
+    Q = ds.X[result.split.test]
+    by_hand = result.model.centre.predict((step.transform(Q) - result.model.scaler_mean) / result.model.scaler_scale)
+    np.testing.assert_array_equal(served.predict_center(Q), by_hand)
+    np.testing.assert_array_equal(result.model.predict_center(Q), by_hand)
+    a, b = served.predict_region(Q).regions, result.model.predict_region(Q).regions
+    np.testing.assert_array_equal(a.shapes, b.shapes)
+    # a new phone 8 dB weaker sees the same regions
+    weaker = np.where(Q == 100.0, 100.0, Q - 8.0)
+    np.testing.assert_array_equal(served.predict_region(weaker).regions.centers, a.centers)
+
+
+def test_across_phones_a_device_offset_survey_holds_the_level_over_fifty_splits():
+    """Issue 70's target for the across rows: at 0.9, coverage at new phones in [88, 93] %, not the 95 % of
+    an over-covering calibration. 50 surveys of 10 phones (offset sd 6 dB), each split over its phones;
+    the mean of the test parts' coverage (about 18 rows of one or two new phones each)."""
+    coverage = {"ge": [], "nle": []}
+    for seed in range(50):
+        result = train(offset_survey(n_devices=10, seed=seed),
+                       TrainConfig(methods=("ge", "nle"), centre="knn", rssi="auto", calibrate_across=("PHONEID",),
+                                   seed=seed, primary_folds=0))
+        assert result.model.preprocess.representation == "relative"
+        for name in coverage:
+            coverage[name].append(result.metrics[name]["coverage"])
+    for name, values in coverage.items():
+        assert 0.88 <= np.mean(values) <= 0.93, (name, np.mean(values))
