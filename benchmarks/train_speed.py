@@ -52,8 +52,12 @@ from training.bench import parse_seeds  # noqa: E402  (the benchmarks' one --see
 
 CACHE = ROOT / "benchmarks" / "cache" / "train_speed"
 OUT = ROOT / "benchmarks" / "results"
-#: the commit issue 69 started from: what ``before`` runs
+#: the commit issue 69 started from: what ``before`` runs (``--before`` names another: a later issue's baseline)
 BEFORE = "5027930"
+#: what ``before`` is, in the summary's words
+BEFORE_WHAT = "where issue 69 started"
+#: the results' file stem (``--before``: ``train_speed_<commit>``)
+STEM = "train_speed"
 VARIANTS = ("before", "after")
 #: scenario -> source, extra flags, paired splits wanted (seeds 0, 1, ... until that many ran in both variants;
 #: a seed lmve-train refuses, e.g. too few calibration groups for the level, is recorded and skipped), the
@@ -270,10 +274,10 @@ def _after_commits(rows: list[dict]) -> str:
 
 
 def summarise(rows: list[dict], argv: list[str]) -> str:
-    lines = ["## `lmve-train` before and after issue 69", "",
+    lines = [f"## `lmve-train` before ({BEFORE}, {BEFORE_WHAT}) and after", "",
              f"Command: `python benchmarks/train_speed.py {' '.join(argv)}` at commit {commit()}; 2 cores; each run "
              f"a child process alone on the machine (`synthetic_busy`: beside one CPU-bound process). `before`: commit "
-             f"{BEFORE} (where issue 69 started), `after`: {_after_commits(rows)}; the same command and seed. Seconds and peak "
+             f"{BEFORE} ({BEFORE_WHAT}), `after`: {_after_commits(rows)}; the same command and seed. Seconds and peak "
              "resident memory per stage from each run's `metrics.json` (means over the seeds, summed over the models "
              "of `--split-by`); `wall` is the whole command (imports included), `peak` the child's peak resident "
              "set. Volume: the mean true area of the served method's test regions.", ""]
@@ -425,7 +429,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cached-only", action="store_true", help="summarise the cached runs only")
     p.add_argument("--rerun-after", action="store_true", help="rerun the after runs cached at another commit "
                                                               "(the old ones move to runs_<commit>/)")
+    p.add_argument("--before", default=None, metavar="COMMIT",
+                   help="the commit `before` runs instead (a later issue's baseline; every seed asked runs in both "
+                        "variants); its runs are cached under benchmarks/cache/train_speed/before_<COMMIT>/ and written "
+                        "to results/train_speed_<COMMIT>.{csv,md}")
+    p.add_argument("--before-what", default=None, help="with --before: what it is, for the summary")
     args = p.parse_args(argv)
+    if args.before:
+        global BEFORE, BEFORE_WHAT, CACHE, STEM
+        BEFORE, STEM = args.before, f"train_speed_{args.before}"
+        BEFORE_WHAT = args.before_what or "the baseline named by --before"
+        CACHE = CACHE / f"before_{args.before}"
+        for spec in SCENARIOS.values():
+            spec.pop("before_splits", None)
+            spec.pop("cap", None)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     for s in scenarios:
         if s not in SCENARIOS:
@@ -451,14 +468,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in rows if r.get("scenario") in SCENARIOS]
     rows.sort(key=lambda r: (list(SCENARIOS).index(r["scenario"]), r["seed"], VARIANTS.index(r["variant"])))
     OUT.mkdir(parents=True, exist_ok=True)
-    tmp = OUT / "train_speed.csv.tmp"
+    tmp = OUT / f"{STEM}.csv.tmp"
     with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         w.writeheader()
         w.writerows(csv_rows(rows))
-    tmp.replace(OUT / "train_speed.csv")
-    (OUT / "train_speed.md").write_text(summarise(rows, argv))
-    print(f"wrote {OUT / 'train_speed.md'}")
+    tmp.replace(OUT / f"{STEM}.csv")
+    (OUT / f"{STEM}.md").write_text(summarise(rows, argv))
+    print(f"wrote {OUT / f'{STEM}.md'}")
     return 0
 
 
