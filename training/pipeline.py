@@ -122,6 +122,9 @@ class TrainConfig:
     #: training unit by a model of its unit fold (all units calibrate; approximate), "held-out" only
     #: units held out of training (exact with 9 or more at 0.9; few units in a survey)
     across_mode: str = "cross-fit"
+    #: cross-fit mode: the centre's unit folds (one unit per fold up to this many units; the shapes keep
+    #: ``cross_fit`` or 5): fold centres that miss a fifth of the units over-cover (training.across.UnitCrossFit)
+    across_centre_folds: int = 20
     #: the per-row label column (``Dataset.meta``) holding each row's floor: the bundle then answers a floor set
     #: beside each ellipse, both calibrated on one joint score (training.floors, models.floors). None: off
     floor_column: str | None = None
@@ -309,6 +312,10 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         split = split or default_split(dataset, config)
         grouped, groups = True, units
         cross = (split.across or {}).get("mode", config.across_mode) == "cross-fit"
+        if cross:
+            from training.across import check_centre_folds
+
+            check_centre_folds(config.across_centre_folds)
         if config.calibration:
             rule = check_rule(config.calibration)
         elif split.across:
@@ -351,6 +358,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
                     cross_fit = _cross_fit_units(dataset, config, Xs, split, groups, centre_info, centers)
                 centers[split.train] = cross_fit.train_centres_
                 k = centre_info["cross_fit"] = len(cross_fit.folds_)
+                centre_info["centre_folds"] = cross_fit.centre_folds_
         else:
             with meter.stage(step), on_idle_cores():
                 reg = SplitConformalRegressor(config.make_shape(step), centre=centre, coverage=eta,
@@ -517,7 +525,7 @@ def _cross_fit_units(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, spli
     from training.across import UnitCrossFit
 
     name = centre_info["name"]
-    return UnitCrossFit(config.cross_fit or 5, config.seed).fit(
+    return UnitCrossFit(config.cross_fit or 5, config.seed, centre_k=config.across_centre_folds).fit(
         lambda: config.make_centre(name), Xs, dataset.Y, split.train, split.calibration, units, meta=dataset.meta,
         columns=config.calibrate_across, centres=centers if dataset.centers is not None else None)
 

@@ -241,7 +241,7 @@ def _run_across_cv(ds, parts, column: str, seed: int, methods, config, coverage:
     Y, test, units = ds.Y, parts["test"], parts["units"]
     t0 = time.perf_counter()
     fitted = config.make_centre().fit(Xs[train], Y[train])
-    cf = UnitCrossFit(cross_fit, seed).fit(config.make_centre, Xs, Y, train, score, units)
+    cf = UnitCrossFit(cross_fit, seed, centre_k=cross_fit).fit(config.make_centre, Xs, Y, train, score, units)
     centre_seconds = time.perf_counter() - t0
     centers = fitted.predict(Xs)
     for name in methods:

@@ -124,6 +124,22 @@ def test_unit_cross_fit_predicts_each_row_from_a_model_without_its_unit():
     assert (cf.train_centres_[:, 0] != phone[train]).all() and (cf.score_centres_[:, 0] != phone[score]).all()
     assert len(cf.folds_) == 4 and sorted(np.concatenate([f for _, f, _ in cf.folds_])) == list(range(len(train)))
     assert not np.isnan(cf.score_centres_).any()
+    # the centres fold one unit at a time (the shapes keep 4 folds): a row's nearest other phone is next
+    # to its own (X ~ 100 * phone), which a centre missing a quarter of the phones often lacks
+    assert cf.centre_folds_ == 8
+    assert (np.abs(cf.train_centres_[:, 0] - phone[train]) == 1).all()
+    assert (np.abs(cf.score_centres_[:, 0] - phone[score]) == 1).all()
+    coarse = UnitCrossFit(4, seed=0, centre_k=2).fit(lambda: KNeighborsRegressor(n_neighbors=1), X, Y, train, score,
+                                                     units)
+    assert coarse.centre_folds_ == 2 and (np.abs(coarse.train_centres_[:, 0] - phone[train]) > 1).any()
+    for bad in (1, 2.5, True, "units"):
+        with pytest.raises(InputError, match="the centre's unit folds must be an integer >= 2") as err:
+            UnitCrossFit(4, centre_k=bad).fit(lambda: KNeighborsRegressor(n_neighbors=1), X, Y, train, score, units)
+        assert err.value.field == "across_centre_folds"
+    # the client's own centres: nothing fitted, every row keeps its own
+    own = UnitCrossFit(4, seed=0).fit(None, X, Y, train, score, units, centres=Y + 0.5)
+    assert own.centre_folds_ == 0 and (own.train_centres_ == Y[train] + 0.5).all()
+    assert (own.score_centres_ == Y[score] + 0.5).all() and len(own.folds_) == 4
     # with both columns, a fold's model also leaves out the other phone of a held-out phone's user
     meta = {"PHONEID": phone, "USERID": user}
     cf = UnitCrossFit(4, seed=0).fit(lambda: KNeighborsRegressor(n_neighbors=1), X, Y, train, score, units, meta=meta,
@@ -166,12 +182,19 @@ def test_train_calibrates_on_the_units_with_the_split_rule():
         if mode == "cross-fit":  # every training phone calibrates, and the scores are not the served model's
             assert result.model.methods["ge"].calibrator_.n_calibration_ == split.across["units"]["train"]
             assert result.centre["cross_fit"] == 5
+            assert result.centre["centre_folds"] == split.across["units"]["train"]  # one phone per centre fold
             served = result.model.score_points(ds.X[split.calibration], ds.Y[split.calibration])["ge"]
             assert served.shape == result.model.methods["ge"].calibrator_.scores_.shape
             assert not np.allclose(np.sort(served), result.model.methods["ge"].calibrator_.scores_)
     exact = train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), coverage=0.6,
                                   across_mode="held-out"))
     assert exact.model.methods["ge"].calibrator_.rule == "group-subsample"
+    few = train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), seed=2,
+                                across_centre_folds=3))
+    assert (few.centre["centre_folds"], few.centre["cross_fit"]) == (3, 5)
+    with pytest.raises(InputError, match="the centre's unit folds must be an integer >= 2; got 1") as err:
+        train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), across_centre_folds=1))
+    assert err.value.field == "across_centre_folds"
 
 
 def test_group_weighted_reaches_levels_the_few_units_cannot_with_the_finite_sample_rules():
