@@ -132,9 +132,9 @@ def summarise(records: list[dict], reps: list[dict], argv: list[str]) -> tuple[l
 
     df = pd.DataFrame(records)
     runs = ", ".join(sorted({c[:7] for c in df["commit"]})) if len(df) else "-"
-    lines = ["## Unit folds and representations at new phones and users (k-NN centre, GE and NLE)", "",
+    lines = ["## Unit folds and representations", "",
              f"Command: `python benchmarks/across_folds.py {' '.join(argv)}` at commit {commit()}; runs at {runs}. "
-             "UJIIndoorLoc TrainingData, the product's across splits (`training.across.across_split`), the k-NN "
+             "New phones and users: UJIIndoorLoc TrainingData, the product's across splits (`training.across.across_split`), the k-NN "
              "centre, GE and NLE at 0.9. `coverage`: pooled over the test rows (mean over splits); `area`: the "
              "regions' mean true area (m^2), mean and median over splits; `x position`: the median over splits of "
              "the area over the same split's `position` area; `oracle`: the area the same regions would need to hold "

@@ -125,6 +125,10 @@ class TrainConfig:
     #: cross-fit mode: the centre's unit folds (one unit per fold up to this many units; the shapes keep
     #: ``cross_fit`` or 5): fold centres that miss a fifth of the units over-cover (training.across.UnitCrossFit)
     across_centre_folds: int = 20
+    #: ... while the served centre's fit time times the folds stays within this many seconds (at least 5
+    #: folds whatever it costs; None: no limit): UJIIndoorLoc's k-NN refits 13 times in 2 s, its hgb
+    #: (22 s a fit) would take 280 s, beyond issue 69's budget for the whole command (360 s)
+    across_centre_seconds: float | None = 60.0
     #: the per-row label column (``Dataset.meta``) holding each row's floor: the bundle then answers a floor set
     #: beside each ellipse, both calibrated on one joint score (training.floors, models.floors). None: off
     floor_column: str | None = None
@@ -316,6 +320,12 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
             from training.across import check_centre_folds
 
             check_centre_folds(config.across_centre_folds)
+            seconds = config.across_centre_seconds
+            if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                        or not seconds > 0):
+                raise InputError(f"across_centre_seconds must be a positive number of seconds or None; got "
+                                 f"{seconds!r}", field="across_centre_seconds", expected="seconds > 0 or None",
+                                 received=repr(seconds))
         if config.calibration:
             rule = check_rule(config.calibration)
         elif split.across:
@@ -355,7 +365,8 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
                 timings["centre_selection"] = meter.stages["centre selection"]["seconds"]
             if cross:
                 with meter.stage("cross-fit"), on_idle_cores():
-                    cross_fit = _cross_fit_units(dataset, config, Xs, split, groups, centre_info, centers)
+                    cross_fit = _cross_fit_units(dataset, config, Xs, split, groups, centre_info, centers,
+                                                 meter.stages.get("centre", {}).get("seconds"))
                 centers[split.train] = cross_fit.train_centres_
                 k = centre_info["cross_fit"] = len(cross_fit.folds_)
                 centre_info["centre_folds"] = cross_fit.centre_folds_
@@ -519,13 +530,18 @@ def _units(rows: np.ndarray, groups) -> int:
 
 
 def _cross_fit_units(dataset: Dataset, config: TrainConfig, Xs: np.ndarray, split: Split, units, centre_info: dict,
-                     centers: np.ndarray):
+                     centers: np.ndarray, centre_seconds: float | None = None):
     """``--calibrate-across`` with ``across_mode="cross-fit"``: a :class:`training.across.UnitCrossFit`
-    of the chosen centre over the train part's units, scoring the calibration rows."""
-    from training.across import UnitCrossFit
+    of the chosen centre over the train part's units, scoring the calibration rows. Its centre folds:
+    :func:`training.across.centre_folds` of the served centre's fit time ``centre_seconds``; what decided
+    goes to ``centre_info["centre_folds_by"]``."""
+    from training.across import UnitCrossFit, centre_folds
 
     name = centre_info["name"]
-    return UnitCrossFit(config.cross_fit or 5, config.seed, centre_k=config.across_centre_folds).fit(
+    n_units = len(np.unique(np.asarray(units)[split.train]))
+    k, centre_info["centre_folds_by"] = centre_folds(n_units, config.across_centre_folds, config.cross_fit or 5,
+                                                     centre_seconds, config.across_centre_seconds)
+    return UnitCrossFit(config.cross_fit or 5, config.seed, centre_k=k).fit(
         lambda: config.make_centre(name), Xs, dataset.Y, split.train, split.calibration, units, meta=dataset.meta,
         columns=config.calibrate_across, centres=centers if dataset.centers is not None else None)
 

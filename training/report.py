@@ -61,6 +61,8 @@ def centre_line(centre: dict | None) -> str:
                                                              kv[1].get(key, float("inf"))))
         cv = ", ".join(f"{n} {e[key]:.4g}" + _dropped(e) if key in e else f"{n}{_dropped(e)}" for n, e in ranked)
         text += f" (chosen by {centre.get('selected_by', 'cross-validation')}; CV {CRITERIA[key]}: {cv})"
+    if centre.get("centre_folds_by"):  # --calibrate-across: how the calibration's fold centres were fitted
+        text += f"; calibration scored by centres of {centre['centre_folds_by']}"
     if centre.get("test"):
         t = centre["test"]
         text += f"; test error RMSE {t['rmse']:.4g}, median {t['median']:.4g}"

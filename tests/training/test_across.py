@@ -9,10 +9,11 @@ import pytest
 
 from models.exceptions import InputError
 from training import synthetic
-from training.across import UnitCrossFit, across_split, unit_codes
+from training.across import UnitCrossFit, across_split, centre_folds, unit_codes
 from training.cli import main
 from training.datasets import Dataset, group_by_position, load_csv
 from training.pipeline import TrainConfig, train
+from training.report import centre_line
 
 
 def survey(n_devices: int, n_points: int = 120, readings: int = 10, seed: int = 0) -> Dataset:
@@ -153,6 +154,21 @@ def test_unit_cross_fit_predicts_each_row_from_a_model_without_its_unit():
     assert not np.isnan(cf.score_centres_[~np.isin(score, lone)]).any()
 
 
+@pytest.mark.parametrize("n_units, most, least, seconds, allowance, expected", [
+    (13, 20, 5, 0.5, 60.0, (13, "one unit per fold (13 units)")),
+    (13, 20, 5, None, 60.0, (13, "one unit per fold (13 units)")),  # no fit timed: no limit
+    (13, 20, 5, 21.6, None, (13, "one unit per fold (13 units)")),
+    (30, 20, 5, 0.5, 60.0, (20, "20 folds (at most 20)")),
+    (13, 20, 5, 5.0, 60.0, (12, "12 folds, not 13: a fit of the centre took 5.0 s and the folds' fits may take 60 s "
+                               "(TrainConfig.across_centre_seconds)")),
+    (13, 20, 5, 21.6, 60.0, (5, "5 folds, not 13: a fit of the centre took 21.6 s and the folds' fits may take 60 s "
+                                "(TrainConfig.across_centre_seconds)")),  # never below the shapes' 5
+    (3, 20, 5, 100.0, 1.0, (3, "one unit per fold (3 units)")),  # the floor is at most the units
+])
+def test_centre_folds_are_one_unit_each_within_the_time_allowed(n_units, most, least, seconds, allowance, expected):
+    assert centre_folds(n_units, most, least, seconds, allowance) == expected
+
+
 @pytest.mark.parametrize("n_devices", [1, 4])
 def test_too_few_units_names_the_column_and_the_count(n_devices):
     ds = survey(n_devices)
@@ -192,6 +208,16 @@ def test_train_calibrates_on_the_units_with_the_split_rule():
     few = train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), seed=2,
                                 across_centre_folds=3))
     assert (few.centre["centre_folds"], few.centre["cross_fit"]) == (3, 5)
+    assert few.centre["centre_folds_by"] == "3 folds (at most 3)"
+    dear = train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), seed=2,
+                                 across_centre_seconds=1e-9))  # any fit costs more than the folds may take
+    assert dear.centre["centre_folds"] == 5 and dear.centre["centre_folds_by"].startswith("5 folds, not ")
+    assert "calibration scored by centres of 5 folds, not " in centre_line(dear.centre)
+    for bad in (0, -1.0, "60", True):
+        with pytest.raises(InputError, match="across_centre_seconds must be a positive number") as err:
+            train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",),
+                                  across_centre_seconds=bad))
+        assert err.value.field == "across_centre_seconds"
     with pytest.raises(InputError, match="the centre's unit folds must be an integer >= 2; got 1") as err:
         train(ds, TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), across_centre_folds=1))
     assert err.value.field == "across_centre_folds"
