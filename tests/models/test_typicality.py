@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from models.exceptions import InputError
+from models.typicality import Typicality, conformal_p_values
+
+
+def test_p_values_by_hand():
+    cal = np.array([1.0, 2.0, 2.0, 3.0])
+    assert conformal_p_values(cal, np.array([0.5, 2.0, 4.0])).tolist() == [1.0, 4 / 5, 1 / 5]
+    assert conformal_p_values(cal, np.array([2.0]), u=np.array([0.0])).tolist() == [1 / 5]
+
+
+def test_scores_are_mean_distances_to_the_nearest_reference_rows_in_the_projection():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6))
+    typ = Typicality(k=3, n_components=6).fit(X)
+    Z, R = typ.project(X[:5]), typ.reference_.astype(np.float64)
+    D = np.sqrt(((Z[:, None, :] - R[None, :, :]) ** 2).sum(axis=2))
+    assert typ.scores(X[:5]) == pytest.approx(np.sort(D, axis=1)[:, :3].mean(axis=1), rel=1e-5)
+    assert np.sort(D, axis=1)[:, 0].max() < 1e-3 < np.sort(D, axis=1)[:, 1].min()  # a reference row is its own nearest
+
+
+def test_a_held_out_query_is_typical_and_an_offset_one_is_not():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(1500, 10))
+    typ = Typicality().fit(X[:1000]).calibrate(X[1000:1250])
+    p_same, p_moved = typ.p_values(X[1250:]), typ.p_values(X[1250:] + 1.5)
+    assert 0.4 < p_same.mean() < 0.6 and p_moved.mean() < 0.1
+
+
+def test_across_units_a_calibration_row_leaves_its_own_unit_out():
+    rng = np.random.default_rng(2)
+    units = np.repeat(np.arange(6), 100)
+    X = rng.normal(size=(600, 4)) + units[:, None] * 3.0  # each unit its own cloud
+    typ = Typicality(k=2).fit(X, groups=units)
+    own, other = typ.scores(X[:10]), typ.scores(X[:10], groups=units[:10])
+    assert (other > own).all()  # without its own unit's rows, a row is far from everything
+    with pytest.raises(InputError, match="fewer than k reference rows outside its own unit"):
+        Typicality(k=2).fit(X[:100], groups=np.zeros(100, dtype=int)).calibrate(X[:5], groups=np.zeros(5, dtype=int))
+
+
+def test_arrays_round_trip():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 8))
+    typ = Typicality(k=4, n_components=5, max_reference=100, seed=3).fit(X[:300]).calibrate(X[300:])
+    again = Typicality.from_arrays(typ.to_arrays())
+    assert (again.k, again.n_components, again.max_reference, again.seed) == (4, 5, 100, 3)
+    assert len(again.reference_) == 100 and again.components_.shape == (8, 5)
+    assert np.array_equal(again.p_values(X[:50]), typ.p_values(X[:50]))
+    assert Typicality.from_arrays({}) is None
+
+
+@pytest.mark.parametrize("field, value", [("k", 0), ("k", 2.0), ("n_components", 0), ("max_reference", 1)])
+def test_bad_parameters_name_the_field(field, value):
+    with pytest.raises(InputError) as err:
+        Typicality(**{field: value}).fit(np.zeros((50, 3)))
+    assert err.value.field == field
