@@ -133,23 +133,21 @@ class Typicality:
         return conformal_p_values(self.calibration_, self.scores(X), u)
 
     # ------------------------------------------------------------------ bundle
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"typicality_params": np.array([self.k, self.n_components, self.max_reference, self.seed]),
-                "typicality_mean": self.mean_, "typicality_components": self.components_,
-                "typicality_reference": self.reference_, "typicality_reference_groups": self.reference_groups_,
-                "typicality_calibration": self.calibration_}
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """``(params, arrays)``: the hyperparameters (json) and the fitted arrays (a bundle's npz)."""
+        return ({"k": int(self.k), "n_components": int(self.n_components), "max_reference": int(self.max_reference),
+                 "seed": int(self.seed)},
+                {"mean": self.mean_, "components": self.components_, "reference": self.reference_,
+                 "reference_groups": self.reference_groups_, "calibration": self.calibration_})
 
     @classmethod
-    def from_arrays(cls, arrays) -> "Typicality | None":
-        """The stored step, or ``None`` for a bundle from before it."""
-        if "typicality_params" not in arrays:
-            return None
-        k, c, r, seed = (int(v) for v in arrays["typicality_params"])
-        out = cls(k=k, n_components=c, max_reference=r, seed=seed)
-        out.mean_ = np.asarray(arrays["typicality_mean"], dtype=np.float64)
-        out.components_ = np.asarray(arrays["typicality_components"], dtype=np.float64)
-        out.reference_ = np.asarray(arrays["typicality_reference"], dtype=np.float32)
-        out.reference_groups_ = np.asarray(arrays["typicality_reference_groups"], dtype=np.int64)
-        out.calibration_ = np.asarray(arrays["typicality_calibration"], dtype=np.float64)
+    def from_arrays(cls, params: dict, arrays) -> "Typicality":
+        """The step :meth:`to_arrays` stored."""
+        out = cls(**{k: int(params[k]) for k in ("k", "n_components", "max_reference", "seed")})
+        out.mean_ = np.asarray(arrays["mean"], dtype=np.float64)
+        out.components_ = np.asarray(arrays["components"], dtype=np.float64)
+        out.reference_ = np.asarray(arrays["reference"], dtype=np.float32)
+        out.reference_groups_ = np.asarray(arrays["reference_groups"], dtype=np.int64)
+        out.calibration_ = np.asarray(arrays["calibration"], dtype=np.float64)
         out._prepare()
         return out
