@@ -15,6 +15,7 @@ from models.regions import BoxRegions, EllipsoidRegions
 from models.shapes import (
     EmpiricalCopulaBox,
     GaussianEllipsoid,
+    IsotropicBall,
     LMVEShape,
     NearestNeighbourEllipsoid,
 )
@@ -22,5 +23,5 @@ from models.shapes import (
 __all__ = [
     "RegionModel", "SVRCentre", "KNNCentre", "SplitConformalCalibrator", "conformal_quantile", "BundleError", "InputError",
     "LMVEError", "NotFittedError", "SplitConformalRegressor", "BoxRegions", "EllipsoidRegions",
-    "EmpiricalCopulaBox", "GaussianEllipsoid", "LMVEShape", "NearestNeighbourEllipsoid",
+    "EmpiricalCopulaBox", "GaussianEllipsoid", "IsotropicBall", "LMVEShape", "NearestNeighbourEllipsoid",
 ]

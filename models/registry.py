@@ -17,7 +17,7 @@ from typing import Literal
 from models.centres.kinds import KINDS, TYPES, CentreSpec
 from models.centres.stack import StackCentre
 from models.exceptions import InputError, UnknownMethodError
-from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid
+from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, IsotropicBall, LMVEShape, NearestNeighbourEllipsoid
 
 #: training options an estimator receives when its constructor has a parameter of that name
 _RUNTIME = {"seed": "random_state", "device": "device", "progress": "progress"}
@@ -60,6 +60,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("ge", "GE", GaussianEllipsoid, "ellipsoid", fallback_rank=2),
     MethodSpec("nle", "NLE", NearestNeighbourEllipsoid, "ellipsoid", fallback_rank=1),
     MethodSpec("lmve", "LMVE", LMVEShape, "ellipsoid", fallback_rank=0),
+    MethodSpec("ball", "Ball", IsotropicBall, "ellipsoid", fallback_rank=3),
     MethodSpec("copula", "Copula", EmpiricalCopulaBox, "box", fallback_rank=None),
 )}
 

@@ -1,5 +1,6 @@
-"""Shape methods: GE, NLE, LMVE (ellipsoids) and the Copula baseline (boxes)."""
+"""Shape methods: GE, the ball, NLE, LMVE (ellipsoids) and the Copula baseline (boxes)."""
 
+from models.shapes.ball import IsotropicBall
 from models.shapes.base import EllipsoidShapeEstimator, ShapeEstimator
 from models.shapes.copula import EmpiricalCopulaBox
 from models.shapes.ge import GaussianEllipsoid
@@ -10,6 +11,7 @@ __all__ = [
     "ShapeEstimator",
     "EllipsoidShapeEstimator",
     "GaussianEllipsoid",
+    "IsotropicBall",
     "NearestNeighbourEllipsoid",
     "LMVEShape",
     "EmpiricalCopulaBox",

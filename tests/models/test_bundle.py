@@ -14,7 +14,7 @@ def test_round_trip_gives_identical_predictions(trained_synthetic, bundle_dir):
     loaded = load_bundle(bundle_dir)
     X = ds.X[result.split.test]
     Y = ds.Y[result.split.test]
-    assert set(loaded.methods) == {"ge", "nle", "lmve", "copula"}
+    assert set(loaded.methods) == {"ge", "nle", "lmve", "ball", "copula"}
     for name in loaded.methods:
         a = result.model.predict_region(X, method=name).regions
         b = loaded.predict_region(X, method=name).regions
@@ -37,7 +37,7 @@ def test_manifest_records_what_the_issue_asks(bundle_dir, trained_synthetic):
     assert m["dataset"]["name"] == "synthetic" and len(m["dataset"]["sha256"]) == 64
     assert m["d"] == 16 and m["n"] == 2 and m["coverage"] == 0.9
     assert set(m["files"]) == {"scaler.npz", "centre.npz", "calibration.npz", "ge.npz", "nle.npz", "lmve.npz",
-                               "copula.npz"}
+                               "ball.npz", "copula.npz"}
     for name, entry in m["methods"].items():
         assert entry["alpha_q"] == pytest.approx(trained_synthetic[0].model.methods[name].alpha_q_)
     assert m["metrics"]["lmve"]["coverage"] == trained_synthetic[0].metrics["lmve"]["coverage"]

@@ -31,7 +31,7 @@ def test_lmve_never_sees_calibration_rows(trained_synthetic):
 
 def test_unknown_method_is_refused():
     ds = load_dataset("synthetic", n_samples=200)
-    with pytest.raises(InputError, match="method must be one of ge, nle, lmve, copula; got 'magic'"):
+    with pytest.raises(InputError, match="method must be one of ge, nle, lmve, ball, copula; got 'magic'"):
         train(ds, TrainConfig(methods=("ge", "magic")))
 
 
