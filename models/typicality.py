@@ -28,6 +28,9 @@ import numpy as np
 
 from models.exceptions import InputError
 
+#: the shift test's bins: quantiles of the train rows' scores (255 edges)
+BINS = 256
+
 
 def conformal_p_values(calibration: np.ndarray, scores: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
     """(N,) p-values of ``scores`` among the sorted ``calibration`` scores (larger: less typical):
@@ -57,6 +60,8 @@ class Typicality:
     ----------------------------------------------------
     mean_ (d,), components_ (d, c): the projection ``(x - mean_) @ components_``;
     reference_ (r, c) float32 and ``reference_groups_`` (r,) (-1 without groups);
+    edges_ (b,): bin edges for the shift test (:class:`models.calibration.martingale.ShiftTest`), quantiles
+    of the train rows' own scores (never a calibration row's or a query's, so the test stays exact);
     calibration_ (n,): the calibration rows' scores, sorted.
     """
 
@@ -68,6 +73,7 @@ class Typicality:
     components_: np.ndarray = field(default=None, repr=False)
     reference_: np.ndarray = field(default=None, repr=False)
     reference_groups_: np.ndarray = field(default=None, repr=False)
+    edges_: np.ndarray = field(default=None, repr=False)
     calibration_: np.ndarray = field(default=None, repr=False)
 
     def _check_params(self, rows: int) -> None:
@@ -98,7 +104,23 @@ class Typicality:
         self.reference_groups_ = np.full(len(keep), -1, dtype=np.int64) if groups is None \
             else np.asarray(groups, dtype=np.int64)[keep]
         self._prepare()
+        self.edges_ = self._edges(X, keep, groups, rng)
         return self
+
+    def _edges(self, X: np.ndarray, keep: np.ndarray, groups, rng) -> np.ndarray:
+        """:data:`BINS` quantiles of train rows' scores: rows outside the reference (up to 10,000), else
+        each reference row against the others (its own unit left out with ``groups``, as calibrated)."""
+        rest = np.setdiff1d(np.arange(len(X)), keep)
+        g = None if groups is None else np.asarray(groups, dtype=np.int64)
+        if len(rest) >= 100:
+            rows = np.sort(rng.choice(rest, min(len(rest), 10_000), replace=False))
+            s = self.scores(X[rows], None if g is None else g[rows])
+        else:  # every train row is a reference row: leave each one out of its own reference
+            s = self.scores(X[keep], None if g is None else g[keep], leave_out=np.arange(len(keep)))
+        s = s[np.isfinite(s)]
+        if not len(s):
+            return np.zeros(1)
+        return np.unique(np.quantile(s, np.linspace(0.0, 1.0, BINS + 1)[1:-1]))
 
     def _prepare(self) -> None:
         self._ref_sq = np.einsum("ij,ij->i", self.reference_, self.reference_, dtype=np.float64)
@@ -106,13 +128,16 @@ class Typicality:
     def project(self, X: np.ndarray) -> np.ndarray:
         return (np.asarray(X, dtype=np.float64) - self.mean_) @ self.components_
 
-    def scores(self, X: np.ndarray, groups=None) -> np.ndarray:
+    def scores(self, X: np.ndarray, groups=None, leave_out: np.ndarray | None = None) -> np.ndarray:
         """(N,) mean distance of each row of ``X`` (standardised features) to its ``k`` nearest reference
-        rows; with ``groups`` (N,), the reference rows of the row's own group are left out."""
+        rows; with ``groups`` (N,), the reference rows of the row's own group are left out; with
+        ``leave_out`` (N,), row ``i``'s reference row ``leave_out[i]`` (itself, when it is one)."""
         Z = self.project(X)
         D = (Z * Z).sum(axis=1)[:, None] - 2.0 * (Z @ self.reference_.T.astype(np.float64)) + self._ref_sq[None, :]
         if groups is not None:
             D[np.asarray(groups, dtype=np.int64)[:, None] == self.reference_groups_[None, :]] = np.inf
+        if leave_out is not None:
+            D[np.arange(len(D)), leave_out] = np.inf
         k = min(self.k, D.shape[1])
         near = np.partition(D, k - 1, axis=1)[:, :k]
         return np.sqrt(np.maximum(near, 0.0)).mean(axis=1)
@@ -132,13 +157,19 @@ class Typicality:
         (:func:`conformal_p_values`)."""
         return conformal_p_values(self.calibration_, self.scores(X), u)
 
+    def shift_test(self, delta: float = 0.01, seed: int = 0):
+        """A new :class:`models.calibration.martingale.ShiftTest` of queries against this calibration."""
+        from models.calibration.martingale import ShiftTest
+
+        return ShiftTest(self.calibration_, self.edges_, delta=delta, seed=seed)
+
     # ------------------------------------------------------------------ bundle
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """``(params, arrays)``: the hyperparameters (json) and the fitted arrays (a bundle's npz)."""
         return ({"k": int(self.k), "n_components": int(self.n_components), "max_reference": int(self.max_reference),
                  "seed": int(self.seed)},
                 {"mean": self.mean_, "components": self.components_, "reference": self.reference_,
-                 "reference_groups": self.reference_groups_, "calibration": self.calibration_})
+                 "reference_groups": self.reference_groups_, "edges": self.edges_, "calibration": self.calibration_})
 
     @classmethod
     def from_arrays(cls, params: dict, arrays) -> "Typicality":
@@ -148,6 +179,7 @@ class Typicality:
         out.components_ = np.asarray(arrays["components"], dtype=np.float64)
         out.reference_ = np.asarray(arrays["reference"], dtype=np.float32)
         out.reference_groups_ = np.asarray(arrays["reference_groups"], dtype=np.int64)
+        out.edges_ = np.asarray(arrays["edges"], dtype=np.float64)
         out.calibration_ = np.asarray(arrays["calibration"], dtype=np.float64)
         out._prepare()
         return out

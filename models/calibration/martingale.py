@@ -3,7 +3,15 @@
 Each query's nonconformity score (its typicality score, :mod:`models.typicality`) is ranked among the
 calibration scores *and every earlier query's* (the bag grows): under exchangeability of the
 calibration rows and the stream, these smoothed conformal p-values are independent and uniform on
-[0, 1] (Vovk, Nouretdinov and Gammerman, "Testing exchangeability on-line", ICML 2003). A betting
+[0, 1] (Vovk, Nouretdinov and Gammerman, "Testing exchangeability on-line", ICML 2003).
+
+The bag is kept as counts over fixed bins (``edges``): scores are ranked by their bin, ties within a bin
+smoothed. A fixed function of the scores keeps them exchangeable, so the p-values stay exactly uniform,
+provided the edges depend on nothing the test ranks (:class:`models.typicality.Typicality` takes them
+from the train part's scores, never the calibration's or a query's). What that buys: a test's state is a
+few hundred integers and three floats whatever the stream's length (a service runs for months, and a
+fleet shares the state), and a batch of ``N`` queries costs ``O(N^2 + bins)`` numpy work plus ``N``
+float steps, where the growing sorted bag cost an ``O(len(bag))`` insertion per query. A betting
 martingale multiplies its capital by ``f(p)`` per query, ``f >= 0`` integrating to 1 on [0, 1], so
 under exchangeability its expected capital stays 1, and by Ville's inequality
 ``P(the capital ever reaches 1 / delta) <= delta``: an alarm at ``1 / delta`` is a false alarm with
@@ -36,6 +44,7 @@ class ShiftTest:
     Parameters
     ----------
     calibration : (n,) the calibration rows' scores (larger: less typical)
+    edges : (b,) increasing bin edges; a score's bin is the number of edges at or below it
     delta : float, default=0.01
         The false-alarm level: the alarm sounds when the evidence reaches ``1 / delta``.
     jump : float, default=0.01
@@ -45,35 +54,43 @@ class ShiftTest:
 
     Attributes
     ----------
-    bag_ : sorted scores ranked against (the calibration's and every query's so far)
+    counts_ : (b + 1,) the bag's scores per bin (the calibration's and every query's so far)
     capital_ : (len(BETS),) each bet's capital; ``evidence`` is their sum (1 at the start)
     queries_ : the queries seen; ``alarm_at_``: the query at which the evidence first reached
     ``1 / delta`` (``None`` until then)
     """
 
     calibration: np.ndarray
+    edges: np.ndarray
     delta: float = 0.01
     jump: float = 0.01
     seed: int = 0
-    bag_: np.ndarray = field(init=False, repr=False)
+    counts_: np.ndarray = field(init=False, repr=False)
     capital_: np.ndarray = field(init=False, repr=False)
     queries_: int = field(init=False, default=0)
     alarm_at_: int | None = field(init=False, default=None)
 
     def __post_init__(self):
-        if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or not 0.0 < self.delta < 1.0:
-            raise InputError(f"the shift test's delta must be in (0, 1); got {self.delta!r}", field="delta",
-                             expected="a number in (0, 1)", received=repr(self.delta))
-        if not 0.0 <= self.jump <= 1.0:
+        check_delta(self.delta)
+        if isinstance(self.jump, bool) or not isinstance(self.jump, (int, float)) or not 0.0 <= self.jump <= 1.0:
             raise InputError(f"the shift test's jump must be in [0, 1]; got {self.jump!r}", field="jump",
                              expected="a number in [0, 1]", received=repr(self.jump))
-        cal = np.sort(np.asarray(self.calibration, dtype=np.float64).ravel())
+        edges = np.asarray(self.edges, dtype=np.float64).ravel()
+        if not len(edges) or not np.isfinite(edges).all() or np.any(np.diff(edges) <= 0):
+            raise InputError("the shift test's edges must be finite and increasing", field="edges",
+                             expected="an increasing array of finite numbers", received=f"{len(edges)} values")
+        cal = np.asarray(self.calibration, dtype=np.float64).ravel()
         if not len(cal) or not np.isfinite(cal).all():
             raise InputError("the shift test needs finite calibration scores", field="calibration",
                              expected="a non-empty array of finite scores", received=f"{len(cal)} scores")
-        self.bag_ = cal
+        self.edges = edges
+        self.counts_ = np.bincount(self.bins(cal), minlength=len(edges) + 1).astype(np.int64)
         self.capital_ = np.full(len(BETS), 1.0 / len(BETS))
         self._rng = np.random.default_rng(self.seed)
+
+    def bins(self, scores) -> np.ndarray:
+        """(N,) each score's bin: how many edges lie at or below it."""
+        return np.searchsorted(self.edges, np.asarray(scores, dtype=np.float64), side="right")
 
     @property
     def evidence(self) -> float:
@@ -84,27 +101,62 @@ class ShiftTest:
         return self.alarm_at_ is not None
 
     def update(self, scores) -> np.ndarray:
-        """Take ``scores`` (a batch of queries, in order); returns their p-values."""
+        """Take ``scores`` (a batch of queries, in order; a non-finite one is skipped: no evidence either way);
+        returns their p-values (``nan`` where skipped)."""
         scores = np.asarray(scores, dtype=np.float64).ravel()
-        bets = np.asarray(BETS)
-        out = np.empty(len(scores))
-        threshold = 1.0 / self.delta
-        for i, s in enumerate(scores):
-            if not math.isfinite(s):  # an unscorable query is no evidence either way
-                out[i] = np.nan
-                continue
-            lo, hi = np.searchsorted(self.bag_, s, "left"), np.searchsorted(self.bag_, s, "right")
-            p = (len(self.bag_) - hi + self._rng.random() * (hi - lo + 1)) / (len(self.bag_) + 1)
-            self.bag_ = np.insert(self.bag_, hi, s)
-            total = self.capital_.sum()
-            self.capital_ = (1.0 - self.jump) * self.capital_ + self.jump * total / len(bets)
-            self.capital_ = self.capital_ * (1.0 + bets * (1.0 - 2.0 * p))
-            self.queries_ += 1
-            if self.alarm_at_ is None and self.capital_.sum() >= threshold:
-                self.alarm_at_ = self.queries_
-            out[i] = p
+        out = np.full(len(scores), np.nan)
+        ok = np.flatnonzero(np.isfinite(scores))
+        if not len(ok):
+            return out
+        b = self.bins(scores[ok])
+        above_bag = np.concatenate([np.cumsum(self.counts_[::-1])[::-1][1:], [0]])  # in higher bins
+        earlier = np.tri(len(b), k=-1, dtype=bool)  # [i, j]: j came before i in this batch
+        above = above_bag[b] + (earlier & (b[None, :] > b[:, None])).sum(axis=1)
+        ties = self.counts_[b] + (earlier & (b[None, :] == b[:, None])).sum(axis=1)
+        n = int(self.counts_.sum()) + np.arange(len(b))
+        p = (above + self._rng.random(len(b)) * (ties + 1)) / (n + 1)
+        np.add.at(self.counts_, b, 1)
+        out[ok] = p
+        self._bet(p)
         return out
+
+    def _bet(self, p: np.ndarray) -> None:
+        """The Simple Jumper over the p-values ``p`` in order (plain floats: a step is about a microsecond)."""
+        capital = [float(c) for c in self.capital_]
+        jump, share, threshold = self.jump, 1.0 / len(BETS), 1.0 / self.delta
+        for pi in p.tolist():
+            total = sum(capital)
+            capital = [((1.0 - jump) * c + jump * total * share) * (1.0 + bet * (1.0 - 2.0 * pi))
+                       for c, bet in zip(capital, BETS)]
+            self.queries_ += 1
+            if self.alarm_at_ is None and sum(capital) >= threshold:
+                self.alarm_at_ = self.queries_
+        self.capital_ = np.asarray(capital)
 
     def summary(self) -> dict:
         """``{"evidence", "alarm", "queries", "delta"}`` as the service reports it."""
         return {"evidence": self.evidence, "alarm": self.alarm, "queries": self.queries_, "delta": self.delta}
+
+    # ------------------------------------------------------------------ state (shared by a fleet)
+    def state(self) -> dict:
+        """The test's state as json: counts, capital, queries, alarm (what :meth:`restore` reads)."""
+        return {"counts": self.counts_.tolist(), "capital": self.capital_.tolist(), "queries": self.queries_,
+                "alarm_at": self.alarm_at_}
+
+    def restore(self, state: dict) -> "ShiftTest":
+        """This test at ``state`` (:meth:`state`); an :class:`InputError` when it is another test's (bins)."""
+        counts = np.asarray(state["counts"], dtype=np.int64)
+        if counts.shape != self.counts_.shape:
+            raise InputError(f"the shift test's state has {counts.size} bins; this test has {self.counts_.size}",
+                             field="counts", expected=f"{self.counts_.size} bins", received=str(counts.size))
+        self.counts_, self.capital_ = counts, np.asarray(state["capital"], dtype=np.float64)
+        self.queries_, self.alarm_at_ = int(state["queries"]), state["alarm_at"]
+        return self
+
+
+def check_delta(delta) -> float:
+    """``delta`` as a float in (0, 1), or an :class:`InputError` naming it."""
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
+        raise InputError(f"the shift test's delta must be in (0, 1); got {delta!r}", field="delta",
+                         expected="a number in (0, 1)", received=repr(delta))
+    return float(delta)

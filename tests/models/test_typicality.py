@@ -55,3 +55,16 @@ def test_bad_parameters_name_the_field(field, value):
     with pytest.raises(InputError) as err:
         Typicality(**{field: value}).fit(np.zeros((50, 3)))
     assert err.value.field == field
+
+
+def test_edges_come_from_train_rows_and_the_shift_test_uses_them():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(3000, 6))
+    typ = Typicality(max_reference=500).fit(X[:2000]).calibrate(X[2000:2500])
+    assert 100 < len(typ.edges_) <= 255 and np.all(np.diff(typ.edges_) > 0)
+    test = typ.shift_test(delta=0.05)
+    assert test.counts_.sum() == 500 and np.array_equal(test.edges, typ.edges_)
+    test.update(typ.scores(X[2500:]))
+    assert not test.alarm
+    small = Typicality(max_reference=500).fit(X[:300])  # every train row a reference row: leave-one-out
+    assert len(small.edges_) > 50 and small.edges_[0] > 0.0
