@@ -16,6 +16,8 @@ Layout (schema version 2)::
                         and per method the joint calibration's map and scores (:mod:`models.floors`);
                         the manifest's ``floors`` names the columns, the classifier and the guarantee
       survey.npz        (optional) the surveyed positions and a few held-out rows, for the viewer
+      typicality.npz    (optional) the queries' typicality step: projection, reference rows, the shift
+                        test's bins, the calibration rows' scores (:mod:`models.typicality`)
                         (:mod:`models.survey`); the manifest's ``survey`` counts them
 
 The manifest's optional ``crs`` declares the targets' coordinate reference system (:mod:`models.geo`).
@@ -53,6 +55,7 @@ from models.geo import TargetCRS
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.typicality import Typicality
 from models.survey import Survey
 
 SCHEMA_VERSION = 2
@@ -135,6 +138,9 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
     if model.survey is not None:
         survey_info, survey_arrays = model.survey.to_arrays()
         files["survey.npz"] = npz_bytes(survey_arrays)
+    if model.typicality is not None:
+        typ_params, typ_arrays = model.typicality.to_arrays()
+        files["typicality.npz"] = npz_bytes(typ_arrays)
     first = next(iter(model.methods.values())).calibrator_
     manifest = {
         "schema_version": SCHEMA_VERSION,
@@ -162,6 +168,9 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         manifest["crs"] = model.crs.to_manifest()
     if model.survey is not None:
         manifest["survey"] = {**survey_info, "file": "survey.npz"}
+    if model.typicality is not None:
+        manifest["typicality"] = {"params": typ_params, "file": "typicality.npz",
+                                  "n_calibration": int(len(model.typicality.calibration_))}
     manifest["bundle_id"] = sha256_bytes(json.dumps(manifest["files"], sort_keys=True).encode())[:16]
     files[MANIFEST] = json.dumps(manifest, indent=2, sort_keys=True).encode()
     write_atomic(Path(path), files)
@@ -321,6 +330,15 @@ def load_bundle(path) -> RegionModel:
         if manifest.get("survey"):
             file = manifest["survey"]["file"]
             survey = Survey.from_arrays(arrays(file), int(manifest["d"]), int(manifest["n"]), str(path / file))
+        typicality = None
+        if manifest.get("typicality"):
+            typicality = Typicality.from_arrays(manifest["typicality"]["params"],
+                                                arrays(manifest["typicality"]["file"]))
+            if typicality.mean_.shape != np.shape(scaler["mean"]):
+                raise BundleError(f"{path / manifest['typicality']['file']}: its projection takes "
+                                  f"{typicality.mean_.shape[0]} features; the bundle's scaler "
+                                  f"{np.shape(scaler['mean'])[0]}",
+                                  path=str(path / manifest["typicality"]["file"]))
     except BundleError:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
@@ -329,7 +347,7 @@ def load_bundle(path) -> RegionModel:
     return RegionModel(feature_names=list(manifest["feature_names"]), target_names=list(manifest["target_names"]),
                        scaler_mean=scaler["mean"], scaler_scale=scaler["scale"], methods=methods, coverage=coverage,
                        manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path), floors=floors,
-                       crs=crs, survey=survey)
+                       crs=crs, survey=survey, typicality=typicality)
 
 
 def _selection(manifest: dict, path: Path) -> dict:

@@ -26,6 +26,7 @@ from models.geo import TargetCRS
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from models.survey import Survey
+from models.typicality import Typicality
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ class RegionModel:
         ground metres. ``None``: plane coordinates only.
     survey : Survey or None
         Where the survey's rows were and a few held-out rows (:mod:`models.survey`), for the viewer.
+    typicality : Typicality or None
+        How unlike the calibration rows a query's features are (:mod:`models.typicality`): its conformal
+        p-value and the shift test's scores. ``None`` in bundles trained before it.
     """
 
     feature_names: list[str]
@@ -100,6 +104,7 @@ class RegionModel:
     floors: FloorModel | None = None
     crs: TargetCRS | None = None
     survey: Survey | None = None
+    typicality: Typicality | None = None
 
     @property
     def n_features(self) -> int:
@@ -356,12 +361,20 @@ class RegionModel:
         return RegionModel(feature_names=list(self.feature_names), target_names=list(self.target_names),
                            scaler_mean=self.scaler_mean, scaler_scale=self.scaler_scale, methods=methods,
                            coverage=self.coverage, manifest={}, preprocess=self.preprocess,
-                           selection=dict(self.selection), crs=self.crs, survey=self.survey)
+                           selection=dict(self.selection), crs=self.crs, survey=self.survey,
+                           typicality=None if self.typicality is None else self.typicality.recalibrated(X))
 
     def predict_center(self, features, centers=None) -> np.ndarray:
         """(N, n) centres for raw ``features`` (a client-centre bundle: the checked ``centers``)."""
         X = self._features(features)
         return self._centers(centers, X)
+
+    def typicality_scores(self, features) -> np.ndarray | None:
+        """(N,) the typicality scores of raw ``features`` (larger: less like the survey;
+        :mod:`models.typicality`), ``None`` for a bundle without the step."""
+        if self.typicality is None:
+            return None
+        return self.typicality.scores(self._features(features))
 
     def standardise(self, features) -> np.ndarray:
         """Checked raw features (N, d), preprocessed and on the training scale."""

@@ -30,6 +30,8 @@ from models.exceptions import InputError
 
 #: the shift test's bins: quantiles of the train rows' scores (255 edges)
 BINS = 256
+#: rows scored at a time
+CHUNK = 2048
 
 
 def conformal_p_values(calibration: np.ndarray, scores: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
@@ -131,16 +133,23 @@ class Typicality:
     def scores(self, X: np.ndarray, groups=None, leave_out: np.ndarray | None = None) -> np.ndarray:
         """(N,) mean distance of each row of ``X`` (standardised features) to its ``k`` nearest reference
         rows; with ``groups`` (N,), the reference rows of the row's own group are left out; with
-        ``leave_out`` (N,), row ``i``'s reference row ``leave_out[i]`` (itself, when it is one)."""
+        ``leave_out`` (N,), row ``i``'s reference row ``leave_out[i]`` (itself, when it is one). Rows go
+        :data:`CHUNK` at a time (a chunk's distance matrix is at most 32 MiB with 2,048 reference rows)."""
         Z = self.project(X)
-        D = (Z * Z).sum(axis=1)[:, None] - 2.0 * (Z @ self.reference_.T.astype(np.float64)) + self._ref_sq[None, :]
-        if groups is not None:
-            D[np.asarray(groups, dtype=np.int64)[:, None] == self.reference_groups_[None, :]] = np.inf
-        if leave_out is not None:
-            D[np.arange(len(D)), leave_out] = np.inf
-        k = min(self.k, D.shape[1])
-        near = np.partition(D, k - 1, axis=1)[:, :k]
-        return np.sqrt(np.maximum(near, 0.0)).mean(axis=1)
+        g = None if groups is None else np.asarray(groups, dtype=np.int64)
+        out = np.empty(len(Z))
+        for start in range(0, len(Z), CHUNK):
+            part = slice(start, start + CHUNK)
+            z = Z[part]
+            D = (z * z).sum(axis=1)[:, None] - 2.0 * (z @ self.reference_.T.astype(np.float64)) + self._ref_sq[None, :]
+            if g is not None:
+                D[g[part][:, None] == self.reference_groups_[None, :]] = np.inf
+            if leave_out is not None:
+                D[np.arange(len(D)), leave_out[part]] = np.inf
+            k = min(self.k, D.shape[1])
+            near = np.partition(D, k - 1, axis=1)[:, :k]
+            out[part] = np.sqrt(np.maximum(near, 0.0)).mean(axis=1)
+        return out
 
     def calibrate(self, X: np.ndarray, groups=None) -> "Typicality":
         """The calibration rows' scores (``groups``: leave each row's unit out of its reference)."""
@@ -151,6 +160,14 @@ class Typicality:
                              received="fewer")
         self.calibration_ = np.sort(s)
         return self
+
+    def recalibrated(self, X: np.ndarray) -> "Typicality":
+        """A copy calibrated on fresh rows ``X`` (standardised features): the reference and the bins stay, so a
+        new shift test ranks queries against the rows the new calibration trusts."""
+        import copy
+
+        out = copy.copy(self)
+        return out.calibrate(X)
 
     def p_values(self, X: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
         """(N,) conformal p-values of the rows of ``X`` among the calibration scores

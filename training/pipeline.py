@@ -129,6 +129,9 @@ class TrainConfig:
     #: folds whatever it costs; None: no limit): UJIIndoorLoc's k-NN refits 13 times in 2 s, its hgb
     #: (22 s a fit) would take 280 s, beyond issue 69's budget for the whole command (360 s)
     across_centre_seconds: float | None = 60.0
+    #: fit the queries' typicality step (models.typicality: their conformal p-value and the shift alarm's
+    #: scores) on the train part, calibrated on the calibration rows (across units: each row without its unit)
+    typicality: bool = True
     #: the per-row label column (``Dataset.meta``) holding each row's floor: the bundle then answers a floor set
     #: beside each ellipse, both calibrated on one joint score (training.floors, models.floors). None: off
     floor_column: str | None = None
@@ -387,6 +390,9 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     model = RegionModel(feature_names=list(dataset.feature_names), target_names=list(dataset.target_names),
                         scaler_mean=scaler.mean_.copy(), scaler_scale=scaler.scale_.copy(), methods=methods,
                         coverage=eta, preprocess=preprocess)
+    if config.typicality:
+        with meter.stage("typicality"):
+            model.typicality = fit_typicality(Xs, split, groups if config.calibrate_across else None, config.seed)
     if floor_classes is not None:
         from training.floors import conformalize_floors, fit_floors
 
@@ -415,6 +421,24 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
                                           train_groups, n_units, fold_figures if cross else None)
     return TrainResult(model=model, split=split, metrics=metrics, timings=timings, centre=centre_info,
                        stages=meter.stages)
+
+
+def fit_typicality(Xs: np.ndarray, split: Split, units=None, seed: int = 0):
+    """The typicality step (:class:`models.typicality.Typicality`) of standardised features ``Xs``: its
+    reference from the train part, its calibration scores from the calibration rows, each scored as a query
+    of the guarantee would be. A grouped split already keeps the calibration positions out of the train
+    part; across ``units`` (m,), each calibration row also leaves its own unit's reference rows out, as a
+    new phone has none in the survey. ``None`` when a calibration row has fewer than ``k`` reference rows
+    outside its unit (a train part of two units, one of them tiny): the answers then carry no typicality."""
+    from models.typicality import Typicality
+
+    train_units = None if units is None else np.asarray(units)[split.train]
+    cal_units = None if units is None else np.asarray(units)[split.calibration]
+    step = Typicality(seed=seed).fit(Xs[split.train], groups=train_units)
+    try:
+        return step.calibrate(Xs[split.calibration], groups=cal_units)
+    except InputError:
+        return None
 
 
 def _choose_primary(model, dataset, config, split, Xs, Y, centers, centre, eta, rule, groups, train_groups,

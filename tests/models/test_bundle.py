@@ -37,7 +37,7 @@ def test_manifest_records_what_the_issue_asks(bundle_dir, trained_synthetic):
     assert m["dataset"]["name"] == "synthetic" and len(m["dataset"]["sha256"]) == 64
     assert m["d"] == 16 and m["n"] == 2 and m["coverage"] == 0.9
     assert set(m["files"]) == {"scaler.npz", "centre.npz", "calibration.npz", "ge.npz", "nle.npz", "lmve.npz",
-                               "ball.npz", "copula.npz"}
+                               "ball.npz", "copula.npz", "typicality.npz"}
     for name, entry in m["methods"].items():
         assert entry["alpha_q"] == pytest.approx(trained_synthetic[0].model.methods[name].alpha_q_)
     assert m["metrics"]["lmve"]["coverage"] == trained_synthetic[0].metrics["lmve"]["coverage"]
@@ -221,3 +221,31 @@ def test_a_bad_crs_or_survey_is_refused_naming_the_file(trained_synthetic, tmp_p
     with pytest.raises(BundleError, match=r"survey\.npz: its arrays do not fit the bundle") as info:
         load_bundle(tmp_path / "b")
     assert info.value.path.endswith("survey.npz")
+
+
+def test_typicality_round_trips_survives_recalibration_and_an_old_bundle_has_none(trained_synthetic, bundle_dir,
+                                                                                  tmp_path):
+    from models.bundle import npz_bytes, sha256_bytes
+
+    result, ds = trained_synthetic
+    split = result.split
+    back = load_bundle(bundle_dir)
+    X = ds.X[split.test]
+    np.testing.assert_array_equal(back.typicality_scores(X), result.model.typicality_scores(X))
+    assert read_manifest(bundle_dir)["typicality"]["n_calibration"] == len(split.calibration)
+    fresh = back.recalibrated(ds.X[split.test][:40], ds.Y[split.test][:40])
+    assert fresh.typicality.reference_ is back.typicality.reference_  # the reference and the bins stay
+    np.testing.assert_allclose(fresh.typicality.calibration_, np.sort(back.typicality_scores(X[:40])), rtol=1e-12)
+    assert len(back.typicality.calibration_) == len(split.calibration)  # the parent untouched
+    assert load_bundle(FIXTURE / "bundle_v2").typicality is None
+    shutil.copytree(bundle_dir, tmp_path / "b")
+    arrays = dict(np.load(tmp_path / "b" / "typicality.npz"))
+    arrays["mean"] = arrays["mean"][:-1]  # a projection of another feature count
+    data = npz_bytes(arrays)
+    (tmp_path / "b" / "typicality.npz").write_bytes(data)
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    m["files"]["typicality.npz"] = sha256_bytes(data)
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(BundleError, match=r"typicality\.npz: its projection takes 15 features") as info:
+        load_bundle(tmp_path / "b")
+    assert info.value.path.endswith("typicality.npz")

@@ -111,3 +111,34 @@ def test_default_cross_fit_never_asks_more_folds_than_training_groups():
     config = TrainConfig()
     assert [config.resolved_cross_fit(True, n) for n in (None, 2, 3, 5, 16)] == [5, 2, 3, 5, 5]
     assert TrainConfig(cross_fit=4).resolved_cross_fit(True, 2) == 4  # an explicit value is checked, not changed
+
+
+def test_typicality_is_fitted_on_train_rows_and_calibrated_on_the_calibration_rows(trained_synthetic):
+    from models.typicality import Typicality
+
+    result, ds = trained_synthetic
+    typ, split = result.model.typicality, result.split
+    Xs = result.model.standardise(ds.X)
+    again = Typicality(seed=0).fit(Xs[split.train]).calibrate(Xs[split.calibration])
+    np.testing.assert_allclose(typ.calibration_, again.calibration_, rtol=1e-12)
+    np.testing.assert_allclose(typ.mean_, Xs[split.train].mean(axis=0), atol=1e-9)  # the train part's projection
+    assert len(typ.calibration_) == len(split.calibration) and "typicality" in result.stages
+    p = typ.p_values(Xs[split.test])  # held-out rows of the same survey look typical
+    assert 0.35 < p.mean() < 0.65
+
+
+def test_across_units_a_calibration_row_is_scored_without_its_unit():
+    from tests.training.test_across import survey
+    from training.across import unit_codes
+
+    ds = survey(8)
+    result = train(ds, TrainConfig(seed=0, methods=("ge",), centre="knn", calibrate_across=("PHONEID",)))
+    typ, split = result.model.typicality, result.split
+    units = unit_codes(ds, ["PHONEID"])
+    Xs = result.model.standardise(ds.X)
+    np.testing.assert_allclose(typ.calibration_, np.sort(typ.scores(Xs[split.calibration], units[split.calibration])),
+                               rtol=1e-12)
+    assert np.sort(typ.scores(Xs[split.calibration])).mean() < typ.calibration_.mean()  # its own phone left out
+    assert set(np.unique(typ.reference_groups_)) <= set(units[split.train])
+    off = train(ds, TrainConfig(seed=0, methods=("ge",), centre="knn", typicality=False))
+    assert off.model.typicality is None and "typicality" not in off.stages
