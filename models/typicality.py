@@ -174,11 +174,13 @@ class Typicality:
         (:func:`conformal_p_values`)."""
         return conformal_p_values(self.calibration_, self.scores(X), u)
 
-    def shift_test(self, delta: float = 0.01, seed: int = 0):
-        """A new :class:`models.calibration.martingale.ShiftTest` of queries against this calibration."""
-        from models.calibration.martingale import ShiftTest
+    def shift_test(self, delta: float = 0.01, seed: int = 0, tolerance: float | None = None):
+        """A new :class:`models.calibration.martingale.ShiftTest` of queries against this calibration
+        (``tolerance`` ``None``: the test's default)."""
+        from models.calibration.martingale import TOLERANCE, ShiftTest
 
-        return ShiftTest(self.calibration_, self.edges_, delta=delta, seed=seed)
+        return ShiftTest(self.calibration_, self.edges_, delta=delta, seed=seed,
+                         tolerance=TOLERANCE if tolerance is None else tolerance)
 
     # ------------------------------------------------------------------ bundle
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:

@@ -51,7 +51,23 @@ def test_a_shifted_stream_raises_the_alarm_and_it_stays():
     assert not test.alarm
     test.update(rng.normal(loc=1.5, size=200))
     assert test.alarm and 300 < test.alarm_at_ <= 500 and test.evidence >= 100
-    assert test.summary() == {"evidence": test.evidence, "alarm": True, "queries": 500, "delta": 0.01}
+    assert test.summary() == {"evidence": test.evidence, "alarm": True, "queries": 500, "delta": 0.01,
+                              "tolerance": 0.075}
+
+
+def test_the_tolerance_lets_a_slightly_less_typical_stream_be_and_keeps_the_bound_for_it():
+    """p-values of mean 0.45 (within a tolerance of 0.075): no test alarms more often than delta; without the
+    tolerance most do."""
+    rng = np.random.default_rng(7)
+    alarms = {0.0: 0, 0.075: 0}
+    for seed in range(100):
+        for tol in alarms:
+            test = ShiftTest(rng.normal(size=400), EDGES, delta=0.05, tolerance=tol, seed=seed)
+            test.update(rng.normal(loc=0.2, size=2000))  # a mean p-value of about 0.44
+            alarms[tol] += test.alarm
+    assert alarms[0.075] <= 5 and alarms[0.0] >= 50, alarms
+    for p in np.linspace(0, 1, 11):  # every bet's factor is non-negative
+        assert min(1 + b * (1 - 2 * 0.3 - 2 * p) for b in ShiftTest(np.ones(2), EDGES, tolerance=0.3).bets) >= 0
 
 
 def test_more_typical_queries_raise_no_alarm():
@@ -63,10 +79,10 @@ def test_more_typical_queries_raise_no_alarm():
 
 
 def test_one_step_by_hand():
-    test = ShiftTest(np.array([1.0, 2.0, 3.0]), np.array([1.5, 2.5, 5.0]), jump=0.0)
+    test = ShiftTest(np.array([1.0, 2.0, 3.0]), np.array([1.5, 2.5, 5.0]), jump=0.0, tolerance=0.1)
     p = test.update([10.0])[0]  # above every calibration score, its own bin: p = (0 + u * 1) / 4
     assert 0.0 <= p <= 0.25
-    assert test.evidence == pytest.approx(np.mean([1.0 + b * (1.0 - 2.0 * p) for b in BETS]))
+    assert test.evidence == pytest.approx(np.mean([1.0 + b / 1.2 * (0.8 - 2.0 * p) for b in BETS]))
     assert test.counts_.tolist() == [1, 1, 1, 1]
     p = test.update([2.2])[0]  # the bin of 2.0: 2 scores above (3, 10), 1 tied: (2 + u * 2) / 5
     assert 0.4 <= p <= 0.8
@@ -85,6 +101,7 @@ def test_state_round_trip_and_another_tests_state_is_refused():
 
 @pytest.mark.parametrize("kwargs, field", [({"delta": 0.0}, "delta"), ({"delta": 1.0}, "delta"),
                                            ({"delta": True}, "delta"), ({"jump": 1.5}, "jump"),
+                                           ({"tolerance": 0.5}, "tolerance"), ({"tolerance": -0.1}, "tolerance"),
                                            ({"calibration": np.array([])}, "calibration"),
                                            ({"calibration": np.array([1.0, np.inf])}, "calibration"),
                                            ({"edges": np.array([1.0, 1.0])}, "edges"),
