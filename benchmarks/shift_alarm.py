@@ -40,6 +40,8 @@ from training.bench import parse_seeds  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
 DELTA, LENGTH = 0.01, 500
+#: Typicality's parameters (--reference, --components; empty: its defaults)
+PARAMS: dict = {}
 SHIFTED = {"leave-phone-out": "PHONEID", "leave-user-out": "USERID", "leave-day-out": "DAY"}
 
 
@@ -61,7 +63,7 @@ def position_streams(ds, seed: int, n: int) -> list[dict]:
     config = TrainConfig(seed=seed, rssi="auto")
     split = default_split(ds, config)
     _, _, Xs = standardise(ds.X, split, config)
-    typ = Typicality(seed=seed).fit(Xs[split.train])
+    typ = Typicality(seed=seed, **PARAMS).fit(Xs[split.train])
     held = np.concatenate([split.calibration, split.test])
     scores, groups = typ.scores(Xs[held]), ds.groups[held]
     positions = np.unique(groups)
@@ -88,7 +90,7 @@ def shifted_streams(ds, protocol: str, seed: int, n: int) -> list[dict]:
     config = TrainConfig(seed=seed, rssi="auto")
     _, _, Xs = standardise(ds.X, split, config)
     units = unit_codes(ds, [column])
-    typ = Typicality(seed=seed).fit(Xs[split.train], groups=units[split.train])
+    typ = Typicality(seed=seed, **PARAMS).fit(Xs[split.train], groups=units[split.train])
     models = {"default": typ.scores(Xs[split.calibration]),
               "across": typ.scores(Xs[split.calibration], units[split.calibration])}
     scores = typ.scores(Xs[split.test])
@@ -139,7 +141,11 @@ def main(argv=None) -> int:
     p.add_argument("--position-seeds", default="0-4")
     p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("LMVE_DATA_DIR", ROOT.parent / "shared" /
                                                                          "datasets")))
+    p.add_argument("--reference", type=int, help="Typicality.max_reference (default: its default)")
+    p.add_argument("--components", type=int, help="Typicality.n_components (default: its default)")
+    p.add_argument("--out", default="shift_alarm", help="the results' stem under benchmarks/results/")
     args = p.parse_args(argv)
+    PARAMS.update({k: v for k, v in (("max_reference", args.reference), ("n_components", args.components)) if v})
     from training.datasets import group_by_position, load_dataset
 
     t0 = time.perf_counter()
@@ -158,11 +164,11 @@ def main(argv=None) -> int:
                   flush=True)
     rows, text = summarise(runs, argv, time.perf_counter() - t0)
     OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "shift_alarm.csv", "w", newline="") as f:
+    with open(OUT / f"{args.out}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    (OUT / "shift_alarm.md").write_text(text)
+    (OUT / f"{args.out}.md").write_text(text)
     print(text)
     return 0
 
