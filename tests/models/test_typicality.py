@@ -72,3 +72,24 @@ def test_edges_come_from_train_rows_and_the_shift_test_uses_them():
     assert not test.alarm
     small = Typicality(max_reference=500).fit(X[:300])  # every train row a reference row: leave-one-out
     assert len(small.edges_) > 50 and small.edges_[0] > 0.0
+
+
+@pytest.mark.parametrize("offset_db", [-4.0, 4.0])
+def test_a_few_db_offset_of_a_new_phone_raises_the_alarm_and_held_out_positions_do_not(offset_db):
+    """A fingerprint survey (training.synthetic, 5 phones within 3 dB of each other): the typicality step fitted
+    on the train positions, calibrated at held-out positions; 300 readings at other held-out positions keep the
+    test quiet, the same readings from a phone 4 dB off raise the alarm."""
+    from training import synthetic
+
+    X, _, point, _, _, _ = synthetic.make_survey(n_points=200, readings=10, seed=4)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(200)
+    train, cal, test = (np.isin(point, order[a:b]) for a, b in ((0, 140), (140, 170), (170, 200)))
+    mean, sd = X[train].mean(axis=0), X[train].std(axis=0)
+    typ = Typicality().fit((X[train] - mean) / sd).calibrate((X[cal] - mean) / sd)
+    stream = rng.permutation(np.flatnonzero(test))
+    quiet, shifted = typ.shift_test(), typ.shift_test()
+    quiet.update(typ.scores((X[stream] - mean) / sd))
+    shifted.update(typ.scores((X[stream] + offset_db - mean) / sd))
+    assert not quiet.alarm and quiet.queries_ == 300
+    assert shifted.alarm and shifted.alarm_at_ < 150, shifted.summary()
