@@ -16,9 +16,9 @@ Layout (schema version 2)::
                         and per method the joint calibration's map and scores (:mod:`models.floors`);
                         the manifest's ``floors`` names the columns, the classifier and the guarantee
       survey.npz        (optional) the surveyed positions and a few held-out rows, for the viewer
+                        (:mod:`models.survey`); the manifest's ``survey`` counts them
       typicality.npz    (optional) the queries' typicality step: projection, reference rows, the shift
                         test's bins, the calibration rows' scores (:mod:`models.typicality`)
-                        (:mod:`models.survey`); the manifest's ``survey`` counts them
 
 The manifest's optional ``crs`` declares the targets' coordinate reference system (:mod:`models.geo`).
 

@@ -42,8 +42,8 @@ def conformal_p_values(calibration: np.ndarray, scores: np.ndarray, u: np.ndarra
     ``(#{c > s} + u (#{c = s} + 1)) / (n + 1)``; ``u`` uniform on [0, 1] gives the smoothed p-value (exactly
     uniform under exchangeability), ``None`` the conservative one (``u = 1``)."""
     n = len(calibration)
-    above = n - np.searchsorted(calibration, scores, side="right")
-    ties = np.searchsorted(calibration, scores, side="right") - np.searchsorted(calibration, scores, side="left")
+    right = np.searchsorted(calibration, scores, side="right")
+    above, ties = n - right, right - np.searchsorted(calibration, scores, side="left")
     u = 1.0 if u is None else u
     return (above + u * (ties + 1)) / (n + 1)
 

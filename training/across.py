@@ -189,6 +189,15 @@ def check_centre_folds(value) -> int:
     return int(value)
 
 
+def check_centre_seconds(value) -> float | None:
+    """``value`` (``TrainConfig.across_centre_seconds``), or an :class:`InputError` unless positive seconds or
+    ``None``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise InputError(f"across_centre_seconds must be a positive number of seconds or None; got {value!r}",
+                         field="across_centre_seconds", expected="seconds > 0 or None", received=repr(value))
+    return value
+
+
 def centre_folds(n_units: int, most: int, least: int, fit_seconds: float | None, allowance: float | None
                  ) -> tuple[int, str]:
     """``(folds, why)``: the centre's unit folds over ``n_units`` training units: one unit per fold up to

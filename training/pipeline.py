@@ -319,16 +319,11 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         split = split or default_split(dataset, config)
         grouped, groups = True, units
         cross = (split.across or {}).get("mode", config.across_mode) == "cross-fit"
-        if cross:
-            from training.across import check_centre_folds
+        if cross:  # before any fitting: a bad value costs nothing
+            from training.across import check_centre_folds, check_centre_seconds
 
             check_centre_folds(config.across_centre_folds)
-            seconds = config.across_centre_seconds
-            if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
-                                        or not seconds > 0):
-                raise InputError(f"across_centre_seconds must be a positive number of seconds or None; got "
-                                 f"{seconds!r}", field="across_centre_seconds", expected="seconds > 0 or None",
-                                 received=repr(seconds))
+            check_centre_seconds(config.across_centre_seconds)
         if config.calibration:
             rule = check_rule(config.calibration)
         elif split.across:
