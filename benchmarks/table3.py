@@ -85,7 +85,7 @@ def main(argv=None) -> int:
                 shape = model.methods[m].shape_
                 fn = shape.predict_scale if m == "copula" else shape.predict_shape
                 timing[m] = (per_row_us(fn, Xb, reps),
-                             per_row_us(lambda X, m=m: model.predict_region(X, method=m).regions, Xr, reps))
+                             per_row_us(lambda X, m=m: model.predict_region(X, method=m, typicality=False).regions, Xr, reps))
             for m in FILES:
                 rows.append({"dataset": name, "method": m, "batch": batch, "bytes": sizes[m], "shared_bytes": shared,
                              "floats": paper_floats(m, model, len(result.split.train)),

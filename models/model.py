@@ -31,10 +31,16 @@ from models.typicality import Typicality
 
 @dataclass(frozen=True)
 class Answer:
-    """Which method answered, and why it is not the one asked for (``None``: it is)."""
+    """Which method answered, and why it is not the one asked for (``None``: it is); with the bundle's
+    typicality step (:mod:`models.typicality`), how typical each row's features are."""
 
     method: str
     fallback_reason: str | None
+    #: (N,) each row's conservative conformal p-value of typicality (small: unlike the calibration rows);
+    #: ``None`` for a bundle without the step or when not asked for
+    typicality: np.ndarray | None = field(default=None, kw_only=True)
+    #: (N,) the rows' typicality scores, what a shift test ranks (:mod:`models.calibration.martingale`)
+    typicality_scores: np.ndarray | None = field(default=None, kw_only=True)
 
     @property
     def fallback(self) -> bool:
@@ -230,13 +236,15 @@ class RegionModel:
 
     # ------------------------------------------------------------------ public, checked
     def predict_region(self, features, method: str | None = None, coverage: float | None = None, *,
-                       kind: str | None = None, centers=None, thresholds: dict | None = None) -> RegionAnswer:
+                       kind: str | None = None, centers=None, thresholds: dict | None = None,
+                       typicality: bool = True) -> RegionAnswer:
         """Calibrated regions for raw ``features`` (N, d) from ``method`` (default: the primary one),
         at ``coverage`` (default: the bundle's), falling back as the module says. ``kind="ellipsoid"``
         accepts ellipsoid methods only (the ellipse API). ``centers`` (N, n): the client's estimates,
         required by a client-centre bundle and refused by the others. ``thresholds`` (``method ->
         (alpha_q, level)``) overrides the calibrated threshold of the methods it names (an online
-        rule's, see :mod:`models.calibration.adaptive`); ``level`` is what the regions report as their coverage."""
+        rule's, see :mod:`models.calibration.adaptive`); ``level`` is what the regions report as their coverage.
+        ``typicality``: the rows' typicality p-values and scores too (a bundle with the step)."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
@@ -249,7 +257,16 @@ class RegionModel:
         if proba is not None and name in self.floors.joint:
             floors, alpha = self.floors.answer(proba, name, self._joint_level(name, level))
         regions = self.methods[name].shape_.region(X, mu, alpha, level, **parts)
-        return RegionAnswer(method=name, fallback_reason=reason, regions=regions, floors=floors)
+        return RegionAnswer(method=name, fallback_reason=reason, regions=regions, floors=floors,
+                            **self._typicality(X, typicality))
+
+    def _typicality(self, X: np.ndarray, wanted: bool) -> dict:
+        """An answer's ``typicality`` and ``typicality_scores`` for the standardised rows ``X`` (none without
+        the step or when not ``wanted``)."""
+        if not wanted or self.typicality is None:
+            return {}
+        scores, p = self.typicality.assess(X)
+        return {"typicality": p, "typicality_scores": scores}
 
     def _joint_level(self, name: str, level: float) -> float:
         """The level of the joint calibration: ``level``, at most what the joint calibration attains (an
@@ -258,7 +275,7 @@ class RegionModel:
 
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
                kind: str | None = None, centers=None, thresholds: dict | None = None, floors=None,
-               buildings=None) -> Assessment:
+               buildings=None, typicality: bool = True) -> Assessment:
         """Score candidate ``points`` (N, n) once: inside the calibrated region, its scaled distance
         (``score / alpha_q``) and conformal p-value, from the same method :meth:`predict_region` would use.
 
@@ -266,7 +283,7 @@ class RegionModel:
         (N,) when its floors are (building, floor) pairs) each row's floor is scored too: ``inside`` when
         the floor is in the row's floor set and the point in the ellipse, ``p_value`` the joint one, and
         ``floor_inside`` the floor part alone. Without ``floors``, the point alone against that ellipse and
-        its p-value among the position scores."""
+        its p-value among the position scores. ``typicality``: as :meth:`predict_region`."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         X = self._features(features)
@@ -283,13 +300,14 @@ class RegionModel:
         if joint:
             t, alpha = self.floors.threshold(name, self._joint_level(name, level))
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
+        typ = self._typicality(X, typicality)
         if codes is None or not joint:
             return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
-                              p_value=reg.calibrator_.p_value(scores))
+                              p_value=reg.calibrator_.p_value(scores), **typ)
         floor_inside = self.floors.sets(proba, t)[np.arange(len(codes)), codes]
         p_value = self.floors.joint[name].calibrator.p_value(self.floors.joint_scores(name, proba, codes, scores))
         return Assessment(method=name, fallback_reason=reason, inside=floor_inside & (distance <= 1.0),
-                          distance=distance, p_value=p_value, floor_inside=floor_inside)
+                          distance=distance, p_value=p_value, floor_inside=floor_inside, **typ)
 
     def _floor_codes(self, floors, buildings, X: np.ndarray) -> np.ndarray | None:
         """The class codes of a request's ``floors`` (and ``buildings``), checked: one per row, known labels."""

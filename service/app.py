@@ -28,6 +28,7 @@ from service.metrics import Metrics
 from service.middleware import Guards
 from service.monitor import FeedbackCollector, Monitor
 from service.settings import ServiceSettings
+from service.shift import ShiftAlarm, ShiftCollector
 from service.state import open_state
 from service.repository import ModelRepository
 from service.store import ModelStore
@@ -106,6 +107,8 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     monitor = Monitor(state, settings)
     follower = Follower(repository, state, monitor, metrics)
     metrics.registry.register(FeedbackCollector(monitor, repository))
+    shift = ShiftAlarm(state, settings)
+    metrics.registry.register(ShiftCollector(shift, repository))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -117,17 +120,20 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         gc.collect()
         gc.freeze()
         _install_sighup(follower)
-        task = asyncio.create_task(follower.follow(settings.sync_interval_s)) if state.shared else None
+        tasks = [asyncio.create_task(shift.run(repository, settings.sync_interval_s))]
+        if state.shared:
+            tasks.append(asyncio.create_task(follower.follow(settings.sync_interval_s)))
         try:
             yield
         finally:
-            if task is not None:
+            for task in tasks:
                 task.cancel()
             state.close()
 
     app = FastAPI(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, **_telemetry(settings))
     app.state.settings, app.state.repository, app.state.metrics = settings, repository, metrics
     app.state.service_state, app.state.monitor, app.state.follower = state, monitor, follower
+    app.state.shift = shift
     install_error_handlers(app)
 
     from service.routers import admin, dispatch, feedback, health, model, models, regions, v2, viewer

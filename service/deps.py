@@ -17,6 +17,7 @@ from service.errors import APIError
 from service.metrics import Metrics
 from service.monitor import Monitor
 from service.settings import ServiceSettings
+from service.shift import ShiftAlarm
 from service.repository import ModelRepository, UnknownModelError
 from service.store import Loaded, ModelStore
 
@@ -93,12 +94,14 @@ async def current_model(request: Request) -> Loaded:
 @dataclass(frozen=True, slots=True)
 class Serving:
     """What a region route needs, gathered by one dependency: the bundle snapshot taken for this
-    request (a reload mid-request does not change it), the settings and the metrics."""
+    request (a reload mid-request does not change it), the settings, the metrics, the feedback monitor
+    and the shift alarm."""
 
     loaded: Loaded
     settings: ServiceSettings
     metrics: Metrics
     monitor: Monitor
+    shift: ShiftAlarm
 
 
 async def serving(request: Request, body_name: str | None = None) -> Serving:
@@ -108,7 +111,7 @@ async def serving(request: Request, body_name: str | None = None) -> Serving:
     One call instead of three dependencies: FastAPI's dependency resolution costs tens of
     microseconds per dependency, a large share of a single-row request."""
     state = request.app.state
-    return Serving(loaded_model(request, body_name), state.settings, state.metrics, state.monitor)
+    return Serving(loaded_model(request, body_name), state.settings, state.metrics, state.monitor, state.shift)
 
 
 def json_body(model: type[BaseModel]):
@@ -156,6 +159,10 @@ async def get_monitor(request: Request) -> Monitor:
     return request.app.state.monitor
 
 
+async def get_shift(request: Request) -> ShiftAlarm:
+    return request.app.state.shift
+
+
 async def require_admin_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
     """Admin routes always need the key; with none configured they are disabled."""
     if settings.api_key is None:
@@ -171,3 +178,4 @@ Repository = Annotated[ModelRepository, Depends(get_repository)]
 CurrentModel = Annotated[Loaded, Depends(current_model)]
 AppMetrics = Annotated[Metrics, Depends(get_metrics)]
 AppMonitor = Annotated[Monitor, Depends(get_monitor)]
+AppShift = Annotated[ShiftAlarm, Depends(get_shift)]

@@ -52,8 +52,10 @@ def feature_collection(answer, model, vertices: int | None, meta: dict) -> dict:
     k = vertices or DEFAULT_VERTICES
     bounded = np.isfinite(shapes).all(axis=(1, 2))
     crs = model.crs
+    typicality = [None] * n if answer.typicality is None else answer.typicality.tolist()
     props = [{"row": i, "coverage": region.coverage, "method": answer.method, "center": None, "area_m2": None,
-              "semi_axes": None, "orientation": None, "accuracy_m": None} for i in range(n)]
+              "semi_axes": None, "orientation": None, "accuracy_m": None, "typicality": typicality[i]}
+             for i in range(n)]
     geometries: list[dict | None] = [None] * n
     rows = np.flatnonzero(bounded)
     if len(rows):

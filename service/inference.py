@@ -2,8 +2,8 @@
 
 Input checks live in :class:`models.model.RegionModel` (one check per request, errors naming the
 field); this module adds only what is the service's own: the row limit (413) and the response
-geometry (volume, semi-axes, orientation, boundary) computed once over the whole batch, and a floor
-bundle's floor sets.
+geometry (volume, semi-axes, orientation, boundary) computed once over the whole batch, a floor
+bundle's floor sets, and each row's typicality p-value.
 """
 
 from __future__ import annotations
@@ -37,10 +37,17 @@ def region_rows(answer, boundary_points: int | None) -> list[dict]:
     boundary = geometry.boundary_points(centers, shapes, boundary_points, closed=True) if boundary_points else None
     semi_axes = np.ascontiguousarray(semi_axes)
     eta = region.coverage
+    typicality = typicality_list(answer, len(centers))
     rows = [{"center": centers[i], "shape": shapes[i], "volume": volumes[i], "coverage": eta, "method": method,
              "semi_axes": semi_axes[i], "orientation": None if orientation is None else orientation[i],
-             "boundary": None if boundary is None else boundary[i]} for i in range(len(centers))]
+             "boundary": None if boundary is None else boundary[i], "typicality": typicality[i]}
+            for i in range(len(centers))]
     if answer.floors is not None:  # a floor bundle: each ellipse with its floor set (absent otherwise)
         for row, floors in zip(rows, answer.floors.rows()):
             row["floors"] = floors
     return rows
+
+
+def typicality_list(answer, rows: int) -> list:
+    """The answer's typicality p-values as plain floats (``None`` each for a bundle without the step)."""
+    return [None] * rows if answer.typicality is None else answer.typicality.tolist()

@@ -51,6 +51,10 @@ class Region(BaseModel):
         default=None, description="a floor bundle's floor set (absent otherwise), most probable first: the true "
                                   "floor is in it and the true position in the ellipse with probability `coverage`, "
                                   "jointly")
+    typicality: float | None = Field(default=None, description="how typical the row's features are of the calibration "
+                                      "rows: the conformal p-value of its typicality score (small: unlike anything "
+                                      "calibrated, so the guarantee may not hold for it); null for a bundle "
+                                      "trained before the typicality step (concepts/shift-alarm)")
 
 
 class PredictRegionResponse(BaseModel):
@@ -96,6 +100,10 @@ class ContainsResult(BaseModel):
                                        "`floors`, of the joint score")
     floor_inside: bool | None = Field(default=None, description="the floor in the row's floor set (present only "
                                                                 "when the request sent `floors`)")
+    typicality: float | None = Field(default=None, description="how typical the row's features are of the calibration "
+                                      "rows: the conformal p-value of its typicality score (small: unlike anything "
+                                      "calibrated, so the guarantee may not hold for it); null for a bundle "
+                                      "trained before the typicality step (concepts/shift-alarm)")
 
 
 class ContainsResponse(BaseModel):
@@ -155,6 +163,11 @@ class ModelInfo(BaseModel):
     versions: dict = {}
     feedback: dict = Field(default_factory=dict, description="observed coverage per method over the feedback "
                                                              "window, the binomial margin and the adaptive level")
+    shift: dict = Field(default_factory=dict, description="the shift alarm (concepts/shift-alarm): `evidence` "
+                        "against queries exchangeable with the calibration rows (1 at the start), `alarm` (true once "
+                        "it reached `threshold` = 1/`delta`, until a recalibration or reload), `queries` tested, "
+                        "`delta` (LMVE_SHIFT_DELTA), `tolerance`, `alarm_at` (the query that raised it), `available` "
+                        "(false for a bundle without the typicality step, with a `reason`)")
     worker_pid: int = Field(description="the worker process that answered (several workers share one state)")
 
 

@@ -67,6 +67,9 @@ class ServiceSettings(BaseSettings):
     adaptive_lr: float = Field(default=0.05, gt=0, lt=1, description="quantile: the step, as a share of the largest "
                                "score seen")
     adaptive_min_level: float = Field(default=0.5, gt=0, lt=1, description="the adaptive level never goes below this")
+    shift_delta: float = Field(default=0.01, gt=0, lt=1, description="the shift alarm's false-alarm level: while "
+                               "the queries stay exchangeable with the calibration rows, each model's test sounds "
+                               "with probability at most this (its evidence reaching 1/delta)")
     recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "
                                           "default: beside the served bundle")
 

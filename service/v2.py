@@ -5,7 +5,8 @@ A V2 request names its tensors: ``features`` (FP64 ``[-1, d]``), and optionally 
 ``centers`` (FP64 ``[-1, n]``). ``data`` is row-major, flat or nested; any numeric datatype is read
 as float64 (FP64 is what the metadata declares), ``BOOL`` and ``BYTES`` are refused. The answer
 holds ``center`` ``[-1, n]``, ``shape`` ``[-1, n, n]`` and ``volume`` ``[-1]``, and when ``points``
-came, ``inside`` (BOOL), ``distance`` and ``p_value`` ``[-1]``; a request's ``outputs`` picks some.
+came, ``inside`` (BOOL), ``distance`` and ``p_value`` ``[-1]``; with a bundle's typicality step, ``typicality``
+``[-1]`` (each row's conformal p-value of typicality); a request's ``outputs`` picks some.
 Request ``parameters``: ``coverage`` and ``method``; the others (``binary_data_output``, a client's
 own) are ignored. Binary tensor data (Triton's extension) is refused with a 400 that says how to
 send JSON. Every error is :class:`V2Error`: a status and a message naming the input, output or
@@ -29,7 +30,9 @@ DATATYPES = NUMERIC | {"BOOL", "BYTES"}
 INPUTS = ("features", "points", "centers")
 REGION_OUTPUTS = ("center", "shape", "volume")
 CONTAINMENT_OUTPUTS = ("inside", "distance", "p_value")
-OUTPUTS = REGION_OUTPUTS + CONTAINMENT_OUTPUTS
+#: from either computation; in the default outputs when the bundle has the typicality step
+TYPICALITY = "typicality"
+OUTPUTS = REGION_OUTPUTS + CONTAINMENT_OUTPUTS + (TYPICALITY,)
 REGION_OUTPUTS_SET, CONTAINMENT_OUTPUTS_SET = frozenset(REGION_OUTPUTS), frozenset(CONTAINMENT_OUTPUTS)
 BINARY_HINT = ("binary tensor data is not supported: send the data as JSON (tritonclient: "
                "InferInput.set_data_from_numpy(x, binary_data=False))")
@@ -137,7 +140,7 @@ class LoadRequest(_Open):
 
 # ---------------------------------------------------------------------------------------- metadata
 def model_metadata(name: str, version: str, d: int, n: int, requires_centers: bool, primary: str,
-                   coverage: float) -> dict:
+                   coverage: float, typicality: bool = False) -> dict:
     """``GET /v2/models/{name}``: the tensors a model takes and gives."""
     def tensor(tname, shape, datatype="FP64", **params):
         return {"name": tname, "datatype": datatype, "shape": shape, "parameters": params}
@@ -148,7 +151,8 @@ def model_metadata(name: str, version: str, d: int, n: int, requires_centers: bo
                        tensor("centers", [-1, n], optional=not requires_centers)],
             "outputs": [tensor("center", [-1, n]), tensor("shape", [-1, n, n]), tensor("volume", [-1]),
                         tensor("inside", [-1], "BOOL", requires="points"),
-                        tensor("distance", [-1], requires="points"), tensor("p_value", [-1], requires="points")],
+                        tensor("distance", [-1], requires="points"), tensor("p_value", [-1], requires="points")]
+            + ([tensor(TYPICALITY, [-1])] if typicality else []),
             "parameters": {"coverage": coverage, "primary_method": primary}}
 
 
@@ -166,6 +170,8 @@ class InferCall:
     outputs: tuple[str, ...]
     regions: bool  # an output of predict_region is wanted
     containment: bool  # an output of assess is wanted
+    #: the request named its outputs (``typicality`` then must be available); else the defaults
+    named: bool = False
 
     @property
     def rows(self) -> int:
@@ -257,7 +263,7 @@ def decode(request: InferenceRequest) -> InferCall:
         method = _parameter(params, "method", str, "a method name, e.g. \"nle\"")
     points = arrays.get("points")
     if not request.outputs:
-        wanted = OUTPUTS if points is not None else REGION_OUTPUTS
+        wanted = (OUTPUTS if points is not None else REGION_OUTPUTS + (TYPICALITY,))
     else:
         wanted = []
         for out in request.outputs:
@@ -268,10 +274,12 @@ def decode(request: InferenceRequest) -> InferCall:
             if out.name not in wanted:
                 wanted.append(out.name)
         wanted = tuple(wanted)
+    containment = not CONTAINMENT_OUTPUTS_SET.isdisjoint(wanted)
     return InferCall(features=arrays["features"], points=points, centers=arrays.get("centers"),
                      coverage=None if coverage is None else float(coverage), method=method, id=request.id,
-                     outputs=wanted, regions=not REGION_OUTPUTS_SET.isdisjoint(wanted),
-                     containment=not CONTAINMENT_OUTPUTS_SET.isdisjoint(wanted))
+                     outputs=wanted, containment=containment,
+                     regions=not REGION_OUTPUTS_SET.isdisjoint(wanted) or (TYPICALITY in wanted and not containment),
+                     named=bool(request.outputs))
 
 
 # ---------------------------------------------------------------------------------------- responses

@@ -159,7 +159,7 @@ def held_out_floor_metrics(model, X_raw: np.ndarray, Y: np.ndarray, codes: np.nd
     """Per ellipsoid method of a floor model, :func:`floor_metrics` of its answers on raw test rows."""
     out = {}
     for name in model.floors.joint:
-        answer = model.predict_region(X_raw, method=name, centers=centers)
+        answer = model.predict_region(X_raw, method=name, centers=centers, typicality=False)
         region = answer.regions
         out[name] = floor_metrics(answer.floors.member, answer.floors.proba, codes, region.contains(Y),
                                   region.volume("lebesgue"))

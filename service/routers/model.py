@@ -5,9 +5,12 @@ import os
 import anyio
 from fastapi import APIRouter
 
-from service.deps import AppMonitor, CurrentModel
+from service.deps import AppMonitor, AppShift, CurrentModel, Repository
 from service.monitor import Monitor
+from service.repository import ModelRepository
 from service.schemas import ModelInfo
+from service.shift import ShiftAlarm
+from service.state import StateUnavailable
 from service.store import Loaded
 
 router = APIRouter(tags=["model"])
@@ -15,8 +18,9 @@ NOT_SERVED = {404: {"description": "no model of that name (problem+json listing 
               503: {"description": "the model has no verified bundle (problem+json with the reason)"}}
 
 
-async def describe(loaded: Loaded, monitor: Monitor) -> ModelInfo:
-    """A served model's metadata: its bundle's manifest, the selection and the feedback summary."""
+async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, repository: ModelRepository) -> ModelInfo:
+    """A served model's metadata: its bundle's manifest, the selection, the feedback summary and the shift
+    alarm (this worker's pending queries tested first)."""
     model = loaded.model
     m = model.manifest
     return ModelInfo(name=loaded.name, version=loaded.version, dataset=m.get("dataset", {}),
@@ -31,19 +35,30 @@ async def describe(loaded: Loaded, monitor: Monitor) -> ModelInfo:
                      requires_centers=model.requires_centers, floors=_floors(model),
                      preprocess=(m.get("preprocess") or {}).get("description"),
                      created_at=m.get("created_at"), versions=m.get("versions", {}),
-                     feedback=await anyio.to_thread.run_sync(monitor.summary, loaded), worker_pid=os.getpid())
+                     feedback=await anyio.to_thread.run_sync(monitor.summary, loaded),
+                     shift=await anyio.to_thread.run_sync(_shift, shift, repository, loaded), worker_pid=os.getpid())
+
+
+def _shift(shift: ShiftAlarm, repository: ModelRepository, loaded: Loaded) -> dict:
+    """The shift report, this worker's pending queries tested first; with the state unreachable, why."""
+    shift.flush(repository)
+    try:
+        return shift.summary(loaded)
+    except StateUnavailable as exc:
+        return {"available": False, "reason": f"the state is unreachable: {exc.reason}", "delta": shift.delta}
 
 
 @router.get("/model", response_model=ModelInfo, responses=NOT_SERVED,
             summary="The default model's bundle: version, dims, coverage, alpha_q, metrics")
-async def model_info(loaded: CurrentModel, monitor: AppMonitor):
-    return await describe(loaded, monitor)
+async def model_info(loaded: CurrentModel, monitor: AppMonitor, shift: AppShift, repository: Repository):
+    return await describe(loaded, monitor, shift, repository)
 
 
 @router.get("/models/{name}", response_model=ModelInfo, responses=NOT_SERVED,
             summary="One model's bundle: version, dims, coverage, alpha_q, metrics (as GET /model)")
-async def named_model_info(name: str, loaded: CurrentModel, monitor: AppMonitor):
-    return await describe(loaded, monitor)
+async def named_model_info(name: str, loaded: CurrentModel, monitor: AppMonitor, shift: AppShift,
+                           repository: Repository):
+    return await describe(loaded, monitor, shift, repository)
 
 
 def _centre_choice(manifest: dict) -> dict:

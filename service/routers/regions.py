@@ -49,6 +49,7 @@ def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None, geo: 
     level, adaptive, thresholds = _level(body.coverage, ctx, method)
     answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers,
                                   thresholds=thresholds)
+    ctx.shift.observe(ctx.loaded, answer.typicality_scores)
     if geo:
         meta = _meta("predict-region", answer, body, ctx, t0, len(body.features), level, adaptive, thresholds)
         return FastJSONResponse(geojson.feature_collection(answer, model, k, meta), media_type=geojson.MEDIA_TYPE)
@@ -63,8 +64,10 @@ def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
     level, adaptive, thresholds = _level(body.coverage, ctx, method)
     answer = model.assess(body.features, body.points, method, level, kind="ellipsoid", centers=body.centers,
                           thresholds=thresholds, floors=body.floors, buildings=body.buildings)
-    results = [{"inside": i, "distance": d, "p_value": p} for i, d, p in
-               zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist())]  # plain floats: cheap
+    ctx.shift.observe(ctx.loaded, answer.typicality_scores)
+    results = [{"inside": i, "distance": d, "p_value": p, "typicality": t} for i, d, p, t in
+               zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist(),
+                   inference.typicality_list(answer, len(answer.inside)))]  # plain floats: cheap
     if answer.floor_inside is not None:
         for row, floor_inside in zip(results, answer.floor_inside.tolist()):
             row["floor_inside"] = floor_inside

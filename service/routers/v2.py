@@ -21,6 +21,7 @@ from service.deps import Repository, require_admin_key, serving, store_for
 from service.errors import FastJSONResponse
 from service.routers import admin, health
 from service.routers.regions import INLINE_ROWS, _effective, _level, _observe
+from service.shift import NO_STEP
 from service.store import Loaded
 
 router = APIRouter(tags=["v2"])
@@ -76,7 +77,7 @@ async def _metadata(request: Request, repository: Repository):
     loaded = _loaded(request, repository)
     model = loaded.model
     return v2.model_metadata(loaded.name, loaded.version, model.n_features, model.n_targets, model.requires_centers,
-                             model.primary_method, model.coverage)
+                             model.primary_method, model.coverage, typicality=model.typicality is not None)
 
 
 async def _model_ready(request: Request, repository: Repository):
@@ -88,7 +89,7 @@ for _prefix in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
     router.add_api_route(_prefix, _metadata, methods=["GET"], response_model=v2.MetadataModelResponse,
                          responses=ERRORS, name=f"v2 metadata {_prefix}",
                          summary="A model's metadata: its input tensors (features, points, centers) and outputs "
-                                 "(center, shape, volume, inside, distance, p_value)")
+                                 "(center, shape, volume, inside, distance, p_value, typicality)")
     router.add_api_route(_prefix + "/ready", _model_ready, methods=["GET"], responses=ERRORS,
                          name=f"v2 ready {_prefix}", summary="200 `{\"ready\": true}` when the model serves; 503 "
                                                              "with its state and reason when not")
@@ -101,6 +102,10 @@ def _infer(call: v2.InferCall, ctx) -> FastJSONResponse:
     loaded, want = ctx.loaded, call.outputs
     model = loaded.model
     inference.check_row_limit(call.features, "features", ctx.settings.max_rows)
+    if v2.TYPICALITY in want and model.typicality is None:
+        if call.named:
+            raise v2.V2Error(400, f"output 'typicality' is not available: {NO_STEP}")
+        want = tuple(name for name in want if name != v2.TYPICALITY)
     t0 = time.perf_counter()
     level, adaptive, thresholds = _level(call.coverage, ctx, call.method)
     values, answer = {}, None
@@ -115,6 +120,8 @@ def _infer(call: v2.InferCall, ctx) -> FastJSONResponse:
                                 centers=call.centers, thresholds=thresholds)
         values.update(inside=assessed.inside, distance=assessed.distance, p_value=assessed.p_value)
         answer = answer or assessed
+    values[v2.TYPICALITY] = answer.typicality
+    ctx.shift.observe(loaded, answer.typicality_scores)
     _observe(ctx.metrics, "infer", loaded.name, answer, call.rows, t0)
     parameters = {"method": answer.method, "fallback": answer.fallback,
                   "coverage": call.coverage if call.coverage is not None else model.coverage,
@@ -156,7 +163,7 @@ for _prefix in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
                          responses={**ERRORS, 413: {"model": v2.ErrorResponse, "description": "too many rows"}},
                          openapi_extra=INFER_BODY, name=f"v2 infer {_prefix}",
                          summary="Calibrated ellipses (center, shape, volume) and, with `points`, containment "
-                                 "(inside, distance, p_value) for a batch of feature rows")
+                                 "(inside, distance, p_value), with each row's typicality, for a batch of feature rows")
 
 
 # ------------------------------------------------------------------------------------ repository

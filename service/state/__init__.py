@@ -10,6 +10,7 @@ SQLite, of a fleet with PostgreSQL) must agree on:
 * ``model_counters``: running totals per model and method, exported as Prometheus counters by every
   worker, so a scrape of any worker sees the totals of all.
 * ``model_adaptive``: the online rule's state per model, bundle and method.
+* ``model_shift``: the shift alarm's test per model and bundle (:mod:`service.shift`); a publish ends it.
 * ``schema_version``: the migrations applied (:mod:`service.state.migrations`).
 
 :func:`open_state` picks the backend from ``LMVE_STATE_URL``: ``sqlite:///relative/path``,
@@ -20,11 +21,11 @@ restart) or ``postgresql://user@host/db``.
 from __future__ import annotations
 
 from service.state.base import (ANY, COUNTERS, AdaptStep, MethodFeedback, PublishConflict, Served, ServiceState,
-                                StateUnavailable, WindowStats)
+                                ShiftRecord, ShiftStep, StateUnavailable, WindowStats)
 from service.state.sqlite import SQLiteState
 
-__all__ = ["ANY", "COUNTERS", "AdaptStep", "MethodFeedback", "PublishConflict", "Served", "ServiceState", "SQLiteState", "StateUnavailable",
-           "WindowStats", "open_state", "sqlite_path"]
+__all__ = ["ANY", "COUNTERS", "AdaptStep", "MethodFeedback", "PublishConflict", "Served", "ServiceState", "ShiftRecord",
+           "ShiftStep", "SQLiteState", "StateUnavailable", "WindowStats", "open_state", "sqlite_path"]
 
 
 def sqlite_path(url: str):

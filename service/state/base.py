@@ -62,6 +62,24 @@ class MethodFeedback:
 
 
 @dataclass(frozen=True)
+class ShiftRecord:
+    """A model's shift test for one bundle, as last stepped (:meth:`ServiceState.step_shift`)."""
+
+    bundle_id: str
+    evidence: float
+    queries: int
+    alarm_at: int | None
+    delta: float
+    started_at: float
+    at: float
+
+
+#: ``(stored test state or None) -> new test state`` (a json-able dict with ``evidence``, ``queries``,
+#: ``alarm_at`` and ``delta`` beside the test's own arrays)
+ShiftStep = Callable[["dict | None"], dict]
+
+
+@dataclass(frozen=True)
 class WindowStats:
     rows: int
     coverage: float | None        # inside at the bundle's level, over the window
@@ -143,7 +161,8 @@ class ServiceState:
     def publish(self, model: str, path=None, bundle_id: str | None = None, configured=None,
                 loaded: bool = True, expect: str | None = ANY) -> int:
         """Record ``path`` (id ``bundle_id``) as the bundle every worker serves for ``model``, or
-        (``loaded`` false) that ``model`` is unloaded; the model's new generation.
+        (``loaded`` false) that ``model`` is unloaded; the model's new generation. The model's shift test
+        ends with it (the next query starts a new one).
 
         With ``expect`` (a bundle id), a compare-and-set: it publishes only while ``expect`` is the
         published (and loaded) bundle, or no record exists yet, in one statement (the upsert's ``WHERE``,
@@ -163,6 +182,7 @@ class ServiceState:
             if row is None:
                 (published,) = tx.execute("SELECT bundle_id FROM model_served WHERE model = ?", (model,)).fetchone()
                 raise PublishConflict(model, expect, published)
+            tx.execute("DELETE FROM model_shift WHERE model = ?", (model,))  # a new bundle or reload: a new test
             self._notify(tx, model)
         return int(row[0])
 
@@ -261,3 +281,33 @@ class ServiceState:
         first feedback)."""
         return {m: (a, sc) for m, a, sc in self._read("SELECT method, alpha, scale FROM model_adaptive WHERE model = ? "
                                                      "AND bundle_id = ?", (model, bundle_id))}
+
+    # ------------------------------------------------------------------ the shift test
+    def step_shift(self, model: str, bundle_id: str, step: ShiftStep, delta: float) -> ShiftRecord:
+        """Step ``model``'s shift test of bundle ``bundle_id`` in one transaction: ``step(stored)`` gets the
+        stored state (``None``: a new test, started now at level ``delta``) and returns the new one, which
+        is written back. The row is upserted first: its row lock (PostgreSQL) or the write lock (SQLite)
+        makes every other worker's step of the same test wait until this one commits."""
+        now = time.time()
+        key = (model, bundle_id)
+        with self._transaction() as tx:
+            tx.execute("INSERT INTO model_shift (model, bundle_id, state, evidence, queries, alarm_at, delta, "
+                       "started_at, at) VALUES (?, ?, NULL, 1.0, 0, NULL, ?, ?, ?) ON CONFLICT (model, bundle_id) "
+                       "DO UPDATE SET at = excluded.at", (*key, float(delta), now, now))
+            text, started = tx.execute("SELECT state, started_at FROM model_shift WHERE model = ? AND bundle_id = ?",
+                                       key).fetchone()
+            new = step(None if text is None else json.loads(text))
+            alarm_at = None if new["alarm_at"] is None else int(new["alarm_at"])
+            tx.execute("UPDATE model_shift SET state = ?, evidence = ?, queries = ?, alarm_at = ?, delta = ?, at = ? "
+                       "WHERE model = ? AND bundle_id = ?", (json.dumps(new), float(new["evidence"]),
+                                                             int(new["queries"]), alarm_at, float(new["delta"]), now,
+                                                             *key))
+        return ShiftRecord(bundle_id, float(new["evidence"]), int(new["queries"]), alarm_at, float(new["delta"]),
+                           float(started), now)
+
+    def shifts(self, model: str | None = None) -> dict[tuple[str, str], ShiftRecord]:
+        """``(model, bundle_id) -> ShiftRecord`` of every stored shift test (of ``model`` alone when given)."""
+        sql = "SELECT model, bundle_id, evidence, queries, alarm_at, delta, started_at, at FROM model_shift"
+        rows = self._read(sql + " WHERE model = ?", (model,)) if model is not None else self._read(sql)
+        return {(m, b): ShiftRecord(b, float(e), int(q), None if a is None else int(a), float(d), float(st), float(at))
+                for m, b, e, q, a, d, st, at in rows}

@@ -35,6 +35,10 @@ SQLITE = {
         "CREATE TABLE IF NOT EXISTS model_adaptive (model TEXT NOT NULL, bundle_id TEXT NOT NULL, method TEXT NOT NULL, "
         "alpha REAL NOT NULL, scale REAL, n INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (model, bundle_id, method))",
         "CREATE INDEX IF NOT EXISTS feedback_model_recent ON feedback (model, bundle_id, method, id)"],
+    # the shift alarm's test per model and bundle (service.shift)
+    2: ["CREATE TABLE model_shift (model TEXT NOT NULL, bundle_id TEXT NOT NULL, state TEXT, evidence REAL NOT NULL, "
+        "queries INTEGER NOT NULL, alarm_at INTEGER, delta REAL NOT NULL, started_at REAL NOT NULL, at REAL NOT NULL, "
+        "PRIMARY KEY (model, bundle_id))"],
 }
 
 POSTGRESQL = {
@@ -50,6 +54,9 @@ POSTGRESQL = {
         "alpha DOUBLE PRECISION NOT NULL, scale DOUBLE PRECISION, n BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL, "
         "PRIMARY KEY (model, bundle_id, method))",
         "CREATE INDEX feedback_model_recent ON feedback (model, bundle_id, method, id)"],
+    2: ["CREATE TABLE model_shift (model TEXT NOT NULL, bundle_id TEXT NOT NULL, state TEXT, "
+        "evidence DOUBLE PRECISION NOT NULL, queries BIGINT NOT NULL, alarm_at BIGINT, delta DOUBLE PRECISION NOT NULL, "
+        "started_at DOUBLE PRECISION NOT NULL, at DOUBLE PRECISION NOT NULL, PRIMARY KEY (model, bundle_id))"],
 }
 
 MIGRATIONS = {"sqlite": SQLITE, "postgresql": POSTGRESQL}

@@ -98,7 +98,8 @@ def test_the_container_runs_as_kserve_runs_it(service, bundle_dir, tmp_path):
         d = meta["inputs"][0]["shape"][1]
         r = httpx.post(f"{base}/v2/models/site/infer", headers={"X-API-Key": "kserve-key"},
                        json={"inputs": [{"name": "features", "shape": [1, d], "datatype": "FP64", "data": [-60.0] * d}]})
-        assert r.status_code == 200 and [o["name"] for o in r.json()["outputs"]] == ["center", "shape", "volume"]
+        assert r.status_code == 200 and [o["name"] for o in r.json()["outputs"]] == ["center", "shape", "volume",
+                                                                                    "typicality"]
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -17,7 +17,12 @@ PROM = ROOT / "deploy" / "prometheus"
 def test_alert_rules_name_the_metrics_the_service_exports():
     rules = yaml.safe_load((PROM / "lmve-alerts.yml").read_text())
     alerts = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
-    assert set(alerts) == {"LmveCoverageBelowTarget", "LmveServedCoverageBelowTarget"}
+    assert set(alerts) == {"LmveCoverageBelowTarget", "LmveServedCoverageBelowTarget", "LmveQueriesShifted"}
+    shift = alerts.pop("LmveQueriesShifted")
+    assert shift["expr"].strip() == "lmve_shift_alarm == 1" and "lmve-recalibrate" in shift["annotations"]["description"]
+    from service.shift import ShiftCollector
+
+    assert "lmve_shift_alarm" in {f.name for f in ShiftCollector._families().values()}
     for rule in alerts.values():
         assert {"expr", "for", "labels", "annotations"} <= set(rule)
         assert "lmve_coverage_target" in rule["expr"] and "lmve_observed_rows" in rule["expr"]

@@ -120,7 +120,7 @@ def test_the_service_exports_every_metric_the_rules_use(make_client, test_rows):
     exprs = " ".join(r["expr"] for g in yaml.safe_load(rules.read_text())["groups"]
                      for r in g["rules"])
     for name in set(re.findall(r"lmve_[a-z_]+", exprs)):
-        assert re.search(rf"^{name}\{{method=", text, flags=re.M), name
+        assert re.search(rf"^{name}\{{(method|model)=", text, flags=re.M), name
 
 
 def test_quantile_mode_moves_the_threshold_and_reports_its_level(make_client, test_rows, state_url):

@@ -150,7 +150,7 @@ def test_a_bundle_without_floors_answers_as_before(make_client, test_rows):
     body = client.post("/predict-region", json={"features": X[:4].tolist()}).json()
     assert "guarantee" not in body and all("floors" not in row for row in body["regions"])
     body = client.post("/contains", json={"features": X[:4].tolist(), "points": Y[:4].tolist()}).json()
-    assert "guarantee" not in body and all(set(row) == {"inside", "distance", "p_value"} for row in body["results"])
+    assert "guarantee" not in body and all(set(row) == {"inside", "distance", "p_value", "typicality"} for row in body["results"])
     assert client.get("/model").json()["floors"] is None
     r = client.post("/contains", json={"features": X[:4].tolist(), "points": Y[:4].tolist(), "floors": [0] * 4})
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "floors"

@@ -77,7 +77,7 @@ def test_method_endpoints_have_the_same_shapes(client, test_rows, method):
     assert r["method"] == method and r["fallback"] is False and len(r["regions"]) == 4
     c = client.post(f"/{method}/contains", json={"features": features(X[:4]), "points": features(Y[:4])}).json()
     assert c["method"] == method and len(c["results"]) == 4
-    assert {"inside", "distance", "p_value"} == set(c["results"][0])
+    assert {"inside", "distance", "p_value", "typicality"} == set(c["results"][0])
 
 
 def test_ge_regions_are_one_shape_everywhere(client, test_rows):

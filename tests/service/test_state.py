@@ -110,6 +110,37 @@ def test_concurrent_writers_step_the_adaptive_state_one_batch_at_a_time(state_ur
         s.close()
 
 
+def test_shift_steps_of_concurrent_writers_each_see_the_last_and_a_publish_ends_the_test(state_url):
+    """Four writers (as four processes) step one model's shift test 20 times each: every step reads the state its
+    predecessor wrote (a lost update would leave queries short); other bundles' and models' tests are their own;
+    publishing the model (a reload, a recalibration) deletes its tests, and only its."""
+    states = [open_state(state_url) for _ in range(4)]
+
+    def step(stored):
+        queries = (0 if stored is None else stored["queries"]) + 3
+        return {"queries": queries, "evidence": float(queries), "alarm_at": 12 if queries >= 12 else None,
+                "delta": 0.01, "counts": [queries]}
+
+    def write(state):
+        for _ in range(20):
+            state.step_shift("m", "b", step, delta=0.01)
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in states]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    states[0].step_shift("m", "old", step, delta=0.01)
+    states[0].step_shift("other", "b", step, delta=0.01)
+    rec = states[1].shifts("m")[("m", "b")]
+    assert (rec.queries, rec.evidence, rec.alarm_at, rec.delta) == (240, 240.0, 12, 0.01)
+    assert set(states[2].shifts()) == {("m", "b"), ("m", "old"), ("other", "b")}
+    states[3].publish("m", "/b/m", "b2")
+    assert set(states[0].shifts()) == {("other", "b")}
+    for s in states:
+        s.close()
+
+
 def test_a_legacy_state_file_moves_to_the_model_configured_with_its_bundle(tmp_path):
     path = tmp_path / "state.sqlite"
     db = sqlite3.connect(path)

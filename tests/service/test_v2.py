@@ -51,7 +51,7 @@ def test_server_metadata_health_and_model_metadata(v2_client):
         ("features", "FP64", [-1, d]), ("points", "FP64", [-1, 2]), ("centers", "FP64", [-1, 2])]
     assert [(t["name"], t["datatype"], t["shape"]) for t in meta["outputs"]] == [
         ("center", "FP64", [-1, 2]), ("shape", "FP64", [-1, 2, 2]), ("volume", "FP64", [-1]),
-        ("inside", "BOOL", [-1]), ("distance", "FP64", [-1]), ("p_value", "FP64", [-1])]
+        ("inside", "BOOL", [-1]), ("distance", "FP64", [-1]), ("p_value", "FP64", [-1]), ("typicality", "FP64", [-1])]
     assert client.get(f"/v2/models/{SITE}/versions/{version}", headers=KEY).json() == meta
     assert client.get(f"/v2/models/{SITE}/ready", headers=KEY).json() == {"name": SITE, "ready": True}
     r = client.get(f"/v2/models/{SITE}/versions/nope/ready", headers=KEY)
@@ -78,8 +78,10 @@ def test_infer_equals_the_region_routes(v2_client, flat):
     assert body["model_name"] == SITE and body["id"] == "q-7" and body["model_version"] == ref["bundle_id"]
     assert [(o["name"], o["datatype"], o["shape"]) for o in body["outputs"]] == [
         ("center", "FP64", [5, 2]), ("shape", "FP64", [5, 2, 2]), ("volume", "FP64", [5]), ("inside", "BOOL", [5]),
-        ("distance", "FP64", [5]), ("p_value", "FP64", [5])]
+        ("distance", "FP64", [5]), ("p_value", "FP64", [5]), ("typicality", "FP64", [5])]
     out = _outputs(body)
+    np.testing.assert_array_equal(out["typicality"], [g["typicality"] for g in ref["regions"]])
+    np.testing.assert_array_equal(out["typicality"], [g["typicality"] for g in refc["results"]])
     np.testing.assert_array_equal(out["center"], [g["center"] for g in ref["regions"]])
     np.testing.assert_array_equal(out["shape"], [g["shape"] for g in ref["regions"]])
     np.testing.assert_array_equal(out["volume"], [g["volume"] for g in ref["regions"]])

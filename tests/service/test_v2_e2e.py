@@ -123,7 +123,8 @@ def test_open_inference_client_answers_equal_the_region_route(v2_server):
     site = "site=2"
     client.check_model_readiness(site)
     meta = client.read_model_metadata(site)
-    assert [t.name for t in meta.outputs] == ["center", "shape", "volume", "inside", "distance", "p_value"]
+    assert [t.name for t in meta.outputs] == ["center", "shape", "volume", "inside", "distance", "p_value",
+                                              "typicality"]
     X, Y = rows[site][0][:4], rows[site][1][:4]
     answer = client.model_infer(site, request=InferenceRequest(id="o-1", inputs=[
         RequestInput(name="features", shape=list(X.shape), datatype="FP64", data=X.tolist()),  # nested data
@@ -134,6 +135,7 @@ def test_open_inference_client_answers_equal_the_region_route(v2_server):
     np.testing.assert_array_equal(out["center"], [g["center"] for g in ref["regions"]])
     np.testing.assert_array_equal(out["volume"], [g["volume"] for g in ref["regions"]])
     np.testing.assert_array_equal(out["distance"], [g["distance"] for g in refc["results"]])
+    np.testing.assert_array_equal(out["typicality"], [g["typicality"] for g in ref["regions"]])
     with pytest.raises(BadRequestError) as err:
         client.model_infer(site, request=InferenceRequest(inputs=[
             RequestInput(name="features", shape=[1, X.shape[1] + 1], datatype="FP64", data=[0.0] * (X.shape[1] + 1))]))

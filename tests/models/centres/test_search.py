@@ -8,7 +8,8 @@ import pytest
 from models.centres import search
 from models.centres import KNNCentre
 from models.centres.search import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, DenseIndex, FingerprintIndex, _smallest,
-                               distance_weighted_mean, search_input, shared_distances, sparse_offset)
+                                   distance_weighted_mean, kth_smallest, search_input, shared_distances,
+                                   sparse_offset)
 from models.shapes.nle import NearestNeighbourEllipsoid
 
 
@@ -392,3 +393,16 @@ def test_a_search_outside_a_scope_keeps_no_chunk_of_distances_beyond_its_own():
     finally:
         tracemalloc.stop()
     assert whole > 30e6 and peak < whole / 4
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 8, 9, 40])
+def test_kth_smallest_equals_the_partition_with_repeats_and_leaves_the_distances_as_they_were(k):
+    """The k-th smallest of each row, repeats counted, by argmin passes (k <= 8) or the partition; a row
+    whose smallest values repeat, or whose tail is infinite, gets the partition's value; D is restored."""
+    rng = np.random.default_rng(k)
+    D = rng.integers(0, 6, size=(50, 60)).astype(np.float64)  # many repeats
+    D[3, :] = np.inf
+    D[4, k // 2:] = np.inf  # fewer finite values than k on some rows
+    before = D.copy()
+    np.testing.assert_array_equal(kth_smallest(D, k), np.partition(before, k - 1, axis=1)[:, k - 1:k])
+    np.testing.assert_array_equal(D, before)
