@@ -25,7 +25,8 @@ alternate between the bundle's server and the no-op, so that the shared machine'
   V2 route on the same body (issue 39).
 
 Writes ``benchmarks/results/serving.{json,md}``: the json is ``{"commit", "command", "date", "machine",
-"rows": [{"bundle", "centre", "route", "scenario", "value"}]}``; the md the same as a table, with the
+"rows": [{"bundle", "centre", "route", "scenario", "value"}]}`` (a ratio's rows also hold each round's ratio
+and both sides' requests/s: ``rounds``, ``rps``, ``noop_rps``); the md the same as a table, with the
 targets of issue 32.
 """
 
@@ -191,11 +192,14 @@ def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args, repo
                 b = wrk(base + route, tmp / f"{name}-{body}.json", args.seconds, 8)
                 if a["errors"] or b["errors"]:
                     raise RuntimeError(f"{name} {route}: {b['errors']} errors (no-op {a['errors']})")
-                ratios.append(b["rps"] / a["rps"])
+                ratios.append((b["rps"], a["rps"]))
         for (route, scenario, _), ratios in paired.items():
             route = route.replace("/site-b/", "/{name}/")
             out.append({"bundle": label, "centre": centre, "route": route, "scenario": scenario,
-                        "value": round(statistics.median(ratios), 3), "rounds": [round(r, 3) for r in ratios]})
+                        "value": round(statistics.median(b / a for b, a in ratios), 3),
+                        "rounds": [round(b / a, 3) for b, a in ratios],
+                        # the absolute rates: a ratio that moves between runs says which side moved
+                        "rps": [round(b) for b, _ in ratios], "noop_rps": [round(a) for _, a in ratios]})
         if not repository:  # the repository rows are the per-model routes' ratios only
             r = wrk(base + "/predict-region", tmp / f"{name}-256.json", args.latency_seconds, 1)
             out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "p99_256_ms",

@@ -333,8 +333,8 @@ def kth_smallest(D: np.ndarray, k: int) -> np.ndarray:
     ``np.partition(D, k - 1, axis=1)[:, k - 1:k]`` gives); ``D`` is left as it was. Up to :data:`ARGMIN_KTH`:
     ``k - 1`` passes of ``argmin`` that set each row's smallest aside, then a ``min`` (the default bundle's
     kNN centre, ``k = 3`` over 1,620 rows: 3.3 ms for 1,024 queries against 4.8 ms by partition); beyond,
-    the partition."""
-    if k > ARGMIN_KTH:
+    or for fewer than 16 rows, the partition."""
+    if k > ARGMIN_KTH or D.shape[0] < 16:  # a few rows: each pass's fixed cost outweighs the partition's
         return np.partition(D, k - 1, axis=1)[:, k - 1:k]
     rows = np.arange(D.shape[0])
     taken = np.empty((k - 1, D.shape[0]), dtype=np.intp)

@@ -116,6 +116,27 @@ function fact(dl, name, value) {
   dl.append(dt, dd);
 }
 
+function shiftText(shift) {
+  // the shift alarm of GET /models/{name}: quiet, alarm, or why there is none
+  if (!shift.available) return ["unavailable", `shift alarm: none (${shift.reason})`];
+  const evidence = `evidence ${shift.evidence.toPrecision(3)} of ${shift.threshold.toPrecision(3)} ` +
+    `over ${shift.queries} queries`;
+  if (shift.alarm) {
+    return ["alarm", `shift alarm since query ${shift.alarm_at} (${evidence}): the queries no longer look like ` +
+      "the calibration rows, so the coverage is at risk. Recalibrate with a few labelled readings " +
+      "(lmve-recalibrate); that starts a new test."];
+  }
+  return ["quiet", `shift alarm quiet: ${evidence} (false alarms at most ${shift.delta})`];
+}
+
+async function drawShift() {
+  const info = await api(`models/${encodeURIComponent(view.model)}`);
+  const [state, text] = shiftText(info.shift);
+  const p = $("shift");
+  p.dataset.shift = state;
+  p.textContent = text;
+}
+
 async function drawRegion() {
   const s = view.survey;
   const i = Number($("row").value);
@@ -144,6 +165,9 @@ async function drawRegion() {
   fact(dl, "coverage", `${answer.effective_coverage}`);
   fact(dl, "area", `${region.volume.toPrecision(4)} (${s.target_names.join(" x ")})`);
   fact(dl, "semi-axes", region.semi_axes.map((a) => a.toPrecision(3)).join(", "));
+  if (region.typicality !== null && region.typicality !== undefined) {
+    fact(dl, "typicality", `${region.typicality.toPrecision(3)} (the row's p-value among the calibration rows')`);
+  }
   if (region.floors) {
     fact(dl, "floor set", region.floors.map((f) => `${floorText(f)} (${(100 * f.probability).toFixed(0)} %)`).join(", "));
     fact(dl, "true floor", floorText(example.floor));
@@ -184,6 +208,7 @@ async function loadModel(name) {
   drawFeedback();
   if (survey.note) status(survey.note, false);
   await drawRegion();
+  await drawShift();
 }
 
 function report(err) {
@@ -218,3 +243,4 @@ $("floor").addEventListener("change", () => drawSurvey());
 $("row").addEventListener("change", () => drawRegion().catch(report));
 $("coverage").addEventListener("input", () => drawRegion().catch(report));
 start().catch(report);
+setInterval(() => { if (view.model) drawShift().catch(() => {}); }, 10000);  // the alarm as queries come

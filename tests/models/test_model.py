@@ -82,3 +82,15 @@ def test_fallback_walks_the_bundle_order_for_both_answers(model, trained_synthet
     np.testing.assert_array_equal(region.regions.shapes, model.predict_region(X, method="ge").regions.shapes)
     healthy = model.assess(X, Y)
     assert healthy.method == "lmve" and not healthy.fallback
+
+
+def test_answers_carry_each_rows_typicality_unless_asked_not_to(model, trained_synthetic):
+    """predict_region and assess give the rows' typicality p-values and scores (the step's own, to the bit);
+    ``typicality=False`` leaves both out."""
+    X, Y = trained_synthetic[1].X[:30], trained_synthetic[1].Y[:30]
+    scores, p = model.typicality.assess(model.standardise(X))
+    for answer in (model.predict_region(X), model.assess(X, Y)):
+        np.testing.assert_array_equal(answer.typicality, p)
+        np.testing.assert_array_equal(answer.typicality_scores, scores)
+    for answer in (model.predict_region(X, typicality=False), model.assess(X, Y, typicality=False)):
+        assert answer.typicality is None and answer.typicality_scores is None

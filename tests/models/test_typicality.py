@@ -93,3 +93,21 @@ def test_a_few_db_offset_of_a_new_phone_raises_the_alarm_and_held_out_positions_
     shifted.update(typ.scores((X[stream] + offset_db - mean) / sd))
     assert not quiet.alarm and quiet.queries_ == 300
     assert shifted.alarm and shifted.alarm_at_ < 150, shifted.summary()
+
+
+def test_a_rows_score_does_not_depend_on_its_batch():
+    """The same score whether a row comes alone (the partition path), among a few hundred (argmin passes) or in
+    a batch of several chunks, to float32's precision (BLAS sums a one-row float32 product in another order than
+    a batch's: 3e-8 apart at most here); the conservative p-value is the by-hand one."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2000, 12))
+    typ = Typicality(k=5, n_components=8, max_reference=600).fit(X[:1500]).calibrate(X[1500:1700])
+    Q = rng.normal(size=(4500, 12)) * 1.3
+    whole = typ.scores(Q)
+    alone = np.array([typ.scores(Q[i:i + 1])[0] for i in range(0, 4500, 97)])
+    np.testing.assert_allclose(alone, whole[::97], rtol=1e-6)
+    np.testing.assert_allclose(typ.scores(Q[:300]), whole[:300], rtol=1e-6)
+    s, p = typ.assess(Q[:50])
+    cal = typ.calibration_
+    np.testing.assert_array_equal(s, whole[:50])
+    assert p.tolist() == [(np.sum(cal >= v) + 1) / (len(cal) + 1) for v in s]

@@ -161,6 +161,15 @@ def test_viewer_draws_the_survey_feedback_and_the_ellipse_and_follows_the_slider
     assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "drawn", \
         browser.find_element(By.ID, "status").text
 
+    # the shift alarm as GET /models/floors reports it (the page's own queries tested too)
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "shift").get_attribute("data-shift")
+                                     in ("quiet", "alarm"))
+    shift = served.get("/models/floors").json()["shift"]
+    box = browser.find_element(By.ID, "shift")
+    assert box.get_attribute("data-shift") == ("alarm" if shift["alarm"] else "quiet")
+    assert f"of {shift['threshold']:.3g} over" in box.text and "queries" in box.text
+    assert "typicality" in browser.find_element(By.ID, "facts").text
+
     # the survey per floor, the feedback coloured by its served region
     assert browser.execute_script("return document.querySelectorAll('#survey circle').length") == \
         len(survey["positions"])

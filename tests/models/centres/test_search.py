@@ -397,8 +397,9 @@ def test_a_search_outside_a_scope_keeps_no_chunk_of_distances_beyond_its_own():
 
 @pytest.mark.parametrize("k", [1, 2, 3, 8, 9, 40])
 def test_kth_smallest_equals_the_partition_with_repeats_and_leaves_the_distances_as_they_were(k):
-    """The k-th smallest of each row, repeats counted, by argmin passes (k <= 8) or the partition; a row
-    whose smallest values repeat, or whose tail is infinite, gets the partition's value; D is restored."""
+    """The k-th smallest of each row, repeats counted, by argmin passes (k <= 8, 16 rows or more) or the
+    partition; a row whose smallest values repeat, or whose tail is infinite, gets the partition's value; D is
+    restored."""
     rng = np.random.default_rng(k)
     D = rng.integers(0, 6, size=(50, 60)).astype(np.float64)  # many repeats
     D[3, :] = np.inf
@@ -406,3 +407,4 @@ def test_kth_smallest_equals_the_partition_with_repeats_and_leaves_the_distances
     before = D.copy()
     np.testing.assert_array_equal(kth_smallest(D, k), np.partition(before, k - 1, axis=1)[:, k - 1:k])
     np.testing.assert_array_equal(D, before)
+    np.testing.assert_array_equal(kth_smallest(D[:3], k), np.partition(before[:3], k - 1, axis=1)[:, k - 1:k])
