@@ -106,6 +106,26 @@ def test_feedback_to_both_workers_lands_in_one_state_and_survives_a_restart(clus
     assert counter(fresh_get(base, "/metrics").text, "lmve_feedback_rows_total") == sent
 
 
+def test_queries_to_both_workers_step_one_shift_test(cluster, test_rows):
+    """Region requests answered by either worker feed one shift test in the shared state: within a few sync
+    intervals both workers report every query, and the same evidence."""
+    base, _, _, _ = cluster
+    X, _ = test_rows
+    time.sleep(3 * float(SYNC))
+    before = fresh_get(base, "/model").json()["shift"]["queries"]
+    sent = 0
+    for i in range(100):  # each on a new connection: the kernel deals them to both workers
+        with httpx.Client(timeout=10.0) as c:
+            r = c.post(f"{base}/predict-region", json={"features": features(X[2 * (i % 30):2 * (i % 30) + 2])},
+                       headers=H)
+        assert r.status_code == 200 and all(0.0 < g["typicality"] <= 1.0 for g in r.json()["regions"]), r.text
+        sent += 2
+    time.sleep(4 * float(SYNC))  # every worker's pending queries flushed
+    reports = by_worker(base, "/model", lambda b: (b["shift"]["queries"], b["shift"]["evidence"]))
+    assert len(reports) == 2 and len(set(reports.values())) == 1, reports
+    assert next(iter(reports.values()))[0] == before + sent
+
+
 def test_recalibrate_under_load_reaches_every_worker_and_a_bad_body_changes_nothing(cluster, test_rows):
     base, served, _, _ = cluster
     X, Y = test_rows
