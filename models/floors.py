@@ -408,6 +408,16 @@ class FloorModel:
         self.joint[method].calibrator.fit(self.joint_scores(method, P, codes, position_scores), groups)
         return self
 
+    def recalibrated(self, P: np.ndarray, codes: np.ndarray, position_scores: dict, rule: str = "rows",
+                     groups=None, random_state: int = 0) -> "FloorModel":
+        """A copy whose joint calibrations hold the scores of fresh rows (class probabilities ``P`` (k, K), true
+        classes ``codes`` (k,), and per method its position scores (k,)); the classifier, the floor map and
+        each method's position map stay those of training, as a recalibrated ellipse keeps its shapes."""
+        joint = {name: JointCalibration(old.position_map, SplitConformalCalibrator(rule, random_state).fit(
+                     self.joint_scores(name, P, codes, position_scores[name]), groups))
+                 for name, old in self.joint.items()}
+        return FloorModel(self.classifier, self.labels, self.floor_map, joint, dict(self.selection), {})
+
     def check_level(self, method: str, level: float) -> float:
         return self.joint[method].calibrator.check_level(level)
 

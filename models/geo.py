@@ -30,6 +30,7 @@ from functools import cached_property
 
 import numpy as np
 
+from models import geometry
 from models.exceptions import InputError
 
 AXES = ("xy", "yx")
@@ -119,6 +120,13 @@ class TargetCRS:
         x, y = np.asarray(x) / self.scale, np.asarray(y) / self.scale
         return np.stack([x, y] if self.axes == "xy" else [y, x], axis=-1)
 
+    def distance_m(self, a, b) -> np.ndarray:
+        """(N,) geodesic distances in metres between target-unit points ``a`` and ``b`` (N, 2), on the CRS's
+        ellipsoid: a position error on the ground."""
+        a_ll, b_ll = self.to_lonlat(a), self.to_lonlat(b)
+        _, _, d = self.geod.inv(a_ll[:, 0], a_ll[:, 1], b_ll[:, 0], b_ll[:, 1])
+        return np.asarray(d, dtype=np.float64).reshape(-1)
+
     # ------------------------------------------------------------------ ellipses on the ground
     def describe(self, centers, semi_axes, directions, rings) -> dict[str, np.ndarray]:
         """Ground figures of N plane ellipses (target units): ``centers`` (N, 2), ``semi_axes`` (N, 2)
@@ -155,6 +163,24 @@ class TargetCRS:
         return {"center": c_ll, "ring": ring_ll, "area_m2": np.pi * np.abs(np.linalg.det(M)),
                 "accuracy_m": np.ceil(farthest * (1.0 + 1e-6) * 1000.0) / 1000.0, "semi_axes_m": s,
                 "bearing_deg": np.mod(np.degrees(np.arctan2(U[:, 0, 0], U[:, 1, 0])), 180.0)}
+
+
+def ellipse_figures(centers, shapes, crs: TargetCRS | None, vertices: int = 64) -> dict[str, np.ndarray]:
+    """What a map answer says of N bounded plane ellipses (``centers`` (N, 2), ``shapes`` (N, 2, 2)): the
+    ``center``, the closed counter-clockwise ``ring`` of ``vertices`` vertices, ``area_m2``, ``semi_axes_m``
+    (N, 2), ``accuracy_m`` and ``orientation`` (radians from the first target axis); with a ``crs`` on the
+    ground in WGS84 and metres (:meth:`TargetCRS.describe`, which adds ``bearing_deg``), without one in the
+    targets' plane and units (``accuracy_m`` then the semi-major axis)."""
+    centers, shapes = np.asarray(centers, dtype=np.float64), np.asarray(shapes, dtype=np.float64)
+    area, semi, angle = geometry.ellipse_2d(shapes)
+    _, directions = geometry.axes(shapes)
+    rings = geometry.boundary_points(centers, shapes, vertices, closed=True)
+    if crs is None:
+        figures = {"center": centers, "ring": ccw(rings), "area_m2": area, "semi_axes_m": semi, "accuracy_m": semi[:, 0]}
+    else:
+        figures = crs.describe(centers, semi, directions, rings)
+    figures["orientation"] = angle
+    return figures
 
 
 def signed_area(rings) -> np.ndarray:

@@ -339,23 +339,26 @@ class RegionModel:
         return out
 
     def recalibrated(self, features, points, groups=None, centers=None, rule: str | None = None,
-                     random_state: int = 0) -> "RegionModel":
+                     random_state: int = 0, floors=None, buildings=None) -> "RegionModel":
         """A new model with this one's preprocessing, scaler, centre and shapes, and calibration
         scores from fresh labelled rows (``features`` (k, d), true ``points`` (k, n); ``groups`` (k,)
         calibrates over whole groups, rule ``"group-subsample"`` unless ``rule`` says otherwise).
+        A floor bundle needs the rows' true ``floors`` (and ``buildings``): its joint calibrations are
+        recalibrated with the same rule, groups and seed (:meth:`models.floors.FloorModel.recalibrated`).
         This model is left untouched. Raises :class:`InputError` when the fresh rows cannot attain
         the bundle's level (too few rows or groups), naming the highest attainable one."""
         import copy
 
         from models.calibration.conformal import check_rule, group_codes, max_coverage
 
-        if self.floors is not None:
-            raise InputError("this bundle calibrates floors and positions jointly; recalibrating it needs the "
-                             "fresh rows' floors, which recalibration does not take yet: retrain with "
-                             "lmve-train --floor-column", field="floors", expected="a bundle without floors",
-                             received="a floor bundle")
         X = self._features(features)
         P = self._points(points, X)
+        if self.floors is not None and floors is None:
+            columns = ", ".join(self.floors.labels.columns)
+            raise InputError(f"floors: this bundle calibrates floors and positions jointly; recalibrating it needs each "
+                             f"fresh row's true floor ({columns})", field="floors", expected=f"the column(s) {columns}",
+                             received="none")
+        codes = self._floor_codes(floors, buildings, X)
         mu = self._centers(centers, X)
         rule = check_rule(rule or ("rows" if groups is None else "group-subsample"))
         if groups is not None:
@@ -376,10 +379,15 @@ class RegionModel:
                                           prefit_centre=True, calibration=rule, random_state=random_state)
             new.centre_, new.shape_ = reg.centre_, new.shape
             methods[name] = new.conformalize(X, P, centers=mu, groups=groups if rule != "rows" else None)
+        floor_model = None
+        if self.floors is not None:
+            scores = {name: methods[name].shape_.conformity_scores(X, P - mu) for name in self.floors.joint}
+            floor_model = self.floors.recalibrated(self.floors.proba(X), codes, scores, rule,
+                                                   groups if rule != "rows" else None, random_state)
         return RegionModel(feature_names=list(self.feature_names), target_names=list(self.target_names),
                            scaler_mean=self.scaler_mean, scaler_scale=self.scaler_scale, methods=methods,
                            coverage=self.coverage, manifest={}, preprocess=self.preprocess,
-                           selection=dict(self.selection), crs=self.crs, survey=self.survey,
+                           selection=dict(self.selection), floors=floor_model, crs=self.crs, survey=self.survey,
                            typicality=None if self.typicality is None else self.typicality.recalibrated(X))
 
     def predict_center(self, features, centers=None) -> np.ndarray:

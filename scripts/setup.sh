@@ -11,7 +11,7 @@ stamp=.venv/.lmve-installed
 want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[train,dev,docs,postgres]"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[train,dev,docs,postgres,dask]"
   # the bench extra (Dask, and MAPIE 1.6 for the peer method mapie-mvsr) is optional: where the
   # package index lacks MAPIE, Dask alone is installed, lmve-bench --methods mapie-mvsr says what is
   # missing and the peer's tests are skipped

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models import geometry
-from models.geo import ccw
+from models.geo import ellipse_figures
 from service.errors import APIError
 
 MEDIA_TYPE = "application/geo+json"
@@ -59,14 +58,8 @@ def feature_collection(answer, model, vertices: int | None, meta: dict) -> dict:
     geometries: list[dict | None] = [None] * n
     rows = np.flatnonzero(bounded)
     if len(rows):
-        c, C = centers[rows], shapes[rows]
-        area, semi, angle = geometry.ellipse_2d(C)
-        _, directions = geometry.axes(C)
-        rings = geometry.boundary_points(c, C, k, closed=True)
-        if crs is None:
-            figures = {"center": c, "ring": ccw(rings), "area_m2": area, "semi_axes_m": semi, "accuracy_m": semi[:, 0]}
-        else:
-            figures = crs.describe(c, semi, directions, rings)
+        figures = ellipse_figures(centers[rows], shapes[rows], crs, k)
+        angle = figures["orientation"]
         for j, i in enumerate(rows.tolist()):
             geometries[i] = {"type": "Polygon", "coordinates": [figures["ring"][j].tolist()]}
             p = props[i]

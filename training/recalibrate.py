@@ -5,7 +5,9 @@
 
 The new bundle keeps the parent's preprocessing, scaler, centre and shapes and replaces the
 calibration scores with those of the fresh rows (the CSV needs the bundle's feature and target
-columns, by name; a ``--centre-columns`` bundle its estimate columns too). With ``--groups`` the
+columns, by name; a ``--centre-columns`` bundle its estimate columns too; a floor bundle its floor (and
+building) columns, whose joint calibration is renewed as well). The walk files of ``lmve-evaluate`` are read
+the same way (CSV or Parquet; a bad cell named by its column and line). With ``--groups`` the
 calibration keeps one score per group, as ``lmve-train --groups`` does. The manifest records the
 parent bundle's id, the number of rows and groups, the source file's sha256 and when. Nothing is
 written when anything is wrong; the new bundle appears atomically.
@@ -25,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lmve-recalibrate", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bundle", type=Path, help="the bundle to recalibrate (left untouched)")
-    p.add_argument("csv", type=Path, help="fresh labelled rows: the bundle's feature and target columns")
+    p.add_argument("csv", type=Path, help="fresh labelled rows (a validation walk: .csv, .csv.gz or .parquet): the "
+                   "bundle's feature and target columns, and a floor bundle's floor column(s)")
     p.add_argument("--out", type=Path, required=True, help="where the new bundle goes")
     p.add_argument("--groups", default=None, metavar="COL[,COL]",
                    help="columns labelling each row's group: one calibration score per group (a guarantee for "
@@ -40,23 +43,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from models.bundle import load_bundle
-    from models.bundle import save_recalibrated
+    import numpy as np
+
+    from models.bundle import load_bundle, save_recalibrated
     from models.calibration.recalibration import recalibrate, threshold_changes
-    from training.datasets import load_csv
+    from training.evaluation import GroupBy
+    from training.inputs import read_walk
 
     if args.out.resolve() == args.bundle.resolve():
         raise InputError("--out must differ from the bundle being recalibrated (it stays as it is)", field="--out",
                          expected="a new directory", received=str(args.out))
     parent = load_bundle(args.bundle)
     m = parent.manifest
-    centre = (m.get("training") or {}).get("centre")
-    centre_columns = centre.get("columns") if isinstance(centre, dict) and parent.requires_centers else None
     group_cols = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
-    fresh = load_csv(args.csv, list(parent.target_names), list(parent.feature_names), groups=group_cols,
-                     centre_columns=centre_columns, min_rows=1)
-    result = recalibrate(parent, fresh.X, fresh.Y, groups=fresh.groups, grouping=group_cols, centers=fresh.centers,
-                         group_rule=args.group_rule, seed=args.seed,
+    fresh = read_walk(args.csv, parent, [GroupBy(c) for c in group_cols or []])
+    if parent.floors is not None and fresh.floors is None:
+        columns = ", ".join(parent.floors.labels.columns)
+        raise InputError(f"{args.csv.name} lacks the floor column(s) {columns}: this bundle calibrates floors and "
+                         "positions jointly, so the fresh rows need their true floors", field=parent.floors.labels.columns[-1],
+                         expected=f"the column(s) {columns}", received="none")
+    groups = None
+    if group_cols:  # one group per combination of the columns' values
+        groups = np.asarray(["|".join(parts) for parts in zip(*(fresh.groups[c] for c in group_cols))], dtype=object)
+    result = recalibrate(parent, fresh.X, fresh.Y, groups=groups, grouping=group_cols, centers=fresh.centers,
+                         group_rule=args.group_rule, seed=args.seed, floors=fresh.floors, buildings=fresh.buildings,
                          source={"file": args.csv.name, "sha256": fresh.sha256})
     manifest = save_recalibrated(parent, result, args.out)
     print(f"lmve-recalibrate: {args.out} (id {manifest['bundle_id']}, parent {m.get('bundle_id')}): "

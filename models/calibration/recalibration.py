@@ -31,12 +31,15 @@ class Recalibration:
 
 
 def recalibrate(parent: RegionModel, features, points, *, groups=None, grouping: list[str] | None = None,
-                centers=None, group_rule: str = "subsample", seed: int = 0, source: dict | None = None) -> Recalibration:
+                centers=None, group_rule: str = "subsample", seed: int = 0, source: dict | None = None,
+                floors=None, buildings=None) -> Recalibration:
     """``parent`` recalibrated on ``features`` (k, d) and true ``points`` (k, n); ``groups`` (k,) labels
-    rows by group (one score per group under ``group_rule``). Raises ``InputError`` naming the field
-    for bad rows or too few rows or groups; ``parent`` is never modified."""
+    rows by group (one score per group under ``group_rule``); a floor bundle needs the rows' ``floors``
+    (and ``buildings``). Raises ``InputError`` naming the field for bad rows or too few rows or groups;
+    ``parent`` is never modified."""
     rule = None if groups is None else GROUP_RULES[group_rule]
-    model = parent.recalibrated(features, points, groups=groups, centers=centers, rule=rule, random_state=seed)
+    model = parent.recalibrated(features, points, groups=groups, centers=centers, rule=rule, random_state=seed,
+                                floors=floors, buildings=buildings)
     cal = next(iter(model.methods.values())).calibrator_
     n_rows = int(cal.n_rows_)
     n_groups = None if groups is None else int(cal.n_calibration_)

@@ -84,3 +84,30 @@ def test_missing_columns_are_named_and_nothing_is_written(bundle_dir, tmp_path, 
     assert f"'{name}'" in capsys.readouterr().err
     assert not out.exists()
     assert main([str(bundle_dir), str(tmp_path / "fresh.csv"), "--out", str(bundle_dir)]) == 2
+
+
+def test_a_floor_bundle_is_recalibrated_from_a_walk_with_its_floors(walk_repository, tmp_path, capsys):
+    """The joint calibration is renewed too: its scores are the fresh rows' joint scores under the parent's maps,
+    and a walk without the floor column is refused naming it. The walk is a Parquet file, as lmve-evaluate reads."""
+    from tests.training.walks import write_walk
+
+    root, survey = walk_repository
+    parent = load_bundle(root / "floors")
+    X, Y, floor = survey.X[:400], survey.Y[:400], survey.meta["floor"][:400]
+    walk = write_walk(tmp_path / "walk.parquet", parent, X, Y, {"floor": floor})
+    out = tmp_path / "recal"
+    assert main([str(root / "floors"), str(walk), "--out", str(out)]) == 0
+    new = load_bundle(out)
+    codes = parent.floors.labels.encode(floor)
+    Xs = parent.standardise(X)
+    P = parent.floors.proba(Xs)
+    for name, joint in new.floors.joint.items():
+        position = parent.methods[name].shape_.conformity_scores(Xs, Y - parent.predict_center(X))
+        expected = np.sort(parent.floors.joint_scores(name, P, codes, position))
+        np.testing.assert_array_equal(joint.calibrator.scores_, expected)
+        assert joint.calibrator.n_rows_ == 400 and joint.position_map is not None
+    assert "guarantee" in new.manifest["floors"]
+    no_floor = write_walk(tmp_path / "nofloor.csv", parent, X, Y)
+    assert main([str(root / "floors"), str(no_floor), "--out", str(tmp_path / "never")]) == 2
+    assert "lacks the floor column(s) floor" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()

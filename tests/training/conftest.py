@@ -1,0 +1,37 @@
+"""Fixtures of the lmve-evaluate and lmve-predict tests: a model repository of two bundles (the session's
+synthetic one, and a floor bundle with a CRS, so errors and sizes are ground metres), served by a real
+``lmve-serve`` on loopback."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.service.test_e2e import serving_client
+
+
+@pytest.fixture(scope="session")
+def walk_repository(bundle_dir, tmp_path_factory):
+    """``root/synthetic`` (the session bundle: LMVE primary, all methods) and ``root/floors`` (GE and NLE with
+    floor sets; targets declared EPSG:3857 metres), and a floor survey drawn again for walks."""
+    from models.bundle import save_bundle
+    from models.geo import TargetCRS
+    from training.datasets import load_dataset
+    from training.pipeline import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("walk-repository")
+    shutil.copytree(bundle_dir, root / "synthetic")
+    ds = load_dataset("floors", seed=0)
+    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"))
+    result.model.crs = TargetCRS(crs="EPSG:3857", axes="xy", scale=1.0)
+    save_bundle(result.model, root / "floors", dataset=ds.info)
+    return root, load_dataset("floors", seed=7)
+
+
+@pytest.fixture(scope="session")
+def walk_server(walk_repository, tmp_path_factory):
+    root, _ = walk_repository
+    with serving_client(tmp_path_factory.mktemp("walk-logs") / "server.log", LMVE_MODEL_REPOSITORY=str(root),
+                        LMVE_DEFAULT_MODEL="synthetic") as client:
+        yield client

@@ -1,0 +1,154 @@
+"""``lmve-predict``: its rows equal a real ``lmve-serve``'s ``/predict-region`` and ``/contains`` answers row for
+row, the Dask path on a 2-worker ``LocalCluster`` writes exactly what the local path writes, and bad input
+names the column and line and leaves no file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from models.bundle import load_bundle
+from tests.training.walks import write_walk
+from training.predict import main
+
+CHUNK = 64
+
+
+def post(client, path, payload):
+    r = client.post(path, json=payload)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def batches(client, path, X, **extra):
+    """The service's answers for ``X`` in requests of :data:`CHUNK` rows (the command's batches)."""
+    out = []
+    for a in range(0, len(X), CHUNK):
+        payload = {"features": X[a:a + CHUNK].tolist(), **{k: v[a:a + CHUNK].tolist() for k, v in extra.items()}}
+        out.append(post(client, path, payload))
+    return out
+
+
+def test_rows_equal_predict_region_and_contains(walk_repository, walk_server, tmp_path):
+    from training.synthetic import make_queries
+
+    root, _ = walk_repository
+    model = load_bundle(root / "synthetic")
+    X, Y = make_queries(150, seed=31)
+    walk = write_walk(tmp_path / "log.csv", model, X, Y, {"id": np.arange(150) * 7})
+    out = tmp_path / "regions.csv"
+    assert main(["--bundle", str(root), "--model", "synthetic", "--input", str(walk), "--out", str(out),
+                 "--contains", ",".join(model.target_names), "--keep", "id", "--chunk-rows", str(CHUNK),
+                 "--no-progress"]) == 0
+    got = pd.read_csv(out)
+    assert list(got["id"]) == list(np.arange(150) * 7)
+    regions = [r for ans in batches(walk_server, "/models/synthetic/predict-region", X) for r in ans["regions"]]
+    for k, t in enumerate(model.target_names):
+        np.testing.assert_array_equal(got[f"center_{t}"], [r["center"][k] for r in regions])
+    for i, j in ((0, 0), (0, 1), (1, 1)):
+        np.testing.assert_array_equal(got[f"shape_{i}{j}"], [r["shape"][i][j] for r in regions])
+    np.testing.assert_array_equal(got["area"], [r["volume"] for r in regions])
+    np.testing.assert_array_equal(got["typicality"], [r["typicality"] for r in regions])
+    assert set(got["method"]) == {r["method"] for r in regions}
+    geo = [f["properties"] for a in range(0, 150, CHUNK)
+           for f in post(walk_server, "/models/synthetic/predict-region",
+                         {"features": X[a:a + CHUNK].tolist(), "format": "geojson"})["features"]]
+    np.testing.assert_array_equal(got["accuracy_m"], [p["accuracy_m"] for p in geo])
+    results = [r for ans in batches(walk_server, "/models/synthetic/contains", X, points=Y) for r in ans["results"]]
+    np.testing.assert_array_equal(got["inside"], [r["inside"] for r in results])
+    np.testing.assert_array_equal(got["distance"], [r["distance"] for r in results])
+    np.testing.assert_array_equal(got["p_value"], [r["p_value"] for r in results])
+
+
+def test_floor_rows_and_geojson_equal_the_answers(walk_repository, walk_server, tmp_path):
+    root, survey = walk_repository
+    model = load_bundle(root / "floors")
+    X = survey.X[:100]
+    walk = write_walk(tmp_path / "log.parquet", model, X)
+    out = tmp_path / "regions.geojson"
+    assert main(["--bundle", str(root), "--model", "floors", "--input", str(walk), "--out", str(out),
+                 "--chunk-rows", str(CHUNK), "--no-progress"]) == 0
+    mine = json.loads(out.read_text())
+    assert mine["type"] == "FeatureCollection" and mine["coordinates"] == "lonlat" and len(mine["features"]) == 100
+    theirs = [f for a in range(0, 100, CHUNK) for f in post(walk_server, "/models/floors/predict-region",
+                                                             {"features": X[a:a + CHUNK].tolist(),
+                                                              "format": "geojson"})["features"]]
+    for m, t in zip(mine["features"], theirs):
+        assert m["geometry"] == t["geometry"]
+        p, q = m["properties"], t["properties"]
+        assert (p["area_m2"], p["accuracy_m"], p["typicality"]) == (q["area_m2"], q["accuracy_m"], q["typicality"])
+        assert p["floor_set"] == ";".join(str(f["floor"]) for f in q["floors"])
+        assert p["floor"] == q["floors"][0]["floor"] and p["floor_probability"] == q["floors"][0]["probability"]
+        assert p["floor_set_size"] == len(q["floors"])
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_dask_on_a_local_cluster_writes_what_the_local_path_writes(walk_repository, tmp_path, suffix):
+    from training.synthetic import make_queries
+
+    root, _ = walk_repository
+    model = load_bundle(root / "synthetic")
+    X, Y = make_queries(700, seed=41)
+    walk = write_walk(tmp_path / f"log{suffix}", model, X, Y)
+    local, spread = tmp_path / "local.parquet", tmp_path / "dask.parquet"
+    common = ["--bundle", str(root / "synthetic"), "--input", str(walk), "--chunk-rows", "100", "--no-progress",
+              "--contains", ",".join(model.target_names)]
+    assert main([*common, "--out", str(local)]) == 0
+    assert main([*common, "--out", str(spread), "--engine", "dask", "--workers", "2"]) == 0
+    a, b = pd.read_parquet(local), pd.read_parquet(spread)
+    assert len(a) == 700
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_bad_cells_name_the_column_and_line_and_leave_no_file(walk_repository, tmp_path, capsys, engine):
+    from training.synthetic import make_queries
+
+    root, _ = walk_repository
+    model = load_bundle(root / "synthetic")
+    X, _ = make_queries(300, seed=5)
+    X[250, 3] = np.nan  # line 252 of the file: in the fourth partition of 64 rows
+    walk = write_walk(tmp_path / "log.csv", model, X)
+    out = tmp_path / "regions.parquet"
+    assert main(["--bundle", str(root / "synthetic"), "--input", str(walk), "--out", str(out), "--engine", engine,
+                 "--chunk-rows", str(CHUNK), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert repr(model.feature_names[3]) in err and "line 252" in err and "empty" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]  # no output, no temporary file
+
+
+def test_inputs_and_options_are_checked_before_anything_is_written(walk_repository, tmp_path, capsys):
+    from training.synthetic import make_queries
+
+    root, _ = walk_repository
+    model = load_bundle(root / "synthetic")
+    X, _ = make_queries(20, seed=5)
+    walk = write_walk(tmp_path / "log.csv", model, X)
+    short = tmp_path / "short.csv"
+    pd.read_csv(walk).drop(columns=[model.feature_names[5]]).to_csv(short, index=False)
+    base = ["--bundle", str(root / "synthetic"), "--no-progress"]
+    cases = [(["--input", str(short), "--out", str(tmp_path / "o.csv")], ["feature column", model.feature_names[5]]),
+             (["--input", str(walk), "--out", str(tmp_path / "o.txt")], ["--out", ".parquet"]),
+             (["--input", str(walk), "--out", str(tmp_path / "o.csv"), "--contains", "x"], ["--contains", "2 targets"]),
+             (["--input", str(walk), "--out", str(tmp_path / "o.csv"), "--keep", "nope"], ["--keep column", "nope"]),
+             (["--input", str(walk), "--out", str(tmp_path / "o.csv"), "--method", "copula"], ["--method", "nle"]),
+             (["--input", str(tmp_path / "none.csv"), "--out", str(tmp_path / "o.csv")], ["does not exist"])]
+    for argv, words in cases:
+        assert main([*base, *argv]) == 2
+        err = capsys.readouterr().err
+        for w in words:
+            assert w in err, (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv", "short.csv"]
+    # a gzip CSV streams locally; Dask refuses it (it cannot be split), naming the way out
+    gz = tmp_path / "log.csv.gz"
+    with open(walk, "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert main([*base, "--input", str(gz), "--out", str(tmp_path / "o.csv"), "--chunk-rows", "7"]) == 0
+    assert len(pd.read_csv(tmp_path / "o.csv")) == 20
+    assert main([*base, "--input", str(gz), "--out", str(tmp_path / "d.csv"), "--engine", "dask"]) == 2
+    assert "decompress it or convert it to Parquet" in capsys.readouterr().err

@@ -1,0 +1,231 @@
+"""``lmve-evaluate``: a labelled validation walk against a bundle, as a positioning team checks a site.
+
+    lmve-evaluate --bundle runs/site7/bundle --csv walk.csv --out runs/site7/walk-1
+    lmve-evaluate --bundle repo/ --model BUILDINGID=1 --csv walk.csv --group-by PHONEID,day:TIMESTAMP
+    lmve-evaluate --bundle B --csv walk.parquet --fail-under 0.85      # for a CI pipeline
+
+The walk has the training file's columns, targets included (CSV or Parquet). Its rows are answered as
+``POST /predict-region`` answers them; the figures are :mod:`training.evaluation`'s: coverage at the bundle's
+level with its binomial interval, the reliability curve over ``--levels``, region sizes, positioning errors
+(mean, median, RMSE, p75, CEP, CE95), a floor bundle's floor figures and IPIN score, the same per group, and a
+verdict. ``--out DIR`` writes ``report.md``, ``metrics.json``, ``reliability.png`` and ``error_cdf.png``
+(atomically: all of them or none).
+
+Exit status: 0 when coverage holds within its binomial tolerance, 1 when it does not, or, with
+``--fail-under LEVEL``, 1 exactly when the walk's coverage is below LEVEL; 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+
+from models.exceptions import InputError
+from training import run_command
+from training.evaluation import DEFAULT_LEVELS, ERROR_KEYS, GroupBy, evaluate, parse_levels
+from training.inputs import bundle_parser
+
+#: groups drawn as their own line on the error CDF (the largest ones)
+CDF_GROUPS = 8
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = bundle_parser("lmve-evaluate", __doc__)
+    p.add_argument("--csv", type=Path, required=True, metavar="WALK",
+                   help="the labelled walk: the bundle's feature and target columns by name (.csv, .csv.gz, .parquet)")
+    p.add_argument("--method", default=None, help="evaluate one method (default: the one /predict-region serves)")
+    p.add_argument("--group-by", default=None, metavar="COL[,COL]",
+                   help="a breakdown per value of each column (day:COL: per UTC day of a timestamp column)")
+    p.add_argument("--levels", default=DEFAULT_LEVELS, metavar="LO:HI[:STEP]",
+                   help=f"the reliability curve's levels (default {DEFAULT_LEVELS}: 0.50, 0.55, ..., 0.95, 0.99)")
+    p.add_argument("--out", type=Path, default=None, help="write report.md, metrics.json and the plots here")
+    p.add_argument("--fail-under", type=float, default=None, metavar="LEVEL",
+                   help="exit 1 when the walk's coverage is below LEVEL (instead of the binomial verdict)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("lmve-evaluate", build_parser(), _run, argv)
+
+
+def _run(args) -> int:
+    from training.inputs import open_model, read_walk
+
+    if args.fail_under is not None and not 0.0 < args.fail_under <= 1.0:
+        raise InputError(f"--fail-under {args.fail_under}: expected a level in (0, 1]", field="--fail-under",
+                         expected="a number in (0, 1]", received=str(args.fail_under))
+    levels = parse_levels(args.levels)
+    group_by = GroupBy.parse(args.group_by)
+    model = open_model(args.bundle, args.model)
+    walk = read_walk(args.csv, model, group_by)
+    figures, rows = evaluate(model, walk, method=args.method, levels=levels, group_by=group_by)
+    figures = {"bundle_id": model.manifest.get("bundle_id"), "model": args.model, "walk": walk.name,
+               "walk_sha256": walk.sha256, **figures}
+    print(summary_text(figures))
+    if args.out is not None:
+        from models.bundle import write_atomic
+
+        write_atomic(args.out, {"metrics.json": json.dumps(figures, indent=2).encode(),
+                                "report.md": report(figures).encode(),
+                                "reliability.png": plot_reliability(figures),
+                                "error_cdf.png": plot_error_cdf(figures, rows.error, walk, group_by)})
+        print(f"lmve-evaluate: report in {args.out}/report.md")
+    if args.fail_under is not None:
+        return int(figures["coverage"] < args.fail_under)
+    return 0 if figures["verdict"]["holds"] else 1
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def _num(v) -> str:
+    return f"{v:.4g}"
+
+
+def summary_text(f: dict) -> str:
+    """The figures in a few lines, for the terminal."""
+    u = f["units"]
+    e = f["error"]
+    lines = [f"lmve-evaluate: {f['walk']}: {f['n_rows']} rows, method {f['method']}"
+             + (f" (fallback: {f['fallback_reason']})" if f["fallback_reason"] else ""),
+             f"  coverage {_pct(f['coverage'])} at level {100 * f['level']:g} % "
+             f"(95 % interval {_pct(f['coverage_interval'][0])} to {_pct(f['coverage_interval'][1])})",
+             f"  area mean {_num(f['area_mean'])} {u['area']}, accuracy radius median {_num(f['accuracy_median'])} "
+             f"{u['accuracy']}",
+             "  error " + ", ".join(f"{k} {_num(e[k])}" for k in ERROR_KEYS) + f" {u['error']}"]
+    if "floors" in f:
+        fl = f["floors"]
+        lines.append(f"  floors: hit rate {_pct(fl['floor_hit_rate'])}, floor-set coverage {_pct(fl['floor_set_coverage'])}, "
+                     f"position coverage {_pct(fl['position_coverage'])}, IPIN score {_num(fl['ipin_score'])} m")
+    lines.append(f"  verdict: {f['verdict']['words']}")
+    if f["verdict"]["advice"]:
+        lines.append(f"  what to do: {f['verdict']['advice']}")
+    return "\n".join(lines)
+
+
+def _row(name: str, s: dict, floors: bool) -> str:
+    e = s["error"]
+    cells = [name, str(s["n_rows"]), _pct(s["coverage"]),
+             f"{_pct(s['coverage_interval'][0])} to {_pct(s['coverage_interval'][1])}",
+             "yes" if s["holds"] else "**no**", _num(s["area_mean"]), _num(s["accuracy_median"]),
+             *(_num(e[k]) for k in ERROR_KEYS)]
+    if floors:
+        fl = s["floors"]
+        cells += [_pct(fl["floor_hit_rate"]), _pct(fl["floor_set_coverage"]), _num(fl["ipin_score"])]
+    return "| " + " | ".join(cells) + " |"
+
+
+def report(f: dict) -> str:
+    """``report.md``: the verdict, the figures, per group, the reliability curve and the plots."""
+    u = f["units"]
+    floors = "floors" in f
+    head = ["rows", "coverage", "95 % interval", "holds", "area mean", "accuracy median",
+            *(f"error {k}" for k in ERROR_KEYS)]
+    if floors:
+        head += ["floor hit rate", "floor-set coverage", "IPIN score"]
+    table = ["| | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1), _row("all rows", f, floors)]
+    lines = [f"# lmve-evaluate: {f['walk']}", "",
+             f"- bundle `{f['bundle_id']}`" + (f", model `{f['model']}`" if f["model"] else "")
+             + f"; walk sha256 `{f['walk_sha256'][:16]}...`, {f['n_rows']} rows",
+             f"- method {f['method']}" + (f" (fallback: {f['fallback_reason']})" if f["fallback_reason"] else ""),
+             f"- level {100 * f['level']:g} %; an error is the distance from a region's centre to the truth"
+             + (" on the ground (geodesic metres)" if u["ground"] else "")
+             + f"; areas in {u['area']}, accuracy radii and errors in {u['error']}", "",
+             f"**Verdict.** {f['verdict']['words']}", ""]
+    if f["verdict"]["advice"]:
+        lines += [f"What to do: {f['verdict']['advice']}", ""]
+    lines += [*table, ""]
+    for name, per in f["groups"].items():
+        lines += [f"## Per {name}", "", "| " + name + " | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
+        lines += [_row(v, s, floors) for v, s in per.items()]
+        lines += ["", f"A group holds when its one-sided binomial test passes at 5 % / {len(per)} (Bonferroni).", ""]
+    lines += ["## Reliability", "", "Coverage of this walk at each level, with the thresholds of the bundle's stored "
+              "calibration scores.", "", "| level | coverage | 95 % interval |", "|---|---|---|"]
+    for r in f["reliability"]:
+        if r["attainable"]:
+            lines.append(f"| {r['level']:g} | {_pct(r['coverage'])} | {_pct(r['interval'][0])} to "
+                         f"{_pct(r['interval'][1])} |")
+        else:
+            lines.append(f"| {r['level']:g} | above what the calibration attains | |")
+    lines += ["", "![reliability](reliability.png)", "", "![error CDF](error_cdf.png)", ""]
+    return "\n".join(lines)
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_reliability(f: dict) -> bytes:
+    """PNG: the walk's coverage against level with its 95 % intervals, beside the diagonal."""
+    plt = _pyplot()
+    pts = [r for r in f["reliability"] if r["attainable"]]
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    lv = [r["level"] for r in pts]
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="coverage = level")
+    ax.fill_between(lv, [r["interval"][0] for r in pts], [r["interval"][1] for r in pts], color="tab:blue",
+                    alpha=0.2, label="95 % interval")
+    ax.plot(lv, [r["coverage"] for r in pts], marker="o", color="tab:blue", label="this walk")
+    ax.axvline(f["level"], color="tab:red", lw=0.8, label=f"bundle level {f['level']:g}")
+    lo = min(lv + [r["interval"][0] for r in pts]) - 0.05
+    ax.set_xlim(max(lo, 0), 1.0)
+    ax.set_ylim(max(lo, 0), 1.0)
+    ax.set_xlabel("level asked for")
+    ax.set_ylabel("coverage on the walk")
+    ax.set_title(f"{f['walk']}: {f['n_rows']} rows, {f['method']}", fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plot_error_cdf(f: dict, error, walk, group_by) -> bytes:
+    """PNG: the positioning ``error`` 's CDF (all rows, and up to :data:`CDF_GROUPS` groups of the first
+    breakdown), with the median, p75 and CE95 marked."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+
+    def cdf(e, **kw):
+        e = np.sort(e)
+        ax.step(e, np.arange(1, e.size + 1) / e.size, where="post", **kw)
+
+    cdf(error, color="black", lw=1.6, label=f"all rows ({error.size})")
+    if group_by:
+        labels = walk.groups[group_by[0].name]
+        values, counts = np.unique(labels.astype(str), return_counts=True)
+        for v in values[np.argsort(-counts)][:CDF_GROUPS]:
+            mask = labels.astype(str) == v
+            cdf(error[mask], lw=0.9, alpha=0.8, label=f"{group_by[0].name} {v} ({int(mask.sum())})")
+    for q, name in ((50, "CEP"), (75, "p75"), (95, "CE95")):
+        x = float(np.percentile(error, q))
+        ax.axvline(x, color="grey", lw=0.7, ls=":")
+        ax.text(x, 0.02 + q / 1000, f" {name} {x:.3g}", fontsize=7, color="grey")
+    ax.set_xlabel(f"error ({f['units']['error']})")
+    ax.set_ylabel("share of rows")
+    ax.set_ylim(0, 1.01)
+    ax.legend(loc="lower right", fontsize=7)
+    ax.set_title(f"positioning error, {walk.name}", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""A labelled walk against a bundle: coverage with its binomial interval, region sizes, positioning errors,
+floors, per group, and a verdict. The figures of ``lmve-evaluate`` (:mod:`training.evaluate`).
+
+Every row is answered as ``POST /predict-region`` answers it (:meth:`~models.model.RegionModel.predict_region`
+at the bundle's level, the served method unless one is named), so the figures are those of the service:
+
+* **coverage**: the share of rows whose true position is inside its region (and, for a floor bundle, whose
+  true floor is in its floor set: the joint guarantee), with its exact (Clopper-Pearson) 95 % interval, and the
+  one-sided binomial p-value of a shortfall against the level;
+* **reliability**: coverage against level, each level's threshold taken from the bundle's stored calibration
+  scores (:meth:`~models.calibration.conformal.SplitConformalCalibrator.quantile`), the rows' scores computed once;
+* **region size**: the true area (``area``), the paper's ``sqrt det C`` and the accuracy radius (the smallest
+  circle around the centre that holds the ellipse); with a CRS in the bundle, on the ground in m^2 and metres
+  (:func:`models.geo.ellipse_figures`, what GeoJSON answers say);
+* **positioning error**: the distance from the region's centre to the truth (geodesic metres with a CRS):
+  mean, median, RMSE, the 75th percentile (the IPIN competitions' score), CEP and CE95 (ISO/IEC 18305: the
+  radii holding 50 % and 95 % of the errors); percentiles are numpy's linear interpolation;
+* **floors** (a floor bundle): the most probable floor's hit rate, floor-set coverage, position coverage and
+  the IPIN score: the 75th percentile of the horizontal error plus 15 m per floor between the most probable
+  floor and the true one (floors that are not numbers: 15 m when they differ).
+
+The **verdict**: coverage holds when the binomial test cannot reject "coverage >= level" at 5 % (one-sided);
+groups short of the level are named, with what to recalibrate on, but the guarantee is marginal (over the
+rows), so they do not fail the verdict.
+Rows of one walk are not independent (several readings per position, one phone), which makes the interval
+optimistic: a failing verdict is then more often real, a passing one less certain. Per group, each group's
+test is at 5 % divided by the number of groups of its column (Bonferroni), so a breakdown of twenty phones
+does not flag one by chance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.exceptions import InputError
+
+#: the error figures, in the order reports list them
+ERROR_KEYS = ("mean", "median", "rmse", "p75", "cep", "ce95")
+#: metres added per floor of difference in the IPIN score
+FLOOR_PENALTY_M = 15.0
+#: the verdict's test size (one-sided)
+TEST_SIZE = 0.05
+#: the reliability curve's levels when none are asked for
+DEFAULT_LEVELS = "0.5:0.99"
+
+
+def parse_levels(text: str) -> list[float]:
+    """``"0.5:0.99"`` (0.50, 0.55, ..., 0.95 and 0.99), ``"0.5:0.9:0.1"`` (a step) or ``"0.8,0.9,0.95"``."""
+    text = (text or "").strip()
+    try:
+        if ":" in text:
+            parts = [float(p) for p in text.split(":")]
+            if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] <= 0):
+                raise ValueError
+            lo, hi, step = parts[0], parts[1], parts[2] if len(parts) == 3 else 0.05
+            levels = list(np.round(np.arange(lo, hi + 1e-9, step), 10)) + [hi]
+        else:
+            levels = [float(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        levels = []
+    levels = sorted({round(float(v), 10) for v in levels})
+    if not levels or any(not 0.0 < v < 1.0 for v in levels):
+        raise InputError(f"--levels {text!r}: expected levels in (0, 1) as LO:HI, LO:HI:STEP or a comma list",
+                         field="--levels", expected="e.g. 0.5:0.99 or 0.8,0.9,0.95", received=text)
+    return levels
+
+
+@dataclass(frozen=True)
+class GroupBy:
+    """One breakdown: the rows' values of ``column`` (``day``: the UTC date of a timestamp column)."""
+
+    column: str
+    day: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"day:{self.column}" if self.day else self.column
+
+    @classmethod
+    def parse(cls, text: str | None) -> list["GroupBy"]:
+        """``"PHONEID,USERID,day:TIMESTAMP"`` -> one breakdown per item."""
+        out = []
+        for item in (text or "").split(","):
+            item = item.strip()
+            if not item:
+                continue
+            kind, sep, column = item.partition(":")
+            if sep and kind.strip().lower() != "day":
+                raise InputError(f"--group-by {item!r}: the only derived grouping is day:COLUMN", field="--group-by",
+                                 expected="COLUMN or day:COLUMN", received=item)
+            out.append(cls(column.strip(), True) if sep else cls(item))
+        if len({g.name for g in out}) != len(out):
+            raise InputError(f"--group-by {text!r} names a grouping twice", field="--group-by",
+                             expected="distinct groupings", received=text)
+        return out
+
+    def labels(self, values) -> np.ndarray:
+        """Each row's group as text (``1.0`` -> ``"1"``; a day as ``YYYY-MM-DD``)."""
+        values = np.asarray(values)
+        if self.day:
+            return _days(values, self.column)
+        return np.asarray([_text(v) for v in values.tolist()], dtype=object)
+
+
+def _text(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v).strip()
+
+
+def _days(values: np.ndarray, column: str) -> np.ndarray:
+    """UTC dates of Unix timestamps (seconds; milliseconds when above 1e11) or of date-time text."""
+    import pandas as pd
+
+    numbers = pd.to_numeric(pd.Series(values), errors="coerce")
+    if numbers.notna().all():
+        unit = "ms" if float(numbers.abs().max()) > 1e11 else "s"
+        stamps = pd.to_datetime(numbers, unit=unit, utc=True)
+    else:
+        try:
+            stamps = pd.to_datetime(pd.Series(values), utc=True)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"--group-by day:{column}: {column} holds neither Unix times nor dates ({exc})",
+                             field="--group-by", expected="Unix seconds or ISO dates", received=str(values[0])) from None
+    return stamps.dt.strftime("%Y-%m-%d").to_numpy(dtype=object)
+
+
+@dataclass
+class Walk:
+    """A labelled walk: raw ``X`` (N, d), true positions ``Y`` (N, n), the client's estimates ``centers`` for a
+    client-centre bundle, a floor bundle's true ``floors`` (and ``buildings``), and per :class:`GroupBy` name
+    each row's group."""
+
+    name: str
+    sha256: str
+    X: np.ndarray
+    Y: np.ndarray
+    centers: np.ndarray | None = None
+    floors: np.ndarray | None = None
+    buildings: np.ndarray | None = None
+    groups: dict[str, np.ndarray] = field(default_factory=dict)
+    #: where row 0 is in the file (``"line"``, 2 for a CSV; ``"row"``, 1 for Parquet)
+    where: tuple[str, int] = ("line", 2)
+
+    def line(self, i: int) -> str:
+        return f"{self.where[0]} {i + self.where[1]}"
+
+
+@dataclass
+class RowFigures:
+    """Per row of a walk: what :func:`summarise` reduces (over all rows or a group's)."""
+
+    inside: np.ndarray          # (N,) bool: the guarantee's event (joint for a floor bundle)
+    error: np.ndarray           # (N,) centre to truth
+    area: np.ndarray            # (N,) true area (ground m^2 with a CRS)
+    sqrt_det: np.ndarray        # (N,) sqrt det C (target units)
+    accuracy: np.ndarray        # (N,) accuracy radius
+    floor: dict | None = None   # a floor bundle's per-row arrays: floor_inside, position_inside, hit, difference, set_size
+
+
+def binomial(hits: int, n: int, level: float) -> dict:
+    """``{"interval": exact 95 % interval of hits / n, "p_value": P(Binomial(n, level) <= hits)}``."""
+    from scipy.stats import binomtest
+
+    test = binomtest(int(hits), int(n), float(level), alternative="less")
+    ci = binomtest(int(hits), int(n), float(level)).proportion_ci(0.95, method="exact")
+    return {"interval": [float(ci.low), float(ci.high)], "p_value": float(test.pvalue)}
+
+
+def error_figures(error: np.ndarray) -> dict:
+    """The error summary of :data:`ERROR_KEYS` (CEP: the median; CE95: the 95th percentile)."""
+    e = np.asarray(error, dtype=np.float64)
+    p50, p75, p95 = np.percentile(e, [50, 75, 95])
+    return {"mean": float(e.mean()), "median": float(p50), "rmse": float(np.sqrt(np.mean(e * e))),
+            "p75": float(p75), "cep": float(p50), "ce95": float(p95)}
+
+
+def answer_rows(model, walk: Walk, method: str | None = None):
+    """``(answer, RowFigures)``: the walk's rows answered as ``/predict-region`` answers them, and their figures."""
+    answer = model.predict_region(walk.X, method, kind="ellipsoid", centers=walk.centers, typicality=False)
+    region = answer.regions
+    inside = region.contains(walk.Y)
+    centers, shapes = region.centers, region.shapes
+    bounded = np.isfinite(shapes).all(axis=(1, 2))
+    area = region.volume("lebesgue")
+    sqrt_det = region.volume("paper")
+    from models import geometry
+
+    accuracy = np.full(len(inside), np.inf)
+    if bounded.any():
+        semi, _ = geometry.axes(shapes[bounded])
+        accuracy[bounded] = semi.max(axis=1)
+    crs = model.crs if model.n_targets == 2 else None
+    if crs is not None:
+        from models.geo import ellipse_figures
+
+        error = crs.distance_m(centers, walk.Y)
+        if bounded.any():
+            ground = ellipse_figures(centers[bounded], shapes[bounded], crs)
+            area, accuracy = area.copy(), accuracy.copy()
+            area[bounded], accuracy[bounded] = ground["area_m2"], ground["accuracy_m"]
+    else:
+        error = np.linalg.norm(centers - walk.Y, axis=1)
+    floor = None
+    if answer.floors is not None:
+        codes = _floor_codes(model, walk)
+        rows = np.arange(len(codes))
+        floor_inside = answer.floors.member[rows, codes]
+        predicted = answer.floors.proba.argmax(axis=1)
+        floor = {"floor_inside": floor_inside, "position_inside": inside, "hit": predicted == codes,
+                 "difference": _floor_difference(model.floors.labels, predicted, codes),
+                 "set_size": answer.floors.member.sum(axis=1), "codes": codes, "proba": answer.floors.proba}
+        inside = inside & floor_inside
+    return answer, RowFigures(inside=inside, error=error, area=area, sqrt_det=sqrt_det, accuracy=accuracy, floor=floor)
+
+
+def _floor_codes(model, walk: Walk) -> np.ndarray:
+    """The walk's true floor classes, or an :class:`InputError` naming the file's line of an unknown one."""
+    try:
+        return model.floors.labels.encode(walk.floors, walk.buildings)
+    except InputError as exc:
+        field_ = exc.field or ""
+        if "[" in field_:
+            i = int(field_[field_.index("[") + 1:field_.index("]")])
+            column = model.floors.labels.columns[0 if field_.startswith("buildings") else -1]
+            raise InputError(f"{walk.name}: {column} at {walk.line(i)}: {exc}", field=column, expected=exc.expected,
+                             received=f"{exc.received} at {walk.line(i)}") from None
+        raise
+
+
+def _floor_difference(labels, predicted: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Floors between the predicted class and the true one: the floor labels' difference when they are
+    integers, else 1 where they differ."""
+    floor_col = labels.values[:, -1]
+    if labels.numeric[-1]:
+        number = floor_col.astype(np.int64)
+        return np.abs(number[predicted] - number[codes]).astype(np.float64)
+    return (floor_col[predicted] != floor_col[codes]).astype(np.float64)
+
+
+def summarise(rows: RowFigures, level: float, mask: np.ndarray | None = None) -> dict:
+    """The figures of the rows ``mask`` selects (all by default): coverage, its interval and test, the
+    sizes, the errors, and a floor bundle's floor figures."""
+    sel = slice(None) if mask is None else mask
+    inside = rows.inside[sel]
+    n, hits = int(inside.size), int(inside.sum())
+    test = binomial(hits, n, level)
+    area = rows.area[sel]
+    out = {"n_rows": n, "coverage": hits / n, "coverage_interval": test["interval"], "p_value": test["p_value"],
+           "holds": bool(test["p_value"] >= TEST_SIZE), "area_mean": float(np.mean(area)),
+           "area_median": float(np.median(area)), "sqrt_det_mean": float(np.mean(rows.sqrt_det[sel])),
+           "accuracy_mean": float(np.mean(rows.accuracy[sel])), "accuracy_median": float(np.median(rows.accuracy[sel])),
+           "error": error_figures(rows.error[sel])}
+    if rows.floor is not None:
+        f = {k: np.asarray(v)[sel] for k, v in rows.floor.items() if k not in ("proba",)}
+        out["floors"] = {"joint_coverage": out["coverage"], "floor_set_coverage": float(np.mean(f["floor_inside"])),
+                         "position_coverage": float(np.mean(f["position_inside"])),
+                         "floor_hit_rate": float(np.mean(f["hit"])), "set_size_mean": float(np.mean(f["set_size"])),
+                         "ipin_score": float(np.percentile(rows.error[sel] + FLOOR_PENALTY_M * f["difference"], 75))}
+    return out
+
+
+def reliability(model, walk: Walk, method: str, rows: RowFigures, levels: list[float]) -> list[dict]:
+    """Coverage of the walk at each of ``levels`` (those the calibration attains), each level's threshold from
+    the stored calibration scores and the rows' conformity scores computed once."""
+    reg = model.methods[method]
+    X = model.standardise(walk.X)
+    mu = model.predict_center(walk.X, walk.centers)
+    scores = np.asarray(reg.shape_.conformity_scores(X, walk.Y - mu), dtype=np.float64)
+    scores = np.where(np.isfinite(scores), scores, np.inf)
+    floors = model.floors if rows.floor is not None and method in (model.floors.joint if model.floors else {}) else None
+    top = floors.joint[method].calibrator.max_coverage if floors is not None else reg.calibrator_.max_coverage
+    out = []
+    for level in levels:
+        if level > top:
+            out.append({"level": level, "coverage": None, "attainable": False})
+            continue
+        if floors is None:
+            inside = scores <= reg.threshold(level)
+        else:
+            t, alpha = floors.threshold(method, level)
+            member = floors.sets(rows.floor["proba"], t)
+            inside = member[np.arange(len(scores)), rows.floor["codes"]] & (scores <= alpha)
+        hits, n = int(inside.sum()), int(inside.size)
+        test = binomial(hits, n, level)
+        out.append({"level": level, "coverage": hits / n, "interval": test["interval"], "p_value": test["p_value"],
+                    "attainable": True})
+    return out
+
+
+def evaluate(model, walk: Walk, *, method: str | None = None, levels: list[float] | None = None,
+             group_by: list[GroupBy] = ()) -> tuple[dict, RowFigures]:
+    """The figures of ``walk`` against ``model`` (what ``metrics.json`` holds, see the module docstring) and the
+    per-row figures they reduce."""
+    if model.n_targets < 2:
+        raise InputError("lmve-evaluate needs 2 or more targets", field="targets", expected=">= 2",
+                         received=str(model.n_targets))
+    if model.floors is not None and walk.floors is None:
+        raise InputError(f"this bundle calibrates floors and positions jointly; {walk.name} needs its floor column(s) "
+                         f"{', '.join(model.floors.labels.columns)}", field=model.floors.labels.columns[-1],
+                         expected="a floor column", received="none")
+    level = float(model.coverage)
+    answer, rows = answer_rows(model, walk, method)
+    out = {"n_rows": int(walk.X.shape[0]), "level": level, "method": answer.method,
+           "fallback_reason": answer.fallback_reason, "units": _units(model),
+           **summarise(rows, level)}
+    out["reliability"] = reliability(model, walk, answer.method, rows, levels or parse_levels(DEFAULT_LEVELS))
+    groups = {}
+    for g in group_by:
+        labels = walk.groups[g.name]
+        values = sorted(set(labels.tolist()), key=_natural)
+        per = {v: summarise(rows, level, labels == v) for v in values}
+        alpha = TEST_SIZE / max(len(values), 1)
+        for v, s in per.items():
+            s["holds"] = bool(s["p_value"] >= alpha)
+        groups[g.name] = per
+    out["groups"] = groups
+    out["verdict"] = verdict(out, model)
+    return out, rows
+
+
+def _natural(v: str):
+    try:
+        return (0, float(v), v)
+    except ValueError:
+        return (1, 0.0, v)
+
+
+def _units(model) -> dict:
+    if model.crs is not None and model.n_targets == 2:
+        return {"error": "m", "area": "m^2", "accuracy": "m", "ground": True}
+    unit = "target units"
+    return {"error": unit, "area": f"{unit}^{model.n_targets}" if model.n_targets != 2 else f"{unit}^2",
+            "accuracy": unit, "ground": False}
+
+
+def min_fresh(level: float) -> int:
+    """The fewest calibration rows (or groups) that attain ``level``: ``m / (m + 1) >= level``."""
+    return int(np.ceil(level / (1.0 - level) - 1e-9))
+
+
+def verdict(figures: dict, model) -> dict:
+    """Whether coverage holds within its binomial tolerance, in words, and what to do when it does not."""
+    level, cov, (lo, hi), p = figures["level"], figures["coverage"], figures["coverage_interval"], figures["p_value"]
+    n = figures["n_rows"]
+    holds = bool(p >= TEST_SIZE)
+    failing = {name: [v for v, s in per.items() if not s["holds"]] for name, per in figures["groups"].items()}
+    failing = {k: v for k, v in failing.items() if v}
+    stated = (f"coverage {100 * cov:.1f} % (95 % interval {100 * lo:.1f}-{100 * hi:.1f} %) over {n} rows against "
+              f"the {100 * level:g} % level")
+    if holds:
+        words = f"Coverage holds: {stated} is within its binomial tolerance (one-sided p = {p:.3g})."
+        if lo > level and cov > level + 0.05:
+            words += (" The regions are larger than the level needs on this walk; a recalibration on rows like it "
+                      "would shrink them.")
+    else:
+        words = (f"Coverage fails: {stated} is below the level beyond its binomial tolerance (one-sided p = {p:.2g}): these "
+                 "rows are not like the calibration rows (a new phone, a new day, a changed site).")
+    if failing:
+        words += " Groups short of the level: " + "; ".join(
+            f"{name} {', '.join(v[:8])}{' ...' if len(v) > 8 else ''}" for name, v in failing.items()) + "."
+    advice = None
+    if not holds or failing:
+        need = min_fresh(level)
+        which = (" from the groups short of the level" if failing else "") + " (half of this walk, say)"
+        advice = (f"Recalibrate with labelled rows like these{which}: `lmve-recalibrate BUNDLE part.csv --out NEW` "
+                  f"({need} rows attain the level, 200 or more keep the new threshold's own spread near 2 points; with "
+                  "several readings per position add `--groups` and count positions), "
+                  "then evaluate NEW on the rest of the walk (docs/guides/validate.md).")
+        if failing:
+            advice += (" When the failing groups are phones or people the survey had, `lmve-train --calibrate-across` "
+                       "their column calibrates for new ones.")
+    return {"holds": holds, "words": words, "advice": advice,
+            "failing_groups": failing}
