@@ -362,15 +362,19 @@ def verdict(figures: dict, model) -> dict:
         words += " Groups short of the level: " + "; ".join(
             f"{name} {', '.join(v[:8])}{' ...' if len(v) > 8 else ''}" for name, v in failing.items()) + "."
     advice = None
-    if not holds or failing:
-        need = min_fresh(level)
-        which = (" from the groups short of the level" if failing else "") + " (half of this walk, say)"
-        advice = (f"Recalibrate with labelled rows like these{which}: `lmve-recalibrate BUNDLE part.csv --out NEW` "
-                  f"({need} rows attain the level, 200 or more keep the new threshold's own spread near 2 points; with "
-                  "several readings per position add `--groups` and count positions), "
-                  "then evaluate NEW on the rest of the walk (docs/guides/validate.md).")
+    need = min_fresh(level)
+    columns = ",".join(f"<a day column of {n[4:]}>" if n.startswith("day:") else n for n in failing)
+    if not holds:
+        advice = (f"Recalibrate with labelled rows like these (half of this walk, say): `lmve-recalibrate BUNDLE "
+                  f"part.csv --out NEW` ({need} rows attain the level, 200 or more keep the new threshold's own spread "
+                  "near 2 points; with several readings per position add `--groups` and count positions), then "
+                  "evaluate NEW on the rest of the walk (docs/guides/validate.md).")
         if failing:
-            advice += (" When the failing groups are phones or people the survey had, `lmve-train --calibrate-across` "
-                       "their column calibrates for new ones.")
+            advice += (f" Include rows of the groups short of the level; to guarantee each {columns} value rather "
+                       f"than the rows as a whole, train with `lmve-train --calibrate-across {columns}`.")
+    elif failing:
+        advice = (f"The guarantee is over the rows as a whole, and it holds; the groups short of the level have rows "
+                  f"unlike the others. To guarantee each {columns} value, train with `lmve-train --calibrate-across "
+                  f"{columns}` (docs/guides/guarantee.md), or serve such groups a model of their own.")
     return {"holds": holds, "words": words, "advice": advice,
             "failing_groups": failing}

@@ -163,6 +163,8 @@ class Job:
 
 _MODELS: dict = {}
 _MODELS_LOCK = threading.Lock()
+#: bundles this process has loaded (a Dask worker: once per bundle, whatever its number of partitions)
+LOADS: list[str] = []
 
 
 def _model(bundle: str, name: str | None):
@@ -180,6 +182,7 @@ def _model(bundle: str, name: str | None):
 
             hit = (stamp, open_model(Path(bundle), name))
             _MODELS[key] = hit
+            LOADS.append(str(root))
         return hit[1]
 
 

@@ -205,8 +205,13 @@ def numeric(frame, columns: list[str], part: Partition, file: str) -> np.ndarray
     :class:`InputError` naming the column, the line (or Parquet row) and what it holds."""
     import pandas as pd
 
+    sub = frame[columns]
+    if all(dt.kind in "iuf" for dt in sub.dtypes):  # the common case: one conversion, one check
+        out = sub.to_numpy(np.float64)
+        if np.isfinite(out).all():
+            return out
     out = np.empty((len(frame), len(columns)), dtype=np.float64)
-    for j, col in enumerate(columns):
+    for j, col in enumerate(columns):  # find the first bad cell, column by column
         raw = frame[col]
         values = raw.to_numpy(np.float64, na_value=np.nan) if pd.api.types.is_numeric_dtype(raw) \
             else pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)

@@ -105,6 +105,25 @@ def test_dask_on_a_local_cluster_writes_what_the_local_path_writes(walk_reposito
     pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
+def test_a_scheduler_address_is_used_and_each_worker_loads_the_bundle_once(walk_repository, tmp_path):
+    from dask.distributed import Client, LocalCluster
+
+    from training.synthetic import make_queries
+
+    root, _ = walk_repository
+    model = load_bundle(root / "synthetic")
+    X, _ = make_queries(900, seed=43)
+    walk = write_walk(tmp_path / "log.parquet", model, X)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        assert main(["--bundle", str(root / "synthetic"), "--input", str(walk), "--out", str(tmp_path / "o.parquet"),
+                     "--chunk-rows", "50", "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                     "--no-progress"]) == 0
+        loads = client.run(lambda: list(__import__("training.predict", fromlist=["LOADS"]).LOADS))
+    assert len(pd.read_parquet(tmp_path / "o.parquet")) == 900
+    assert all(len(v) <= 1 for v in loads.values()) and sum(len(v) for v in loads.values()) >= 1  # 18 partitions
+
+
 @pytest.mark.parametrize("engine", ["local", "dask"])
 def test_bad_cells_name_the_column_and_line_and_leave_no_file(walk_repository, tmp_path, capsys, engine):
     from training.synthetic import make_queries
