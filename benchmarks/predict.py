@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from models.bundle import load_bundle
 
-    command = "python benchmarks/predict.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = ("python benchmarks/predict.py " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
     results = []
     for name in [d.strip() for d in args.datasets.split(",") if d.strip()]:
         bdir = bundle(name)

@@ -94,8 +94,8 @@ def summary_text(f: dict) -> str:
              + (f" (fallback: {f['fallback_reason']})" if f["fallback_reason"] else ""),
              f"  coverage {_pct(f['coverage'])} at level {100 * f['level']:g} % "
              f"(95 % interval {_pct(f['coverage_interval'][0])} to {_pct(f['coverage_interval'][1])})",
-             f"  area mean {_num(f['area_mean'])} {u['area']}, accuracy radius median {_num(f['accuracy_median'])} "
-             f"{u['accuracy']}",
+             f"  area mean {_num(f['area_mean'])} {u['area']} (sqrt det C mean {_num(f['sqrt_det_mean'])}), accuracy "
+             f"radius median {_num(f['accuracy_median'])} {u['accuracy']}",
              "  error " + ", ".join(f"{k} {_num(e[k])}" for k in ERROR_KEYS) + f" {u['error']}"]
     if "floors" in f:
         fl = f["floors"]
@@ -134,7 +134,8 @@ def report(f: dict) -> str:
              f"- method {f['method']}" + (f" (fallback: {f['fallback_reason']})" if f["fallback_reason"] else ""),
              f"- level {100 * f['level']:g} %; an error is the distance from a region's centre to the truth"
              + (" on the ground (geodesic metres)" if u["ground"] else "")
-             + f"; areas in {u['area']}, accuracy radii and errors in {u['error']}", "",
+             + f"; areas in {u['area']}, accuracy radii and errors in {u['error']}",
+             f"- mean sqrt det C (the paper's volume, target units): {_num(f['sqrt_det_mean'])}", "",
              f"**Verdict.** {f['verdict']['words']}", ""]
     if f["verdict"]["advice"]:
         lines += [f"What to do: {f['verdict']['advice']}", ""]
