@@ -108,10 +108,13 @@ def group_by_position(ds: Dataset, auto: bool = False) -> Dataset:
     return with_groups(ds, {name: ds.Y[:, j] for j, name in enumerate(ds.target_names)}, "position", auto)
 
 
-def _hash_files(*paths: Path) -> str:
+def hash_files(*paths: Path) -> str:
+    """The sha256 of the files' bytes, one after the other (read in 1 MiB blocks)."""
     h = hashlib.sha256()
     for p in paths:
-        h.update(p.read_bytes())
+        with open(p, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
     return h.hexdigest()
 
 
@@ -140,7 +143,7 @@ def _pipe_csv(folder: Path, target_scale: float) -> tuple[np.ndarray, np.ndarray
     feats, targets = list(config["continuous_variables"]), list(config["targets"])
     X = df[feats].to_numpy(np.float64)
     Y = df[targets].to_numpy(np.float64) / target_scale
-    return X, Y, feats, targets, _hash_files(data, cfg)
+    return X, Y, feats, targets, hash_files(data, cfg)
 
 
 def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int = 0) -> Dataset:
@@ -175,7 +178,7 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
         f = _need(root / "rssi.npz")
         with np.load(f, allow_pickle=False) as z:
             X, Y = z["x"].astype(np.float64), z["y"].astype(np.float64)
-        fn, tn, digest = [f"b30{i:02d}" for i in range(1, X.shape[1] + 1)], ["letter_index", "number"], _hash_files(f)
+        fn, tn, digest = [f"b30{i:02d}" for i in range(1, X.shape[1] + 1)], ["letter_index", "number"], hash_files(f)
     else:  # indoor_localization
         f = _need(root / "TrainingData.csv.gz")
         df = pd.read_csv(f)
@@ -184,7 +187,7 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
         fn = list(df.columns[:519])  # WAP001..WAP519, as the reference loader selects
         X = df[fn].to_numpy(np.float64)
         Y = df[["LATITUDE", "LONGITUDE"]].to_numpy(np.float64) / 1000.0  # kilometres, latitude first
-        tn, digest = ["latitude_km", "longitude_km"], _hash_files(f)
+        tn, digest = ["latitude_km", "longitude_km"], hash_files(f)
         # UJIIndoorLoc's LATITUDE and LONGITUDE are EPSG:3857 (Web Mercator) northing and easting, in metres
         return Dataset(name, X, Y, fn, tn, digest, meta=meta, crs={"crs": "EPSG:3857", "axes": "yx", "scale": 1000.0})
     return Dataset(name, X, Y, fn, tn, digest)
@@ -317,7 +320,7 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
                          "train (81 %), calibration (9 %) and test (10 %) parts")
     X = np.column_stack([arrays[c] for c in features])
     Y = np.column_stack([arrays[c] for c in targets])
-    ds = Dataset(path.stem, X, Y, features, targets, _hash_files(path),
+    ds = Dataset(path.stem, X, Y, features, targets, hash_files(path),
                  meta={c: df[c].to_numpy() for c in meta_cols})
     if centre_cols:
         ds = replace(ds, centers=np.column_stack([arrays[c] for c in centre_cols]), centre_columns=centre_cols)

@@ -177,32 +177,41 @@ def error_figures(error: np.ndarray) -> dict:
             "p75": float(p75), "cep": float(p50), "ce95": float(p95)}
 
 
+def region_sizes(region, crs) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """``(area, ground_area, accuracy)`` per row of ``region``: the true area in target units, with a ``crs``
+    (2-D targets) the area on the ground in m^2 (else ``None``), and the accuracy radius (the semi-major axis;
+    with a CRS the GeoJSON answer's ``accuracy_m`` in ground metres). Unbounded rows get ``inf``."""
+    from models import geometry
+    from models.geo import ellipse_figures
+
+    centers, shapes = region.centers, region.shapes
+    n_rows, n = centers.shape
+    bounded = np.isfinite(shapes).all(axis=(1, 2))
+    accuracy = np.full(n_rows, np.inf)
+    ground = None
+    if n == 2 and crs is not None:
+        ground = np.full(n_rows, np.inf)
+        if bounded.any():
+            figures = ellipse_figures(centers[bounded], shapes[bounded], crs)
+            ground[bounded], accuracy[bounded] = figures["area_m2"], figures["accuracy_m"]
+    elif bounded.any():  # the semi-major axis: the answer's closed form in 2-D
+        b = shapes[bounded]
+        accuracy[bounded] = geometry.ellipse_2d(b)[1][:, 0] if n == 2 else geometry.axes(b)[0].max(axis=1)
+    return np.asarray(region.volume("lebesgue"), dtype=np.float64), ground, accuracy
+
+
 def answer_rows(model, walk: Walk, method: str | None = None):
     """``(answer, RowFigures)``: the walk's rows answered as ``/predict-region`` answers them, and their figures."""
     answer = model.predict_region(walk.X, method, kind="ellipsoid", centers=walk.centers, typicality=False)
     region = answer.regions
     inside = region.contains(walk.Y)
-    centers, shapes = region.centers, region.shapes
-    bounded = np.isfinite(shapes).all(axis=(1, 2))
-    area = region.volume("lebesgue")
-    sqrt_det = region.volume("paper")
-    from models import geometry
-
-    accuracy = np.full(len(inside), np.inf)
-    if bounded.any():
-        semi, _ = geometry.axes(shapes[bounded])
-        accuracy[bounded] = semi.max(axis=1)
     crs = model.crs if model.n_targets == 2 else None
+    area, ground, accuracy = region_sizes(region, crs)
     if crs is not None:
-        from models.geo import ellipse_figures
-
-        error = crs.distance_m(centers, walk.Y)
-        if bounded.any():
-            ground = ellipse_figures(centers[bounded], shapes[bounded], crs)
-            area, accuracy = area.copy(), accuracy.copy()
-            area[bounded], accuracy[bounded] = ground["area_m2"], ground["accuracy_m"]
+        area, error = ground, crs.distance_m(region.centers, walk.Y)
     else:
-        error = np.linalg.norm(centers - walk.Y, axis=1)
+        error = np.linalg.norm(region.centers - walk.Y, axis=1)
+    sqrt_det = region.volume("paper")
     floor = None
     if answer.floors is not None:
         codes = _floor_codes(model, walk)

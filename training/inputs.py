@@ -10,7 +10,6 @@ column and line and nothing is evaluated.
 from __future__ import annotations
 
 import argparse
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from models.bundle import MANIFEST, REPOSITORY_MANIFEST
 from models.exceptions import InputError
 from training import tables
+from training.datasets import hash_files
 from training.evaluation import GroupBy, Walk
 
 #: rows read per partition of a walk
@@ -73,31 +73,20 @@ def centre_columns(model) -> list[str]:
     return list(columns) if columns else [f"center_{t}" for t in model.target_names]
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def read_walk(path: Path, model, group_by: list[GroupBy] = ()) -> Walk:
-    """A labelled walk read with ``model``'s column names (:mod:`training.tables` names a bad cell's column and
-    line); the floor columns of a floor bundle when the file has them (:func:`training.evaluation.evaluate`
-    refuses a walk without them)."""
+    """A labelled walk read with ``model``'s column names (:mod:`training.tables` names a missing column, and a bad
+    cell's column and line); a floor bundle's walk needs its floor (and building) columns: its guarantee, and so
+    its evaluation and recalibration, are joint."""
     path = Path(path)
     fmt = tables.table_format(path, "--csv")
     names = tables.header(path, fmt)
     estimate = centre_columns(model)
     floor_cols = list(model.floors.labels.columns) if model.floors is not None else []
-    has_floors = bool(floor_cols) and all(c in names for c in floor_cols)
-    wanted = {"feature": list(model.feature_names), "target": list(model.target_names), "estimate": estimate,
-              "group": [g.column for g in group_by]}
-    if floor_cols and any(c in names for c in floor_cols):
-        wanted["floor"] = floor_cols  # one of them present: the other is missing, say so
-    tables.require_columns(path, names, wanted)
+    tables.require_columns(path, names, {"feature": list(model.feature_names), "target": list(model.target_names),
+                                         "estimate": estimate, "floor": floor_cols,
+                                         "group": [g.column for g in group_by]})
     numeric_cols = [*model.feature_names, *model.target_names, *estimate]
-    label_cols = list(dict.fromkeys([*(floor_cols if has_floors else []), *(g.column for g in group_by)]))
+    label_cols = list(dict.fromkeys([*floor_cols, *(g.column for g in group_by)]))
     columns = list(dict.fromkeys([*numeric_cols, *label_cols]))
     blocks, labels = [], {c: [] for c in label_cols}
     for part, frame in tables.stream(path, fmt, names, columns, WALK_ROWS):
@@ -110,9 +99,9 @@ def read_walk(path: Path, model, group_by: list[GroupBy] = ()) -> Walk:
     A = np.concatenate(blocks)
     lab = {c: np.concatenate(v) for c, v in labels.items()}
     d, n = model.n_features, model.n_targets
-    walk = Walk(name=path.name, sha256=file_sha256(path), X=A[:, :d], Y=A[:, d:d + n],
+    walk = Walk(name=path.name, sha256=hash_files(path), X=A[:, :d], Y=A[:, d:d + n],
                 centers=A[:, d + n:] if estimate else None, where=("row", 1) if fmt == "parquet" else ("line", 2))
-    if has_floors:
+    if floor_cols:
         walk.floors = lab[floor_cols[-1]]
         walk.buildings = lab[floor_cols[0]] if len(floor_cols) == 2 else None
     walk.groups = {g.name: g.labels(lab[g.column]) for g in group_by}

@@ -36,6 +36,7 @@ import numpy as np
 
 from models.exceptions import InputError
 from training import run_command, tables
+from training.evaluation import region_sizes
 from training.inputs import bundle_parser
 
 #: rows per partition (and per batch) unless --chunk-rows says otherwise
@@ -75,22 +76,8 @@ def region_columns(model, answer) -> dict[str, np.ndarray]:
     for i in range(n):
         for j in range(i, n):
             cols[f"shape_{i}{j}"] = shapes[:, i, j]
-    cols["area"] = np.asarray(region.volume("lebesgue"), dtype=np.float64)
-    accuracy = np.full(n_rows, np.inf)
-    area_m2 = np.full(n_rows, np.inf)
-    bounded = np.isfinite(shapes).all(axis=(1, 2))
-    if bounded.any():
-        if n == 2:
-            from models.geo import ellipse_figures
-
-            figures = ellipse_figures(centers[bounded], shapes[bounded], model.crs)
-            accuracy[bounded], area_m2[bounded] = figures["accuracy_m"], figures["area_m2"]
-        else:
-            from models import geometry
-
-            accuracy[bounded] = geometry.axes(shapes[bounded])[0].max(axis=1)
-    cols["accuracy_m"] = accuracy
-    if model.crs is not None and n == 2:
+    cols["area"], area_m2, cols["accuracy_m"] = region_sizes(region, model.crs)
+    if area_m2 is not None:
         cols["area_m2"] = area_m2
     cols["method"] = np.full(n_rows, answer.method, dtype=object)
     if answer.typicality is not None:
@@ -170,10 +157,7 @@ LOADS: list[str] = []
 def _model(bundle: str, name: str | None):
     """The bundle's model, loaded once per process (a Dask worker's tasks share it); reloaded when the bundle's
     manifest changes."""
-    from models.bundle import MANIFEST
-
-    root = Path(bundle) / name if name else Path(bundle)
-    stamp = os.stat(root / MANIFEST).st_mtime_ns if (root / MANIFEST).is_file() else None
+    stamp = _stamp(bundle, name)
     key = (bundle, name)
     with _MODELS_LOCK:
         hit = _MODELS.get(key)
@@ -182,7 +166,7 @@ def _model(bundle: str, name: str | None):
 
             hit = (stamp, open_model(Path(bundle), name))
             _MODELS[key] = hit
-            LOADS.append(str(root))
+            LOADS.append(str(Path(bundle) / name if name else Path(bundle)))
         return hit[1]
 
 
@@ -316,7 +300,7 @@ def _run(args) -> int:
     tables.require_columns(args.input, names, {"feature": list(model.feature_names), "estimate": centre_columns(model),
                                                "--contains": contains, "--keep": keep})
     job = Job(str(args.bundle), args.model, args.method, tuple(contains), tuple(keep), args.input.name)
-    _MODELS[(str(args.bundle), args.model)] = (_stamp(args.bundle, args.model), model)
+    _MODELS[(str(args.bundle), args.model)] = (_stamp(str(args.bundle), args.model), model)
     writer = Writer(args.out, fmt_out, model)
     try:
         if args.engine == "dask":
@@ -331,7 +315,8 @@ def _run(args) -> int:
     return 0
 
 
-def _stamp(bundle: Path, name: str | None):
+def _stamp(bundle, name: str | None):
+    """The bundle's manifest's modification time (a rewritten bundle is loaded again), or None."""
     from models.bundle import MANIFEST
 
     root = Path(bundle) / name if name else Path(bundle)

@@ -57,11 +57,6 @@ def _run(args) -> int:
     m = parent.manifest
     group_cols = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
     fresh = read_walk(args.csv, parent, [GroupBy(c) for c in group_cols or []])
-    if parent.floors is not None and fresh.floors is None:
-        columns = ", ".join(parent.floors.labels.columns)
-        raise InputError(f"{args.csv.name} lacks the floor column(s) {columns}: this bundle calibrates floors and "
-                         "positions jointly, so the fresh rows need their true floors", field=parent.floors.labels.columns[-1],
-                         expected=f"the column(s) {columns}", received="none")
     groups = None
     if group_cols:  # one group per combination of the columns' values
         groups = np.asarray(["|".join(parts) for parts in zip(*(fresh.groups[c] for c in group_cols))], dtype=object)

@@ -109,5 +109,5 @@ def test_a_floor_bundle_is_recalibrated_from_a_walk_with_its_floors(walk_reposit
     assert "guarantee" in new.manifest["floors"]
     no_floor = write_walk(tmp_path / "nofloor.csv", parent, X, Y)
     assert main([str(root / "floors"), str(no_floor), "--out", str(tmp_path / "never")]) == 2
-    assert "lacks the floor column(s) floor" in capsys.readouterr().err
+    assert "nofloor.csv lacks the floor column(s) 'floor'" in capsys.readouterr().err
     assert not (tmp_path / "never").exists()
