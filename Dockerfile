@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # lmve images, from one Dockerfile:
 #   api      (default) serves bundles: numpy, scikit-learn, FastAPI; no torch
-#   trainer  lmve-train, lmve-bench, lmve-convert-bundle: the api image plus CPU torch and the train extra
+#   trainer  lmve-train, lmve-evaluate, lmve-predict, lmve-convert-bundle: the api image plus CPU torch and the train extra
 # Build:  docker build -t lmve:api .        docker build --target trainer -t lmve:trainer .
 # Train:  docker run --rm -v lmve-bundles:/bundles lmve:trainer lmve-train --out /bundles/run
 # Serve:  docker run -p 8000:8000 -v lmve-bundles:/bundles:ro lmve:api

@@ -1,8 +1,8 @@
 """How `--calibrate-across` folds its units, and which RSSI representation, at new UJIIndoorLoc phones and users
 (issue 70): many splits with a cheap model, so the splits' noise is small beside the effects.
 
-    .venv/bin/python benchmarks/across_folds.py --seeds 0-19          # about 25 minutes on 2 cores
-    .venv/bin/python benchmarks/across_folds.py --cached-only         # summarise what ran
+    python -m benchmarks.across_folds --seeds 0-19          # about 25 minutes on 2 cores
+    python -m benchmarks.across_folds --cached-only         # summarise what ran
 
 The product's splits (``training.across.across_split`` over PHONEID or USERID, as ``shift_product.py``), with
 the k-NN centre and GE and NLE (seconds a split; the product's LMVE and centre choice cost minutes, which
@@ -33,18 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (M2_PER_KM2, M_PER_KM, RESULTS, cache_dir, cached, command, commit, parse_seeds,
+                               write_csv, write_text)
+from benchmarks.harness.shift import ACROSS_PROTOCOLS as PROTOCOLS
+from benchmarks.harness.shift import unit_coverage
 
-from benchmarks.load.run_load import commit  # noqa: E402
-from benchmarks.shift_product import PROTOCOLS, unit_coverage  # noqa: E402
-from training.bench import parse_seeds  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / "cache" / "across_folds"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("across_folds")
+OUT = RESULTS
 VARIANTS = ("centre-5", "across", "across-all", "position", "position-relative")
 REPRESENTATIONS = ("dbm", "relative", "powed", "exponential")
-M, M2 = 1e3, 1e6
 
 
 def _config(variant: str, column: str, seed: int, n_train_units: int):
@@ -86,10 +83,10 @@ def run_variant(ds, protocol: str, seed: int, variant: str) -> list[dict]:
         errors = np.linalg.norm(ds.Y[test] - regions.centers, axis=1)
         rows.append({"protocol": protocol, "seed": seed, "variant": variant, "method": name,
                      "coverage": float(inside.mean()), "unit_coverage": unit_coverage(inside, units[test]),
-                     "area_m2": float(area.mean()) * M2,
-                     "oracle_m2": float(area.mean() * np.quantile(regions.distance(ds.Y[test]), 0.9)) * M2,
-                     "circle_m2": float(np.pi * np.quantile(errors, 0.9) ** 2) * M2,
-                     "centre_rmse_m": float(np.sqrt(np.mean(errors ** 2))) * M,
+                     "area_m2": float(area.mean()) * M2_PER_KM2,
+                     "oracle_m2": float(area.mean() * np.quantile(regions.distance(ds.Y[test]), 0.9)) * M2_PER_KM2,
+                     "circle_m2": float(np.pi * np.quantile(errors, 0.9) ** 2) * M2_PER_KM2,
+                     "centre_rmse_m": float(np.sqrt(np.mean(errors ** 2))) * M_PER_KM,
                      "centre_folds": result.centre.get("centre_folds"), "n_test_units": len(np.unique(units[test])),
                      "seconds": seconds})
     return rows
@@ -109,22 +106,16 @@ def run_representations(ds, protocol: str, seed: int) -> dict:
         Xs = standardise(ds.X, split, config)[2]
         cf = UnitCrossFit(5, seed, centre_k=5).fit(config.make_centre, Xs, ds.Y, split.train, split.calibration, units,
                                                    meta=ds.meta, columns=[column])
-        cv = np.sqrt(np.mean(np.sum((ds.Y[split.train] - cf.train_centres_) ** 2, axis=1))) * M
+        cv = np.sqrt(np.mean(np.sum((ds.Y[split.train] - cf.train_centres_) ** 2, axis=1))) * M_PER_KM
         centre = config.make_centre().fit(Xs[split.train], ds.Y[split.train])
-        test = np.sqrt(np.mean(np.sum((ds.Y[split.test] - centre.predict(Xs[split.test])) ** 2, axis=1))) * M
+        test = np.sqrt(np.mean(np.sum((ds.Y[split.test] - centre.predict(Xs[split.test])) ** 2, axis=1))) * M_PER_KM
         out[rep] = {"cv_rmse_m": float(cv), "test_rmse_m": float(test)}
     return out
 
 
 def _cached(path: Path, make):
-    if path.is_file():
-        return json.loads(path.read_text())
-    value = {"commit": commit(), "value": make()}
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, default=float))
-    tmp.replace(path)
-    return value
+    """``make()``'s value cached at ``path`` with the commit it ran at."""
+    return cached(path, lambda: {"commit": commit(), "value": make()})
 
 
 def summarise(records: list[dict], reps: list[dict], argv: list[str]) -> tuple[list[dict], str]:
@@ -133,7 +124,7 @@ def summarise(records: list[dict], reps: list[dict], argv: list[str]) -> tuple[l
     df = pd.DataFrame(records)
     runs = ", ".join(sorted({c[:7] for c in df["commit"]})) if len(df) else "-"
     lines = ["## Unit folds and representations", "",
-             f"Command: `python benchmarks/across_folds.py {' '.join(argv)}` at commit {commit()}; runs at {runs}. "
+             f"Command: `{command('across_folds', argv)}` at commit {commit()}; runs at {runs}. "
              "New phones and users: UJIIndoorLoc TrainingData, the product's across splits (`training.across.across_split`), the k-NN "
              "centre, GE and NLE at 0.9. `coverage`: pooled over the test rows (mean over splits); `area`: the "
              "regions' mean true area (m^2), mean and median over splits; `x position`: the median over splits of "
@@ -206,20 +197,18 @@ def main(argv: list[str] | None = None) -> None:
                 _cached(path, lambda: run_variant(ds, protocol, seed, variant))
     records, reps = [], []
     for path in sorted(CACHE.glob("*.json")):
-        cached = json.loads(path.read_text())
+        record = json.loads(path.read_text())
         if path.name.startswith("representations_"):
-            reps.append(cached["value"])
+            reps.append(record["value"])
         else:
-            records += [{**r, "commit": cached["commit"]} for r in cached["value"]]
+            records += [{**r, "commit": record["commit"]} for r in record["value"]]
     if not records:
         sys.exit("nothing cached under benchmarks/cache/across_folds/: run without --cached-only first")
     rows, text = summarise(records, reps, argv)
     import pandas as pd
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).sort_values(["protocol", "variant", "seed", "method"]).to_csv(OUT / "across_folds.csv",
-                                                                                     index=False)
-    (OUT / "across_folds.md").write_text(text)
+    write_csv(pd.DataFrame(rows).sort_values(["protocol", "variant", "seed", "method"]), OUT / "across_folds.csv")
+    write_text(OUT / "across_folds.md", text)
     print(text)
 
 

@@ -1,8 +1,8 @@
 """UJIIndoorLoc: the centre and the fingerprint preprocessing against the SVR, at new positions.
 
-    .venv/bin/python benchmarks/centre_uji.py --seeds 0-2 [--methods ge,nle] [--jobs 2]
+    python -m benchmarks.centre_uji --seeds 0-2 [--methods ge,nle] [--jobs 2]
 
-Leave-location-out splits (``training.shift``: whole surveyed positions held out for test and for
+Leave-location-out splits (``benchmarks.harness.shift``: whole surveyed positions held out for test and for
 grouped calibration; shapes from 5-fold group out-of-fold residuals). Per split and centre
 configuration: the centre's test error in metres (median, mean), and per method the coverage
 and mean det(alpha C)^1/2 in m^2 under grouped calibration (exact rule). Configurations:
@@ -15,47 +15,39 @@ writes ``benchmarks/results/centre_uji.{csv,md}``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import M_PER_KM as M
+from benchmarks.common import RESULTS, cache_dir, cached, command, parallel, parse_seeds, write_csv, write_text
 
 CONFIGS = {"svr": ("scaled", "off"), "svr-rssi": ("scaled", "auto"), "knn": ("knn", "off"),
            "knn-rssi": ("knn", "auto")}
-CACHE = ROOT / "benchmarks" / "cache" / "centre_uji"
-OUT = ROOT / "benchmarks" / "results"
-M = 1000.0  # km -> m
+CACHE = cache_dir("centre_uji")
+OUT = RESULTS
 
 
 def run(config: str, seed: int, methods: tuple[str, ...], data_dir: str | None) -> dict:
-    path = CACHE / config / "-".join(methods) / f"seed_{seed:03d}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
+    """One split of one configuration (cached)."""
+    return cached(CACHE / config / "-".join(methods) / f"seed_{seed:03d}.json",
+                  lambda: _run(config, seed, methods, data_dir))
+
+
+def _run(config: str, seed: int, methods: tuple[str, ...], data_dir: str | None) -> dict:
     import torch
 
+    from benchmarks.harness.shift import run_shift_split
     from training.datasets import load_dataset
-    from training.shift import run_shift_split
 
     torch.set_num_threads(1)
     centre, rssi = CONFIGS[config]
     record = run_shift_split(load_dataset("indoor_localization", data_dir), "leave-location-out", seed, methods,
                              centre=centre, rssi=rssi)
     record["config"] = config
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path)
     return record
 
 
 def main(argv: list[str] | None = None) -> int:
     import pandas as pd
-    from joblib import Parallel, delayed
-
-    from training.bench import parse_seeds
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0-2")
@@ -70,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [(c, s) for s in parse_seeds(args.seeds) for c in configs]
     if args.cached_only:
         tasks = [(c, s) for c, s in tasks if (CACHE / c / "-".join(methods) / f"seed_{s:03d}.json").is_file()]
-    records = Parallel(n_jobs=args.jobs, backend="loky")(delayed(run)(c, s, methods, args.data_dir) for c, s in tasks)
+    records = parallel(run, [(c, s, methods, args.data_dir) for c, s in tasks], args.jobs, desc="splits")
     rows = []
     for r in records:
         for key, m in r["results"].items():
@@ -86,10 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         n_splits=("seed", "nunique"), centre_median_m=("centre_median_m", "mean"),
         centre_mean_m=("centre_mean_m", "mean"), coverage_mean=("coverage", "mean"),
         volume_mean_m2=("volume_m2", "mean"), split_seconds=("seconds", "mean")).reset_index()
-    OUT.mkdir(parents=True, exist_ok=True)
-    table.to_csv(OUT / "centre_uji.csv", index=False)
+    write_csv(table, OUT / "centre_uji.csv")
     lines = ["## UJIIndoorLoc at new positions: the centre and the RSSI step", "",
-             f"Command: `benchmarks/centre_uji.py {' '.join(argv if argv is not None else sys.argv[1:])}`. "
+             f"Command: `{command('centre_uji', argv)}`. "
              "Leave-location-out splits, grouped calibration (exact rule) at 90 %; the centre's test error "
              "(Euclidean, metres: median and mean, averaged over splits) and the mean det(alpha C)^1/2 in m^2.", "",
              "| centre | method | splits | centre median m | centre mean m | coverage % | volume m^2 | split s |",
@@ -97,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     for _, t in table.iterrows():
         lines.append(f"| {t.config} | {t.method} | {t.n_splits} | {t.centre_median_m:.1f} | {t.centre_mean_m:.1f} | "
                      f"{100 * t.coverage_mean:.1f} | {t.volume_mean_m2:.4g} | {t.split_seconds:.0f} |")
-    (OUT / "centre_uji.md").write_text("\n".join(lines) + "\n")
+    write_text(OUT / "centre_uji.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -1,6 +1,6 @@
 """UJIIndoorLoc drift: held-out phones streamed in time order; before and after recalibration, and adaptive.
 
-    .venv/bin/python benchmarks/drift.py --seeds 0-9 [--jobs 2] [--cached-only]
+    python -m benchmarks.drift --seeds 0-9 [--jobs 2] [--cached-only]
 
 One draw (seed) holds out whole phones (``PHONEID``, about 20 % of the rows) as the *stream*,
 sorted by ``TIMESTAMP``; of the other phones' rows a random 10 % calibrates and the rest trains
@@ -18,7 +18,7 @@ bundle would be. Then, per method:
   sizes ``gamma``, and quantile tracking (conformal P control, Angelopoulos et al. 2023) at
   several learning rates (in units of the bundle's threshold).
 
-Volumes are the paper's det(alpha C)^1/2 in m^2 (the loader's km, times 1e6), averaged over the
+Volumes are the paper's det(alpha C)^1/2 in m^2 (the loader's km^2 times 1e6), averaged over the
 evaluated rows. Cached per seed under ``benchmarks/cache/drift/``; writes
 ``benchmarks/results/drift.{csv,md}``.
 """
@@ -28,19 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (M2_PER_KM2, RESULTS, cache_dir, command, parallel, parse_seeds, write_csv, write_json,
+                               write_text)
 
-CACHE = ROOT / "benchmarks" / "cache" / "drift"
-OUT = ROOT / "benchmarks" / "results"
-M2 = 1e6  # km^2 -> m^2
+
+CACHE = cache_dir("drift")
+OUT = RESULTS
 METHODS = ("ge", "nle", "lmve")
 FRESH = (25, 50, 100, 200)
 SUBSETS = 5
@@ -54,12 +52,12 @@ COVERAGE = 0.9
 def stream_split(ds, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(train, calibration, stream)`` row indices; the stream (held-out phones) in time order."""
     from training.datasets import group_codes_of
-    from training.shift import _take_groups
+    from benchmarks.harness.shift import take_groups
 
     rng = np.random.default_rng(seed)
     m = ds.X.shape[0]
     phones = group_codes_of({"PHONEID": ds.meta["PHONEID"]})
-    stream = _take_groups(phones, np.arange(m), math.ceil(0.2 * m), rng)
+    stream = take_groups(phones, np.arange(m), math.ceil(0.2 * m), rng)
     rest = rng.permutation(np.setdiff1d(np.arange(m), stream))
     n_cal = math.ceil(0.1 * len(rest))
     order = np.lexsort((stream, ds.meta["TIMESTAMP"][stream]))
@@ -101,7 +99,7 @@ def run(seed: int, data_dir: str | None) -> dict:
     for name in METHODS:
         reg = model.methods[name]
         s = scores[name]
-        sqrtdet = np.sqrt(np.linalg.det(reg.shape_.predict_shape(Z))) * M2
+        sqrtdet = np.sqrt(np.linalg.det(reg.shape_.predict_shape(Z))) * M2_PER_KM2
         a = reg.threshold(None)
         out = {"before": {"coverage": float(np.mean(s[ev] <= a)), "volume": float(a * np.mean(sqrtdet[ev])),
                           "coverage_whole_stream": float(np.mean(s <= a))},
@@ -130,10 +128,7 @@ def run(seed: int, data_dir: str | None) -> dict:
                                       "volume_second_half": float(np.mean(thresholds[half:] * sqrtdet[half:]))}
         record["methods"][name] = out
     record["wall_seconds"] = time.perf_counter() - t0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path)
+    write_json(path, record)
     return record
 
 
@@ -170,9 +165,6 @@ def _row(scenario, k, method, variant, evaluated_on, cov, vol) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     import pandas as pd
-    from joblib import Parallel, delayed
-
-    from training.bench import parse_seeds
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0-9")
@@ -184,15 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.cached_only:
         seeds = [s for s in seeds if (CACHE / f"seed_{s:03d}.json").is_file()]
     t0 = time.perf_counter()
-    records = Parallel(n_jobs=args.jobs, backend="loky")(delayed(run)(s, args.data_dir) for s in seeds)
+    records = parallel(run, [(s, args.data_dir) for s in seeds], args.jobs, desc="seeds")
     wall = time.perf_counter() - t0
     rows = tabulate(records)
     table = pd.DataFrame(rows)
-    OUT.mkdir(parents=True, exist_ok=True)
-    table.to_csv(OUT / "drift.csv", index=False)
+    write_csv(table, OUT / "drift.csv")
     stream = np.mean([r["stream_rows"] for r in records])
     lines = ["## Drift on UJIIndoorLoc: held-out phones streamed in time order", "",
-             f"Command: `benchmarks/drift.py {' '.join(argv if argv is not None else sys.argv[1:])}` "
+             f"Command: `{command('drift', argv)}` "
              f"({len(records)} seeds; this invocation's wall time {wall:.0f} s, cached seeds are not re-run; "
              f"mean fit {np.mean([r['fit_seconds'] for r in records]):.0f} s per seed). "
              f"Stream: whole phones held out (mean {stream:.0f} rows), sorted by TIMESTAMP; the bundle trained and "
@@ -210,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {r['scenario']} | {r['fresh_rows'] or ''} | {r['variant']} | {r['evaluated_on']} | "
                          f"{r['n_draws']} | {100 * r['coverage_mean']:.1f} ({100 * r['coverage_std']:.1f}) | {vol} |")
         lines.append("")
-    (OUT / "drift.md").write_text("\n".join(lines) + "\n")
+    write_text(OUT / "drift.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -1,10 +1,10 @@
 """A fleet under faults: three ``lmve-serve`` processes on one PostgreSQL state behind nginx, on loopback.
 
-    .venv/bin/python benchmarks/fleet.py [--seconds 60] [--rate 200] [--feedback-rate 10]
-                                         [--recalibrate-at 20] [--db-down-at 35] [--db-down-for 3]
+    python -m benchmarks.fleet [--seconds 60] [--rate 200] [--feedback-rate 10]
+                               [--recalibrate-at 20] [--db-down-at 35] [--db-down-for 3]
 
 The compose ``scaled`` profile run as real processes: a throwaway PostgreSQL cluster (Debian's server,
-``tests/postgres.py``), three replicas of the ``default`` bundle of ``benchmarks/serving.py`` (trained once,
+``tests/postgres.py``), three replicas of the ``default`` bundle of ``benchmarks.serving`` (trained once,
 cached) with ``LMVE_STATE_URL`` on it and one shared recalibration store, and nginx with
 ``deploy/nginx/lmve.conf`` in front. An open-loop client (asyncio, httpx) offers a fixed rate through nginx for
 ``--seconds``: single-row ``POST /predict-region`` and ``POST /contains`` alternating (``--rate`` requests/s in
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import re
@@ -41,15 +40,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
+from benchmarks.common import RESULTS as OUT
+from benchmarks.common import ROOT, command, commit, write_json, write_text
+from benchmarks.load.run_load import KEY, free_port
+from benchmarks.serving import bundle as cached_bundle
 
-from run_load import KEY, commit, free_port  # noqa: E402
-from serving import bundle as cached_bundle  # noqa: E402
-
-OUT = ROOT / "benchmarks" / "results"
 H = {"X-API-Key": KEY}
 REGION = ("/predict-region", "/contains")
 
@@ -259,7 +254,7 @@ def summarise(records: list[Record], timeline: dict, before: float, after: list[
             per_second[sec]["feedback"][r.kind] += 1
     seconds = [{"second": s, "region_p99_ms": _ms(v["region"])["p99_ms"], "answers": dict(v["feedback"])}
                for s, v in sorted(per_second.items())]
-    return {"commit": commit(), "command": "python benchmarks/fleet.py " + " ".join(sys.argv[1:]),
+    return {"commit": commit(), "command": command("fleet"),
             "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "offered": {"seconds": args.seconds, "region_per_s": args.rate, "feedback_per_s": args.feedback_rate},
             "events": timeline, "routes": routes, "feedback": feedback, "replica_versions": versions,
@@ -269,7 +264,7 @@ def summarise(records: list[Record], timeline: dict, before: float, after: list[
 # ---------------------------------------------------------------------------------------------- the report
 def write(result: dict) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "fleet.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_json(OUT / "fleet.json", result, indent=1)
     ev, fb, off = result["events"], result["feedback"], result["offered"]
     rec, db = ev.get("recalibrate", {}), ev.get("database", {})
     lines = [
@@ -297,7 +292,7 @@ def write(result: dict) -> None:
               "The region routes must answer every request (0 errors); feedback in the outage is refused, never "
               "lost: counted equals answered 200. Per second (region p99, feedback answers, the events marked): "
               "`benchmarks/results/fleet.png`.", ""]
-    (OUT / "fleet.md").write_text("\n".join(lines))
+    write_text(OUT / "fleet.md", "\n".join(lines))
     plot(result)
 
 

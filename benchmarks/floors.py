@@ -1,6 +1,6 @@
 """UJIIndoorLoc's floors: the joint floor set and ellipse against the Bonferroni baseline and the 2-D bundle.
 
-    python benchmarks/floors.py --seeds 0-9
+    python -m benchmarks.floors --seeds 0-9
 
 Per protocol and seed, ``training.pipeline.train`` as ``lmve-train --dataset indoor_localization
 --floor-column FLOOR --building-column BUILDINGID --methods ge,nle --centre knn --floor-classifier auto``
@@ -30,19 +30,14 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
-from run_load import commit  # noqa: E402
+from benchmarks.common import M2_PER_KM2, RESULTS, cache_dir, commit, parse_seeds, write_json
 
-CACHE = ROOT / "benchmarks" / "cache" / "floors"
-RESULTS = ROOT / "benchmarks" / "results"
-COMMAND = "python benchmarks/floors.py"
-KM2_TO_M2 = 1e6
+
+CACHE = cache_dir("floors")
+COMMAND = "python -m benchmarks.floors"
 PROTOCOLS = ("random", "leave-location-out")
 COLUMNS = ("protocol", "method", "n_splits", "floor_hit_rate", "set_size_mean", "joint_coverage_mean", "area_mean")
 
@@ -98,10 +93,7 @@ def cached(protocol: str, seed: int, methods, classifier: str, ds_of) -> dict:
     if path.is_file():
         return json.loads(path.read_text())
     record = run_split(ds_of(protocol), protocol, seed, methods, classifier)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(path)
+    write_json(path, record, indent=1)
     return record
 
 
@@ -125,11 +117,11 @@ def summarise(records: list[dict]) -> list[dict]:
                          "floor_hit_rate": mean("floor_hit_rate") if floor else None,
                          "set_size_mean": mean("set_size_mean") if floor else None,
                          "joint_coverage_mean": mean("joint_coverage") if floor else mean("position_coverage"),
-                         "area_mean": mean("area_mean", KM2_TO_M2),
+                         "area_mean": mean("area_mean", M2_PER_KM2),
                          "joint_coverage_sd": sd("joint_coverage") if floor else sd("position_coverage"),
                          "position_coverage_mean": mean("position_coverage"),
                          "floor_coverage_mean": mean("floor_coverage") if floor else None,
-                         "region_mean": mean("region_mean", KM2_TO_M2) if floor else None,
+                         "region_mean": mean("region_mean", M2_PER_KM2) if floor else None,
                          "n_test_mean": mean("n_test")})
     return rows
 
@@ -184,7 +176,6 @@ def write(rows: list[dict], records: list[dict], args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from training.bench import parse_seeds  # the benchmarks' one --seeds parser
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0-9", help="seeds per protocol, e.g. 0-9 (default)")

@@ -2,9 +2,9 @@
 ``train_speed.py`` (``visits``: 28 subjects, about 3,000 rows, 19 features), where issue 69's cap
 (``GPCentre.search_rows`` 800 -> 400) moved the centre choice on some splits.
 
-    .venv/bin/python benchmarks/gp_search.py                 # 10 seeds x 5 subject folds (about 10 minutes)
-    .venv/bin/python benchmarks/gp_search.py --seeds 0-1     # a part
-    .venv/bin/python benchmarks/gp_search.py --cached-only   # the summary again from gp_search.csv
+    python -m benchmarks.gp_search                 # 10 seeds x 5 subject folds (about 10 minutes)
+    python -m benchmarks.gp_search --seeds 0-1     # a part
+    python -m benchmarks.gp_search --cached-only   # the summary again from gp_search.csv
 
 Per seed the 28 subjects are shuffled into 5 folds (the centre selection's grouped folds); per fold a
 :class:`~models.centres.gp.GPCentre` is fitted on the other four with each ``search_rows`` of :data:`ROWS`
@@ -21,18 +21,13 @@ import argparse
 import csv
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import RESULTS, command, commit, parse_seeds, write_rows, write_text
+from benchmarks.harness.splits import visits_csv
 
-from benchmarks.load.run_load import commit  # noqa: E402
-from benchmarks.train_speed import visits_csv  # noqa: E402
-from training.bench import parse_seeds  # noqa: E402
-
-OUT = ROOT / "benchmarks" / "results"
+OUT = RESULTS
 ROWS = (400, 600, 800)
 FOLDS = 5
 TARGETS = ("measure_a", "measure_b")
@@ -74,7 +69,7 @@ def summarise(rows: list[dict], argv: list[str]) -> str:
     pairs = sorted({(r["seed"], r["fold"]) for r in rows})
     base = ROWS[0]
     out = ["## The gp centre's hyperparameter search size (issue 69)", "",
-           f"Command: `{' '.join(['python benchmarks/gp_search.py', *argv])}` at commit {rows[0].get('commit') or commit()}; 2 cores. "
+           f"Command: `{command('gp_search', argv)}` at commit {rows[0].get('commit') or commit()}; 2 cores. "
            f"The grouped study of `train_speed.py` (`visits`), {len({p[0] for p in pairs})} seeds x {FOLDS} subject "
            "folds; per fold `GPCentre(search_rows=...)` fitted on the other subjects and scored on the held-out "
            "ones (RMSE of the Euclidean error of the two targets). Paired: the same rows and seed per fold.", "",
@@ -112,14 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in parse_seeds(args.seeds):
             rows += run_seed(seed, X, Y, subject)
             print(f"seed {seed} done", flush=True)
-        OUT.mkdir(parents=True, exist_ok=True)
-        with open(OUT / "gp_search.csv.tmp", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        (OUT / "gp_search.csv.tmp").replace(OUT / "gp_search.csv")
-    (OUT / "gp_search.md.tmp").write_text(summarise(rows, argv))
-    (OUT / "gp_search.md.tmp").replace(OUT / "gp_search.md")
+        write_rows(OUT / "gp_search.csv", rows, list(rows[0]))
+    write_text(OUT / "gp_search.md", summarise(rows, argv))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Few groups: a study of 35 subjects trained at 90 %, its coverage at new subjects over many splits.
 
-    .venv/bin/python benchmarks/groups_few.py [--seeds 0-99] [--subjects 35] [--jobs 2]
+    python -m benchmarks.groups_few [--seeds 0-99] [--subjects 35] [--jobs 2]
 
 Per seed ``s``: a new study (``training.synthetic.make_visits(subjects, seed=s)``: 4 to 12 visits per subject),
 ``lmve-train``'s default run on it grouped by subject (``--dataset visits``: ``--centre auto``, group-subsample
@@ -17,17 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
-from run_load import commit  # noqa: E402  (the checkout's commit, as serving.py records it)
+from benchmarks.common import RESULTS, cache_dir, command, commit, parallel, parse_seeds, write_json, write_text
 
-CACHE = ROOT / "benchmarks" / "cache" / "groups_few"
-OUT = ROOT / "benchmarks" / "results"
+
+CACHE = cache_dir("groups_few")
+OUT = RESULTS
 METHODS = ("ge", "nle", "lmve")
 
 
@@ -60,30 +57,21 @@ def run_one(seed: int, subjects: int) -> dict:
               "new_subjects": new,
               "test": {m: per_group(result.model.predict_region(ds.X[test], method=m).regions.contains(ds.Y[test]),
                                     subject[test]) for m in METHODS}}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(path)
+    write_json(path, record)
     return record
 
 
 def main(argv: list[str] | None = None) -> int:
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", default="0-99", help="a range A-B")
+    p.add_argument("--seeds", default="0-99", help="split seeds, e.g. 0-99")
     p.add_argument("--subjects", type=int, default=35)
     p.add_argument("--jobs", type=int, default=2)
     args = p.parse_args(argv)
-    a, b = (int(s) for s in args.seeds.split("-"))
-    seeds = range(a, b + 1)
-    runs = list(tqdm(Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run_one)(s, args.subjects)
-                                                                        for s in seeds), total=len(seeds)))
+    runs = parallel(run_one, [(s, args.subjects) for s in parse_seeds(args.seeds)], args.jobs, desc="splits")
     moved = [r["adjustment"]["moved_from_train"] + r["adjustment"]["moved_from_test"] for r in runs if r["adjustment"]]
     before = [r["adjustment"]["groups_before"]["calibration"] for r in runs if r["adjustment"]]
     lines = [f"## Few groups: {args.subjects} subjects at 90 %", "",
-             f"Command: `benchmarks/groups_few.py {' '.join(argv if argv is not None else sys.argv[1:])}` at commit "
+             f"Command: `{command('groups_few', argv)}` at commit "
              f"`{commit()}`. {len(runs)} splits, each a new study of {args.subjects} subjects (4 to 12 visits). "
              f"The default fractions left {min(before, default=0)} to {max(before, default=0)} calibration subjects "
              f"on {len(moved)} of {len(runs)} splits; lmve-train moved {min(moved, default=0)} to "
@@ -104,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"| auto (served) | {100 * served.mean():.1f} % | {100 * served.std(ddof=1):.1f} | "
                  f"{int((served < 0.9).sum())} | {np.mean([r['new_subjects'][r['served']]['volume'] for r in runs]):.4g}"
                  f" | | {len(runs)} |")
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "groups_few.md").write_text("\n".join(lines) + "\n")
+    write_text(OUT / "groups_few.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

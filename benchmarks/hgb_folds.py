@@ -1,9 +1,9 @@
 """Does the boosted-tree centre over-cover across units because it keeps 5 centre folds? (issue 70)
 
-    .venv/bin/python benchmarks/hgb_folds.py                  # the splits where --centre auto chose hgb
-    .venv/bin/python benchmarks/hgb_folds.py --cached-only    # summarise what ran
+    python -m benchmarks.hgb_folds                  # the splits where --centre auto chose hgb
+    python -m benchmarks.hgb_folds --cached-only    # summarise what ran
 
-On the splits of ``benchmarks/shift_product.py`` where ``--centre auto`` chose ``hgb`` (leave-phone-out
+On the splits of ``benchmarks.shift_product`` where ``--centre auto`` chose ``hgb`` (leave-phone-out
 seeds 1 and 2, leave-user-out seed 0), ``training.pipeline.train`` runs with ``--centre hgb
 --calibrate-across`` and GE and NLE twice: with the default time allowance
 (``TrainConfig.across_centre_seconds`` 60 s: a 20 s boosted fit keeps the shapes' 5 centre folds) and with
@@ -16,27 +16,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import DATA_DIR, M2_PER_KM2, RESULTS, cache_dir, command, commit, write_rows, write_text
 
-from benchmarks.load.run_load import commit  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / "cache" / "hgb_folds" / "runs.jsonl"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("hgb_folds") / "runs.jsonl"
+OUT = RESULTS
 SPLITS = [("leave-phone-out", 1), ("leave-phone-out", 2), ("leave-user-out", 0)]
 ALLOWANCES = (60.0, 1e5)
 
 
 def run(ds, protocol: str, seed: int, seconds: float) -> dict:
     """One ``train`` of the split at the centre-fold allowance ``seconds``."""
-    import numpy as np
-
-    from benchmarks.shift_product import M2, PROTOCOLS, unit_coverage
+    from benchmarks.harness.shift import ACROSS_PROTOCOLS as PROTOCOLS
+    from benchmarks.harness.shift import unit_coverage
     from training.across import across_split, unit_codes
     from training.pipeline import TrainConfig, train
 
@@ -54,7 +49,7 @@ def run(ds, protocol: str, seed: int, seconds: float) -> dict:
         region = result.model.predict_region(ds.X[test], method=name).regions
         inside = region.contains(ds.Y[test])
         record[name] = [float(inside.mean()), unit_coverage(inside, units[test]),
-                        float(region.volume("lebesgue").mean()) * M2]
+                        float(region.volume("lebesgue").mean()) * M2_PER_KM2]
     return record
 
 
@@ -68,7 +63,7 @@ def summarise(records: list[dict], argv: list[str]) -> tuple[list[dict], str]:
                          "area_m2": area, "seconds": r["seconds"], "commit": r.get("commit", "62e568c")})
     by = {(x["protocol"], x["seed"], x["method"], x["allowance_s"]): x for x in rows}
     lines = ["## The boosted-tree centre across units: 5 centre folds or one unit per fold", "",
-             f"Command: `python benchmarks/hgb_folds.py {' '.join(argv)}` at commit {commit()}; runs at "
+             f"Command: `{command('hgb_folds', argv)}` at commit {commit()}; runs at "
              f"{', '.join(sorted({x['commit'][:7] for x in rows}))}. `--centre hgb --calibrate-across`, GE and NLE "
              "at 0.9, on the `shift_product` splits where `--centre auto` chose `hgb`; `5 folds`: the default "
              "allowance (60 s: a 20 s fit keeps the shapes' 5 folds), `per unit`: no allowance.", "",
@@ -94,8 +89,7 @@ def summarise(records: list[dict], argv: list[str]) -> tuple[list[dict], str]:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("LMVE_DATA_DIR", ROOT.parent / "shared" /
-                                                                         "datasets")))
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
     p.add_argument("--cached-only", action="store_true")
     args = p.parse_args(argv)
     records = [json.loads(line) for line in CACHE.read_text().splitlines()] if CACHE.is_file() else []
@@ -114,14 +108,8 @@ def main(argv=None) -> int:
                 with open(CACHE, "a") as f:
                     f.write(json.dumps(record) + "\n")
     rows, text = summarise(records, argv)
-    import csv
-
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "hgb_folds.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    (OUT / "hgb_folds.md").write_text(text)
+    write_rows(OUT / "hgb_folds.csv", rows, list(rows[0]))
+    write_text(OUT / "hgb_folds.md", text)
     print(text)
     return 0
 

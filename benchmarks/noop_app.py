@@ -1,4 +1,4 @@
-"""The baseline of ``benchmarks/serving.py``: a bare FastAPI app whose region routes (and V2 ``infer`` route)
+"""The baseline of ``benchmarks.serving``: a bare FastAPI app whose region routes (and V2 ``infer`` route)
 parse the same body with pydantic and answer ``{}``: what any FastAPI + pydantic service on this machine
 pays per request.
 

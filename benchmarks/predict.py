@@ -1,8 +1,8 @@
 """``lmve-predict`` on logs of 1,000,000 synthetic-survey rows and 200,000 UJIIndoorLoc-sized rows: rows/s and
 peak memory, local and on a 2-worker local Dask cluster, and memory against input size.
 
-    .venv/bin/python benchmarks/predict.py                     # everything (about 15 minutes on 2 cores)
-    .venv/bin/python benchmarks/predict.py --datasets synthetic --engines local
+    python -m benchmarks.predict                     # everything (about 15 minutes on 2 cores)
+    python -m benchmarks.predict --datasets synthetic --engines local
 
 Bundles (cached under ``benchmarks/cache/predict/``): ``synthetic``, what ``lmve-train --dataset synthetic``
 writes (the embedded default), and ``uji``, what ``lmve-train --dataset indoor_localization`` writes (520 WAP
@@ -18,7 +18,6 @@ command and commit.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -29,14 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
+from benchmarks.common import RESULTS, cache_dir, command as command_line, commit, write_rows, write_text
 
-from run_load import commit  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / "cache" / "predict"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("predict")
+OUT = RESULTS
 SIZES = {"synthetic": 1_000_000, "uji": 200_000}
 TRAIN = {"synthetic": ["--dataset", "synthetic"], "uji": ["--dataset", "indoor_localization"]}
 COLUMNS = ["dataset", "engine", "rows", "input_mib", "seconds", "rows_per_s", "peak_mib", "peak_client_mib"]
@@ -125,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from models.bundle import load_bundle
 
-    command = ("python benchmarks/predict.py " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    command = command_line("predict", argv)
     results = []
     for name in [d.strip() for d in args.datasets.split(",") if d.strip()]:
         bdir = bundle(name)
@@ -137,12 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                      **run(bdir, path, engine)}
                 print(json.dumps(r), flush=True)
                 results.append(r)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "predict.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(results)
-    (OUT / "predict.md").write_text(report(results, command))
+    write_rows(OUT / "predict.csv", results, COLUMNS)
+    write_text(OUT / "predict.md", report(results, command))
     print((OUT / "predict.md").read_text())
     shutil.rmtree(CACHE / "out", ignore_errors=True)
     return 0

@@ -1,7 +1,7 @@
 """Which method ``--primary auto`` serves, and what it costs or saves, per data set.
 
-    .venv/bin/python benchmarks/primary.py [--datasets synthetic,enb,ble_rssi,residential_building,indoor_localization]
-                                           [--seeds 0-19] [--uji-seeds 0-2] [--jobs 2]
+    python -m benchmarks.primary [--datasets synthetic,enb,ble_rssi,residential_building,indoor_localization]
+                                 [--seeds 0-19] [--uji-seeds 0-2] [--jobs 2]
 
 Per data set and split seed, ``lmve-train``'s default run (as the CLI builds it: ``--centre auto``, RSSI step,
 grouped by position when most rows repeat a position, GE, NLE and LMVE; ``indoor_localization`` is
@@ -20,49 +20,25 @@ cached as JSON under ``benchmarks/cache/primary/`` (resumable).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
-from run_load import commit  # noqa: E402  (the checkout's commit, as serving.py records it)
+from benchmarks.common import RESULTS, cache_dir, cached, command, commit, parallel, parse_seeds, to_m2, write_text
+from benchmarks.harness.splits import default_dataset, halves
 
-CACHE = ROOT / "benchmarks" / "cache" / "primary"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("primary")
+OUT = RESULTS
 DATASETS = ("synthetic", "enb", "ble_rssi", "residential_building", "indoor_localization")
 METHODS = ("ge", "nle", "lmve")
 
 
-def default_dataset(name: str, seed: int):
-    """The data set as ``lmve-train --dataset NAME`` loads it (grouped by position when most rows repeat one)."""
-    from training.datasets import group_by_position, load_dataset, share_of_repeated_positions
-
-    ds = load_dataset(name, seed=seed)
-    if ds.groups is None and share_of_repeated_positions(ds.Y) > 0.5:
-        ds = group_by_position(ds, auto=True)
-    return ds
-
-
-def halves(split, groups, seed: int):
-    """``split`` with its test part cut in two (whole groups when ``groups``): ``selection`` and ``test``."""
-    from training.pipeline import Split
-
-    rng = np.random.default_rng([seed, 2])
-    units = split.test if groups is None else np.unique(groups[split.test])
-    chosen = rng.permutation(units)[: len(units) // 2]
-    pick = np.isin(split.test if groups is None else groups[split.test], chosen)
-    return Split(train=split.train, calibration=split.calibration, test=split.test[~pick],
-                 selection=split.test[pick], adjustment=split.adjustment)
-
-
 def run_one(dataset: str, seed: int) -> dict:
-    path = CACHE / dataset / f"seed_{seed:03d}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
+    """One split's record (cached)."""
+    return cached(CACHE / dataset / f"seed_{seed:03d}.json", lambda: _run(dataset, seed))
+
+
+def _run(dataset: str, seed: int) -> dict:
     from training.pipeline import TrainConfig, default_split, train
 
     ds = default_dataset(dataset, seed)
@@ -74,19 +50,11 @@ def run_one(dataset: str, seed: int) -> dict:
               "order": sel["order"], "selection_rows": len(split.selection), "evaluation_rows": len(split.test),
               "metrics": {m: {"coverage": v["coverage"], "volume": v["volume"]} for m, v in result.metrics.items()},
               "held_out": sel["held_out"]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(path)
     return record
 
 
 def main(argv: list[str] | None = None) -> int:
     import pandas as pd
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
-
-    from training.bench import parse_seeds  # the benchmarks' one --seeds parser
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default=",".join(DATASETS))
@@ -96,14 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
     small = [(d, s) for d in datasets if d != "indoor_localization" for s in parse_seeds(args.seeds)]
-    records = list(tqdm(Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run_one)(*t) for t in small),
-                        total=len(small), desc="runs"))
+    records = parallel(run_one, small, args.jobs, desc="runs")
     if "indoor_localization" in datasets:
-        records += [run_one("indoor_localization", s) for s in tqdm(parse_seeds(args.uji_seeds), desc="UJIIndoorLoc")]
+        records += parallel(run_one, [("indoor_localization", s) for s in parse_seeds(args.uji_seeds)],
+                            desc="UJIIndoorLoc")
     for r in records:  # UJIIndoorLoc's targets are km: its areas in m^2, as in shift.md
-        if r["dataset"] == "indoor_localization":
-            for v in r["metrics"].values():
-                v["volume"] *= 1e6
+        for v in r["metrics"].values():
+            v["volume"] *= to_m2(r["dataset"])
     rows = []
     for d in datasets:
         runs = [r for r in records if r["dataset"] == d]
@@ -117,10 +84,9 @@ def main(argv: list[str] | None = None) -> int:
                      "volume_mean": np.mean([r["metrics"][r["served"]]["volume"] for r in runs]),
                      "served_share": 1.0})
     df = pd.DataFrame(rows)
-    OUT.mkdir(parents=True, exist_ok=True)
-    df.to_csv(OUT / "primary.csv", index=False, float_format="%.6g")
+    write_text(OUT / "primary.csv", df.to_csv(index=False, float_format="%.6g"))
     lines = ["## `--primary auto`: the served method per data set", "",
-             f"Command: `benchmarks/primary.py {' '.join(argv if argv is not None else sys.argv[1:])}` at commit "
+             f"Command: `{command('primary', argv)}` at commit "
              f"`{commit()}`. lmve-train's default run per split; `auto` chooses on the train part "
              "(3-fold cross-fit) and half of the test part, and every figure is from the other half (whole groups "
              "with groups), so the served method's figures are not the ones it was chosen on. Area: the true mean area of the 90 % regions (target units squared; m^2 for indoor_localization); "
@@ -145,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{sub.loc['auto', 'volume_mean']:.4g} | {sub.loc['auto', 'volume_mean'] / best:.3f} | "
                      f"{oracle:.4g} | {hits}/{len(runs)} | {100 * sub.loc['auto', 'coverage_mean']:.1f} ± "
                      f"{100 * se:.1f} % |")
-    (OUT / "primary.md").write_text("\n".join(lines) + "\n")
+    write_text(OUT / "primary.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

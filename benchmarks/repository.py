@@ -1,7 +1,7 @@
 """UJIIndoorLoc's three buildings as a model repository: ``lmve-train --split-by BUILDINGID`` over seeds,
 then the repository served by one ``lmve-serve`` (the docs' worked example, many sites).
 
-    python benchmarks/repository.py --seeds 0-9
+    python -m benchmarks.repository --seeds 0-9
 
 Per seed, ``lmve-train --dataset indoor_localization --split-by BUILDINGID --methods ge,nle --centre knn
 --seed S --out benchmarks/cache/repository/seed-S`` (kNN fingerprinting: the centre ``auto`` picks or
@@ -29,14 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
-from run_load import commit, free_port  # noqa: E402
+from benchmarks.common import M2_PER_KM2, RESULTS, cache_dir, commit, parse_seeds
+from benchmarks.load.run_load import free_port
 
-CACHE = ROOT / "benchmarks" / "cache" / "repository"
-RESULTS = ROOT / "benchmarks" / "results"
-COMMAND = "python benchmarks/repository.py"
-KM2_TO_M2 = 1e6
+CACHE = cache_dir("repository")
+COMMAND = "python -m benchmarks.repository"
 
 
 
@@ -61,7 +58,6 @@ def serve(repository: Path) -> dict:
     """``lmve-serve --model-repository`` on ``repository``: seconds to ready, ``GET /models``, one answer per model."""
     import httpx
 
-    sys.path.insert(0, str(ROOT))
     from training.datasets import load_dataset
 
     port = free_port()
@@ -89,7 +85,7 @@ def serve(repository: Path) -> dict:
             row = np.flatnonzero(building.astype(str) == entry["value"])[0]
             r = httpx.post(f"{base}/models/{name}/predict-region", json={"features": [ds.X[row].tolist()]}).json()
             answers[name] = {"model": r["model"], "method": r["method"],
-                             "area_m2": round(r["regions"][0]["volume"] * KM2_TO_M2, 1)}
+                             "area_m2": round(r["regions"][0]["volume"] * M2_PER_KM2, 1)}
         return {"ready_s": round(ready_s, 2), "models": [(m["name"], m["state"]) for m in listing["models"]],
                 "answers": answers}
     finally:
@@ -103,7 +99,7 @@ def summarise(manifests: dict[int, dict], seconds: dict[int, float | None]) -> l
     for name in names:
         entries = [m["models"][name] for m in manifests.values() if name in m["models"]]
         cov = [e["test_coverage"] for e in entries]
-        area = [e["test_volume"] * KM2_TO_M2 for e in entries]
+        area = [e["test_volume"] * M2_PER_KM2 for e in entries]
         served = {}
         for e in entries:
             served[e["primary_method"]] = served.get(e["primary_method"], 0) + 1
@@ -151,8 +147,6 @@ def write(rows: list[dict], manifests: dict, seconds: dict, served: dict, args) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from training.bench import parse_seeds  # the benchmarks' one --seeds parser
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0-9", help="seeds, e.g. 0-9 or 0,3,5 (default 0-9)")
     args = parser.parse_args(argv)

@@ -1,13 +1,13 @@
 """Serving speed of every bundle kind against a bare FastAPI no-op, through real servers on loopback.
 
-    .venv/bin/python benchmarks/serving.py [--bundles default,synthetic-knn,...] [--rounds 3] [--seconds 2]
+    python -m benchmarks.serving [--bundles default,synthetic-knn,...] [--rounds 3] [--seconds 2]
 
 Bundles (trained once, cached under ``benchmarks/cache/serving/``): ``default`` (what ``scripts/serve.sh``
 trains: ``lmve-train --dataset synthetic``), ``synthetic-<centre>`` for each centre kind (2,000 synthetic
 readings, GE, NLE and LMVE; ``synthetic-client`` is centred on the client's own estimates, which every request
 sends as ``centers``; these serve LMVE, ``--primary lmve``, so that they compare centres alone), and ``uji-knn`` (UJIIndoorLoc's TrainingData, kNN centre, 520 WAP columns)
 when the data set is present. Each is served by ``lmve-serve`` (one worker); beside them runs
-``benchmarks/noop_app.py`` (one uvicorn worker), a bare FastAPI app that parses the same body with pydantic
+``benchmarks.noop_app`` (one uvicorn worker), a bare FastAPI app that parses the same body with pydantic
 and answers ``{}``. The scenarios, each measured with ``wrk`` (Debian package) in ``--rounds`` rounds that
 alternate between the bundle's server and the no-op, so that the shared machine's noise hits both alike:
 
@@ -36,7 +36,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -47,14 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
+from benchmarks.common import RESULTS, ROOT, cache_dir, command, commit, machine, utc_now, write_json, write_text
+from benchmarks.load.run_load import KEY, free_port, wrk
 
-from run_load import KEY, commit, free_port, wrk  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / "cache" / "serving"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("serving")
+OUT = RESULTS
 CENTRES = ("paper", "scaled", "knn", "gp", "hgb", "stack", "mlp", "client")
 #: scenario -> (target, "min" or "max")
 TARGETS = {"single_over_noop": (0.5, "min"), "contains_over_noop": (0.5, "min"), "p99_256_ms": (50.0, "max"),
@@ -228,15 +224,13 @@ def target_of(row: dict) -> tuple[float, str] | None:
     return TARGETS[row["scenario"]]
 
 
-def write(rows: list[dict], command: str, args) -> None:
-    result = {"commit": commit(), "command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
-              "server": "lmve-serve, 1 uvicorn worker; baseline benchmarks/noop_app.py, 1 uvicorn worker",
+def write(rows: list[dict], line: str, args) -> None:
+    result = {"commit": commit(), "command": line, "date": utc_now(), "machine": machine(),
+              "server": "lmve-serve, 1 uvicorn worker; baseline benchmarks.noop_app, 1 uvicorn worker",
               "client": "wrk -t1, same machine", "rows": rows}
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "serving.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(OUT / "serving.json", result, indent=2)
     lines = ["## Serving speed against a bare FastAPI no-op", "",
-             f"Command: `{command}` at commit `{result['commit']}`, {result['date']}, on this {os.cpu_count()}-core "
+             f"Command: `{line}` at commit `{result['commit']}`, {result['date']}, on this {os.cpu_count()}-core "
              f"machine (client and servers share the cores). {args.rounds} rounds of {args.seconds} s per ratio, "
              "alternating with the no-op (`wrk -t1 -c8`); p99 from one connection, rows/s from two "
              f"({args.latency_seconds} s each). Targets from issue 32; the V2 `infer` row's from issue 39.", "",
@@ -251,7 +245,7 @@ def write(rows: list[dict], command: str, args) -> None:
             target, met = f"{'>=' if sense == 'min' else '<'} {target:g}", "yes" if ok else "**no**"
         lines.append(f"| {row['bundle']} | {row['centre']} | `{row['route']}` | {row['scenario']} | {row['value']:g} | "
                      f"{target} | {met} |")
-    (OUT / "serving.md").write_text("\n".join(lines) + "\n")
+    write_text(OUT / "serving.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
@@ -277,7 +271,6 @@ def main(argv: list[str] | None = None) -> int:
             names.append("uji-knn")
     CACHE.mkdir(parents=True, exist_ok=True)
     paths = {n: bundle(n) for n in names}
-    command = "python benchmarks/serving.py " + " ".join(argv if argv is not None else sys.argv[1:])
     tmp = Path(tempfile.mkdtemp(prefix="lmve-serving-"))
     noop_proc, noop = serve_noop()
     rows: list[dict] = []
@@ -290,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         noop_proc.terminate()
         noop_proc.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
-    write(rows, command.strip(), args)
+    write(rows, command("serving", argv), args)
     return 0
 
 

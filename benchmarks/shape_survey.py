@@ -1,8 +1,8 @@
 """The learned shape against GE and NLE, free of the calibration draw's noise.
 
-    .venv/bin/python benchmarks/shape_survey.py [--datasets synthetic] [--seeds 0-19] [--draws 300] [--jobs 2]
+    python -m benchmarks.shape_survey [--datasets synthetic] [--seeds 0-19] [--draws 300] [--jobs 2]
 
-On the splits of ``benchmarks/primary.py`` (``lmve-train``'s default run: ``--centre auto``, grouped by
+On the splits of ``benchmarks.primary`` (``lmve-train``'s default run: ``--centre auto``, grouped by
 position when most rows repeat a position, the test part cut in halves and every figure from the second),
 each method's regions are evaluated at the threshold of every one of ``--draws`` calibrations rather than at the
 single one a bundle holds. Under ``group-subsample`` (the grouped survey's rule) a calibration keeps one random
@@ -29,19 +29,14 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from run_load import commit  # noqa: E402  (the checkout's commit, as serving.py records it)
-from primary import default_dataset, halves  # noqa: E402  (the same data sets and splits)
+from benchmarks.common import RESULTS, cache_dir, cached, command, commit, parallel, parse_seeds, to_m2, write_text
+from benchmarks.harness.splits import default_dataset, halves
 
-CACHE = ROOT / "benchmarks" / "cache" / "shape_survey"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("shape_survey")
+OUT = RESULTS
 METHODS = ("ge", "nle", "lmve", "lmve-1")
 
 
@@ -63,11 +58,14 @@ def draw_figures(model, method: str, scores, groups_cal, X_test, Y_test, draws: 
 
 
 def run_one(dataset: str, seed: int, draws: int) -> dict:
+    """One split's record (cached per number of draws)."""
     path = CACHE / dataset / f"seed_{seed:03d}.json"
-    if path.is_file():
-        record = json.loads(path.read_text())
-        if record["draws"] == draws:
-            return record
+    if path.is_file() and json.loads(path.read_text())["draws"] != draws:
+        path.unlink()  # another number of draws: run again
+    return cached(path, lambda: _run(dataset, seed, draws))
+
+
+def _run(dataset: str, seed: int, draws: int) -> dict:
     from training.pipeline import TrainConfig, default_split, train
 
     ds = default_dataset(dataset, seed)
@@ -88,10 +86,6 @@ def run_one(dataset: str, seed: int, draws: int) -> dict:
             record["methods"][name] = {
                 **draw_figures(result.model, method, scores[method], g_cal, ds.X[test], ds.Y[test], draws),
                 "served_coverage": served["coverage"], "served_volume": served["volume"]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(path)
     return record
 
 
@@ -103,25 +97,19 @@ def ratio_se(num: np.ndarray, den: np.ndarray, rng: np.random.Generator, n_boot:
 
 def main(argv: list[str] | None = None) -> int:
     import pandas as pd
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
-
-    from training.bench import parse_seeds
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="synthetic", help="comma-separated built-in data sets (primary.py's)")
+    p.add_argument("--datasets", default="synthetic", help="comma-separated built-in data sets (benchmarks.primary's)")
     p.add_argument("--seeds", default="0-19", help="split seeds A-B")
     p.add_argument("--draws", type=int, default=300, help="calibration draws per split (group-subsample)")
     p.add_argument("--jobs", type=int, default=2, help="parallel splits")
     args = p.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
     todo = [(d, s) for d in datasets for s in parse_seeds(args.seeds)]
-    records = list(tqdm(Parallel(n_jobs=args.jobs, return_as="generator")(
-        delayed(run_one)(d, s, args.draws) for d, s in todo), total=len(todo), desc="splits"))
-    scale = {"indoor_localization": 1e6}  # km^2 -> m^2, as in primary.md
+    records = parallel(run_one, [(d, s, args.draws) for d, s in todo], args.jobs, desc="splits")
     rows, lines = [], []
     lines += ["## The learned shape against GE and NLE, over calibration draws", "",
-              f"Command: `benchmarks/shape_survey.py {' '.join(argv if argv is not None else sys.argv[1:])}` at "
+              f"Command: `{command('shape_survey', argv)}` at "
               f"commit `{commit()}`. primary.py's splits (lmve-train's default run; figures from the evaluation "
               "half). `area`, `coverage`: means over splits of each method's expected mean area (m^2) and coverage "
               "over the calibration draws; `served`: the one draw the bundle holds. `lmve`: the default ensemble; "
@@ -132,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     for d in datasets:
         runs = [r for r in records if r["dataset"] == d]
-        k = scale.get(d, 1.0)
+        k = to_m2(d)
         vol = {m: k * np.array([r["methods"][m]["volume"] for r in runs]) for m in METHODS}
         best = min(("ge", "nle"), key=lambda m: vol[m].mean())
         for m in METHODS:
@@ -145,9 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {d} | {len(runs)} | {m} | {k * f['volume']:.4g} | {100 * f['coverage']:.1f} % | "
                          f"{ratio:.3f} ± {ratio_se(vol[m], vol[best], rng):.3f} | {k * f['served_volume']:.4g} | "
                          f"{100 * f['served_coverage']:.1f} % |")
-    OUT.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(OUT / "shape_survey.csv", index=False, float_format="%.6g")
-    (OUT / "shape_survey.md").write_text("\n".join(lines) + "\n")
+    write_text(OUT / "shape_survey.csv", pd.DataFrame(rows).to_csv(index=False, float_format="%.6g"))
+    write_text(OUT / "shape_survey.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -1,7 +1,7 @@
 """The shift alarm on streams of queries: silent in the guarantee's own sense, loud at a new phone, user or day
 (issue 71).
 
-    .venv/bin/python benchmarks/shift_alarm.py --seeds 0-9          # about 5 minutes on 2 cores
+    python -m benchmarks.shift_alarm --seeds 0-9          # about 5 minutes on 2 cores
 
 UJIIndoorLoc's TrainingData, the product's RSSI step and scaler fitted on each split's train part, and its
 typicality step (:class:`models.typicality.Typicality`, defaults) with the service's test
@@ -24,21 +24,15 @@ Writes ``benchmarks/results/shift_alarm.{md,csv}`` (one row per protocol and mod
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import DATA_DIR, RESULTS, command, commit, parse_seeds, write_rows, write_text
 
-from benchmarks.load.run_load import commit  # noqa: E402
-from training.bench import parse_seeds  # noqa: E402
-
-OUT = ROOT / "benchmarks" / "results"
+OUT = RESULTS
 DELTA, LENGTH = 0.01, 500
 #: Typicality's parameters (--reference, --components; empty: its defaults)
 PARAMS: dict = {}
@@ -117,7 +111,7 @@ def summarise(runs: list[dict], argv: list[str], seconds: float) -> tuple[list[d
                      "splits": len({r["seed"] for r in part}), "mean_length": float(np.mean([r["length"] for r in part])),
                      "mean_p": float(np.mean([r["mean_p"] for r in part]))})
     lines = ["## The shift alarm on streams of queries", "",
-             f"Command: `python benchmarks/shift_alarm.py {' '.join(argv)}` at commit {commit()} ({seconds:.0f} s). "
+             f"Command: `{command('shift_alarm', argv)}` at commit {commit()} ({seconds:.0f} s). "
              "UJIIndoorLoc TrainingData; per split the product's RSSI step, scaler and typicality step fitted on "
              f"the train part; the service's shift test at delta {DELTA} (alarm at evidence {1 / DELTA:g}) and "
              "its default tolerance. `exchangeable`: held-out positions re-drawn between calibration and stream "
@@ -139,8 +133,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0-9", help="splits per protocol (position: 40 streams each, shifted: 10)")
     p.add_argument("--position-seeds", default="0-4")
-    p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("LMVE_DATA_DIR", ROOT.parent / "shared" /
-                                                                         "datasets")))
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
     p.add_argument("--reference", type=int, help="Typicality.max_reference (default: its default)")
     p.add_argument("--components", type=int, help="Typicality.n_components (default: its default)")
     p.add_argument("--out", default="shift_alarm", help="the results' stem under benchmarks/results/")
@@ -163,12 +156,8 @@ def main(argv=None) -> int:
                   f", across {sum(r['alarm_at'] is not None for r in new if r['model'] == 'across')} alarms of 10",
                   flush=True)
     rows, text = summarise(runs, argv, time.perf_counter() - t0)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / f"{args.out}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    (OUT / f"{args.out}.md").write_text(text)
+    write_rows(OUT / f"{args.out}.csv", rows, list(rows[0]))
+    write_text(OUT / f"{args.out}.md", text)
     print(text)
     return 0
 

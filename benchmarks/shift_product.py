@@ -1,8 +1,8 @@
 """The product at a new phone or a new user: `lmve-train`'s defaults with and without `--calibrate-across`,
 and the simplest honest baseline, on the same UJIIndoorLoc splits (issue 70).
 
-    .venv/bin/python benchmarks/shift_product.py --protocols leave-phone-out,leave-user-out --seeds 0-9
-    .venv/bin/python benchmarks/shift_product.py --cached-only        # summarise what ran
+    python -m benchmarks.shift_product --protocols leave-phone-out,leave-user-out --seeds 0-9
+    python -m benchmarks.shift_product --cached-only        # summarise what ran
 
 One split per protocol and seed is ``training.across.across_split`` over PHONEID (leave-phone-out) or USERID
 (leave-user-out) with the product's defaults (cross-fit mode): the test part holds whole units absent from
@@ -29,32 +29,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (DATA_DIR, M2_PER_KM2, M_PER_KM, RESULTS, cache_dir, command, commit, parse_seeds,
+                               write_rows, write_text)
+from benchmarks.harness.shift import ACROSS_PROTOCOLS as PROTOCOLS
+from benchmarks.harness.shift import unit_coverage
 
-from benchmarks.load.run_load import commit  # noqa: E402
-from training.bench import parse_seeds  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / "cache" / "shift_product"
-OUT = ROOT / "benchmarks" / "results"
-PROTOCOLS = {"leave-phone-out": "PHONEID", "leave-user-out": "USERID"}
-#: km -> m and km^2 -> m^2 (the built-in indoor_localization is in kilometres)
-M, M2 = 1e3, 1e6
+CACHE = cache_dir("shift_product")
+OUT = RESULTS
 COLUMNS = ["protocol", "seed", "model", "method", "served", "coverage", "unit_coverage", "n_test", "n_units",
            "area_m2", "centre", "centre_rmse_m", "centre_cv_rmse_m", "seconds", "commit"]
-
-
-def unit_coverage(inside: np.ndarray, units: np.ndarray) -> float:
-    """The mean over the test units of each one's own coverage."""
-    _, codes = np.unique(units, return_inverse=True)
-    return float(np.mean(np.bincount(codes, weights=inside) / np.bincount(codes)))
 
 
 def _config(seed: int, across: tuple[str, ...] = ()):
@@ -76,9 +65,9 @@ def _model_rows(result, ds, units, protocol: str, seed: int, model: str, seconds
         rows.append({"protocol": protocol, "seed": seed, "model": model, "method": name, "served": name == served,
                      "coverage": float(inside.mean()), "unit_coverage": unit_coverage(inside, units[test]),
                      "n_test": int(len(test)), "n_units": int(len(np.unique(units[test]))),
-                     "area_m2": float(region.volume("lebesgue").mean()) * M2, "centre": centre["name"],
-                     "centre_rmse_m": centre["test"]["rmse"] * M,
-                     "centre_cv_rmse_m": cv["rmse"] * M if "rmse" in cv else None, "seconds": seconds})
+                     "area_m2": float(region.volume("lebesgue").mean()) * M2_PER_KM2, "centre": centre["name"],
+                     "centre_rmse_m": centre["test"]["rmse"] * M_PER_KM,
+                     "centre_cv_rmse_m": cv["rmse"] * M_PER_KM if "rmse" in cv else None, "seconds": seconds})
     return rows
 
 
@@ -102,7 +91,7 @@ def knn_circle(result, ds, units, column: str, seed: int) -> dict:
     test = split.test
     inside = np.linalg.norm(ds.Y[test] - centre.predict(Xs[test]), axis=1) <= radius
     return {"coverage": float(inside.mean()), "unit_coverage": unit_coverage(inside, units[test]),
-            "area_m2": float(np.pi * radius**2) * M2, "radius_m": float(radius) * M}
+            "area_m2": float(np.pi * radius**2) * M2_PER_KM2, "radius_m": float(radius) * M_PER_KM}
 
 
 def run_split(ds, protocol: str, seed: int) -> dict:
@@ -136,10 +125,7 @@ def run_split(ds, protocol: str, seed: int) -> dict:
     record = {"protocol": protocol, "seed": seed, "commit": commit(), "rows": rows,
               "across_centre": across.centre, "position_centre": {k: v for k, v in position.centre.items()},
               "split": split.across}
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=float))
-    tmp.replace(path)
+    write_text(path, json.dumps(record, indent=1, default=float))
     return record
 
 
@@ -151,7 +137,7 @@ def summarise(records: list[dict], argv: list[str]) -> tuple[list[dict], str]:
     df = pd.DataFrame(rows)
     lines = ["## The product at a new phone or user: `--calibrate-across` against position grouping and a k-NN circle",
              "",
-             f"Command: `python benchmarks/shift_product.py {' '.join(argv)}` at commit {commit()}; runs at "
+             f"Command: `{command('shift_product', argv)}` at commit {commit()}; runs at "
              f"{', '.join(sorted({c[:7] for c in df['commit']}))}. UJIIndoorLoc TrainingData; one split per protocol "
              "and seed (`training.across.across_split`: test units absent from training, at positions absent "
              "from training); the three models on the same rows. Coverage at 0.9: pooled over the test rows and "
@@ -190,7 +176,7 @@ def summarise(records: list[dict], argv: list[str]) -> tuple[list[dict], str]:
     return rows, "\n".join(lines) + "\n"
 
 
-#: the product's section of ``shift.md`` lies between these lines (the rest is ``lmve-bench``'s research table)
+#: the product's section of ``shift.md`` lies between these lines (the rest is ``benchmarks.bench``'s research table)
 SECTION = ("<!-- shift_product: written by benchmarks/shift_product.py -->", "<!-- /shift_product -->")
 
 
@@ -205,7 +191,7 @@ def write_shift(text: str, rows: list[dict]) -> None:
     old = page.read_text() if page.is_file() else ""
     if SECTION[0] in old:
         old = old[:old.index(SECTION[0])] + old[old.index(SECTION[1]) + len(SECTION[1]):].lstrip("\n")
-    _atomic(page, f"{SECTION[0]}\n{text}{SECTION[1]}\n\n{old}")
+    write_text(page, f"{SECTION[0]}\n{text}{SECTION[1]}\n\n{old}")
     df = pd.DataFrame(rows)
     agg = []
     for (protocol, model), sub in df.groupby(["protocol", "model"], sort=False):
@@ -224,18 +210,7 @@ def write_shift(text: str, rows: list[dict]) -> None:
             kept = [r for r in csv.DictReader(f) if not r["calibration"].startswith("product-")]
     fields = ["dataset", "protocol", "calibration", "method", "n_splits", "coverage_mean", "coverage_std",
               "volume_mean", "volume_std"]
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(agg + kept)
-    tmp.replace(path)
-
-
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    write_rows(path, agg + kept, fields)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--protocols", default=",".join(PROTOCOLS))
     p.add_argument("--seeds", default="0-9")
-    p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("LMVE_DATA_DIR", ROOT.parent / "shared" /
-                                                                          "datasets")))
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
     p.add_argument("--cached-only", action="store_true")
     args = p.parse_args(argv)
     protocols = [x.strip() for x in args.protocols.split(",") if x.strip()]
@@ -268,15 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         print("nothing cached yet", file=sys.stderr)
         return 1
     rows, text = summarise(records, argv)
-    import csv
-
-    OUT.mkdir(parents=True, exist_ok=True)
-    tmp = OUT / "shift_product.csv.tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(OUT / "shift_product.csv")
+    write_rows(OUT / "shift_product.csv", rows, COLUMNS, extra="ignore")
     write_shift(text, rows)
     print(f"wrote {OUT / 'shift_product.csv'}, the product's section of {OUT / 'shift.md'} and its rows of shift.csv")
     return 0

@@ -1,7 +1,7 @@
 """Should ``stack`` be a default ``--centre auto`` candidate? Measured where ``lmve-train`` is used by default:
 the synthetic fingerprint survey, grouped by position (test and calibration hold whole reference points).
 
-    .venv/bin/python benchmarks/stack_grouped.py [--seeds 0-9] [--n-samples 1000,2000] [--jobs 2]
+    python -m benchmarks.stack_grouped [--seeds 0-9] [--n-samples 1000,2000] [--jobs 2]
 
 Per survey size and seed, ``lmve-train``'s default run (``TrainConfig`` as the CLI builds it: ``--centre auto``, groups
 by position, group-subsample calibration, GE, NLE and LMVE) twice on the same data and split: with the
@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from benchmarks.common import RESULTS, cache_dir, command, parallel, parse_seeds, write_csv, write_json, write_text
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-CACHE = ROOT / "benchmarks" / "cache" / "stack_grouped"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("stack_grouped")
+OUT = RESULTS
 CONFIGS = {"default": ("paper", "scaled", "knn", "hgb"), "with-stack": ("paper", "scaled", "knn", "hgb", "stack")}
 
 
@@ -42,38 +39,30 @@ def run_one(config: str, seed: int, n_samples: int) -> dict:
     record = {"config": config, "seed": seed, "n_samples": n_samples, "centre": result.centre["name"],
               "cv_rmse": {k: v["rmse"] for k, v in result.centre["cv"].items()},
               "metrics": result.metrics}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(path)
+    write_json(path, record)
     return record
 
 
 def main(argv: list[str] | None = None) -> int:
     import pandas as pd
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", default="0-9", help="a range A-B")
+    p.add_argument("--seeds", default="0-9", help="split seeds, e.g. 0-9")
     p.add_argument("--n-samples", default="1000,2000",
                    help="readings per survey, comma-separated (1000: lmve-train's default)")
     p.add_argument("--jobs", type=int, default=2)
     args = p.parse_args(argv)
-    a, b = (int(s) for s in args.seeds.split("-"))
     sizes = [int(n) for n in args.n_samples.split(",")]
-    tasks = [(c, s, n) for n in sizes for s in range(a, b + 1) for c in CONFIGS]
-    records = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(run_one)(*task) for task in tasks)
-    records = list(tqdm(records, total=len(tasks), desc="runs"))
+    tasks = [(c, s, n) for n in sizes for s in parse_seeds(args.seeds) for c in CONFIGS]
+    records = parallel(run_one, tasks, args.jobs, desc="runs")
     rows = [{"n_samples": r["n_samples"], "config": r["config"], "seed": r["seed"], "centre": r["centre"],
              "method": m, "coverage": v["coverage"], "volume": v["volume_paper"], "centre_rmse": v["centre_rmse"]}
             for r in records for m, v in r["metrics"].items()]
     df = pd.DataFrame(rows)
-    OUT.mkdir(parents=True, exist_ok=True)
-    df.to_csv(OUT / "stack_grouped.csv", index=False)
+    write_csv(df, OUT / "stack_grouped.csv")
     vol = df.pivot_table(index=["n_samples", "config", "seed"], columns="method", values="volume")
     lines = ["## Is `stack` worth a default candidate? The grouped synthetic survey", "",
-             f"Command: `benchmarks/stack_grouped.py {' '.join(argv if argv is not None else sys.argv[1:])}` "
+             f"Command: `{command('stack_grouped', argv)}` "
              f"(seeds {args.seeds}; lmve-train's default run, grouped by position: 5 readings per reference "
              "point). Volume: mean det(alpha C)^1/2 on the test positions; `LMVE smallest`: seeds where LMVE's "
              "is the smallest of the three; `LMVE with / without`: the paired per-seed ratio of LMVE volumes.", "",
@@ -92,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{d[d.method == 'lmve'].centre_rmse.mean():.3f} | {v['ge'].mean():.2f} | {v['nle'].mean():.2f} | "
                 f"{v['lmve'].mean():.2f} | {100 * d[d.method == 'lmve'].coverage.mean():.1f} % | "
                 f"{int((v['lmve'] <= v[['ge', 'nle']].min(axis=1)).sum())}/{len(v)} | {paired} |")
-    (OUT / "stack_grouped.md").write_text("\n".join(lines) + "\n")
+    write_text(OUT / "stack_grouped.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

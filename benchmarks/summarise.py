@@ -1,6 +1,6 @@
-"""Compose the secondary tables from ``lmve-bench`` outputs in ``benchmarks/results``.
+"""Compose the secondary tables from ``python -m benchmarks.bench`` outputs in ``benchmarks/results``.
 
-    .venv/bin/python benchmarks/summarise.py
+    python -m benchmarks.summarise
 
 Every variant is compared with the ``paper`` runs (Table I, ``runs.csv``) of the same code on
 the same split seeds.
@@ -19,11 +19,9 @@ the same split seeds.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.common import RESULTS, write_text
 PAPER_TABLE4 = {"no-init": ("Without smart init", 88.3, 18.23), "lambda-1": ("Fixed lambda = 1", 88.8, 11.40),
                 "2-layers": ("2 layers", 87.7, 16.58), "50pct-validation": ("50% validation", 89.0, 17.37)}
 
@@ -56,7 +54,7 @@ def table4() -> str | None:
         return None
     lines = ["## Table IV: LMVE ablations on enb", "",
              "Mean (std) over the split seeds listed; volume in the paper's convention (det(C)^1/2). "
-             "Produced by `lmve-bench --datasets enb --seeds 0-9 --methods ge,nle,lmve --variant V`, beside "
+             "Produced by `python -m benchmarks.bench --datasets enb --seeds 0-9 --methods ge,nle,lmve --variant V`, beside "
              "the full LMVE of Table I (`runs.csv`, same code), on all 50 splits and on the ablations' seeds.", "",
              "| variant | splits | coverage % | volume | paper coverage % | paper volume |", "|---|---|---|---|---|---|"]
     full = base[(base.dataset == "enb") & (base.method == "lmve")]
@@ -121,7 +119,7 @@ def speed() -> str | None:
         return None
     lines = ["## Training speed: our LMVE schedule vs the paper's, same code path", "",
              "Per split: LMVE fit seconds (one thread per split, two splits at a time on this 2-core machine) "
-             "and calibrated volume (det(C)^1/2). The paper schedule is `lmve-bench --variant paper-schedule` "
+             "and calibrated volume (det(C)^1/2). The paper schedule is `python -m benchmarks.bench --variant paper-schedule` "
              "(grid lr {1e-3, 1e-5} x {1e-3, 1e-5} x dropout {0.1, 0.5}, 100,000 full-batch steps per phase, "
              "no early stopping; the best held-out weights are kept as in ours); ours is the default "
              "(lr {1e-2, 1e-3}, early stopping on the held-out train slice), from the Table I runs "
@@ -149,7 +147,7 @@ def speed() -> str | None:
 
 def indoor() -> str | None:
     """indoor_localization on this CPU: every split that ran, per variant, in m^2 beside the paper."""
-    from training.bench import PAPER_TABLE1, PAPER_UNIT_FACTOR
+    from benchmarks.harness.variants import PAPER_TABLE1, PAPER_UNIT_FACTOR
 
     d = "indoor_localization"
     variants = ("paper", "minibatch-256", "scaled-centre-minibatch-256", "scaled-centre-cross-fit-minibatch-256")
@@ -193,7 +191,7 @@ def main() -> int:
     for name, fn in (("table4.md", table4), ("beyond.md", beyond), ("speed.md", speed), ("indoor.md", indoor)):
         text = fn()
         if text:
-            (RESULTS / name).write_text(text)
+            write_text(RESULTS / name, text)
             print(text)
     return 0
 

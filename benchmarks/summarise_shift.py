@@ -1,9 +1,9 @@
-"""Write ``benchmarks/results/shift.{csv,md}`` from the cached shift splits of ``lmve-bench`` runs.
+"""Write ``benchmarks/results/shift.{csv,md}`` from the cached shift splits of ``python -m benchmarks.bench`` runs.
 
-    .venv/bin/python benchmarks/summarise_shift.py
+    python -m benchmarks.summarise_shift
 
-Reads every cached ``shift-paper/<protocol>/indoor_localization/ge-nle/seed_*.json`` (``lmve-bench --datasets
-indoor_localization --protocol ... --seeds 0-9 --methods ge,nle``; leave-phone-out and leave-user-out carry the
+Reads every cached ``shift-paper/<protocol>/indoor_localization/ge-nle/seed_*.json`` (``python -m
+benchmarks.bench --datasets indoor_localization --protocol ... --seeds 0-9 --methods ge,nle``; leave-phone-out and leave-user-out carry the
 ``across-PHONEID`` / ``across-USERID`` calibrations, held-out and cross-fitted, :mod:`training.across`) and, for LMVE,
 ``.../ge-nle-lmve/seed_*.json``. The rows of protocols with no cached split are carried over from the
 ``shift.{csv,md}`` already there (caches are not kept between machines), and the table says which were.
@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import CACHE, RESULTS, write_csv, write_text
+from benchmarks.harness.shift import shift_tables
 
-from training.shift import shift_tables  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / "cache"
-OUT = ROOT / "benchmarks" / "results"
+OUT = RESULTS
 CALIBRATIONS = ["rows", "groups", "groups-pooled", "across"]
 
 
@@ -72,11 +68,11 @@ def main() -> int:
     lmve = load("shift-paper/*/indoor_localization/ge-nle-lmve/seed_*.json")
     lmve_only = [{**r, "results": {k: v for k, v in r["results"].items() if k.endswith("/lmve")}} for r in lmve]
     if not base:
-        print("no cached shift splits under benchmarks/cache/shift-paper; run lmve-bench --protocol first",
+        print("no cached shift splits under benchmarks/cache/shift-paper; run python -m benchmarks.bench --protocol first",
               file=sys.stderr)
         return 2
-    command = ("lmve-bench --datasets indoor_localization --protocol leave-phone-out,leave-user-out --seeds 0-9 "
-               "--methods ge,nle; merged by python benchmarks/summarise_shift.py")
+    command = ("python -m benchmarks.bench --datasets indoor_localization --protocol leave-phone-out,leave-user-out --seeds 0-9 "
+               "--methods ge,nle; merged by python -m benchmarks.summarise_shift")
     wall = sum(r["wall_seconds"] for r in base + lmve)
     table, md = shift_tables(base + lmve_only, CALIBRATIONS, command, wall)
     ran = set(table.protocol)
@@ -98,7 +94,7 @@ def main() -> int:
     md = head.rstrip() + "\n" + "\n".join(rows) + "\n"
     if carried_protocols:
         md += (f"\nRows of {', '.join(carried_protocols)} are carried over from the previous table (their splits are "
-               "not in this machine's cache; the command that made them: `lmve-bench --datasets indoor_localization "
+               "not in this machine's cache; the command that made them: `python -m benchmarks.bench --datasets indoor_localization "
                "--protocol random,leave-location-out --seeds 0-9 --methods ge,nle` and `... --protocol "
                "leave-location-out --methods ge,nle,lmve`).\n")
     md += ("\n`across-<COL>` (`lmve-train --calibrate-across COL --across-mode held-out`, `training.across`): "
@@ -116,9 +112,8 @@ def main() -> int:
         md += "\nPaired ratios" + tail.rstrip() + ("\n" if tail else ":\n") + "\n".join(notes) + "\n"
     md = md.replace("this invocation's wall time", "summed split time").replace(
         " (cached splits are not re-run)", "")
-    OUT.mkdir(parents=True, exist_ok=True)
-    table.to_csv(OUT / "shift.csv", index=False)
-    (OUT / "shift.md").write_text(md)
+    write_csv(table, OUT / "shift.csv")
+    write_text(OUT / "shift.md", md)
     print(md)
     return 0
 

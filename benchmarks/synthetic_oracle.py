@@ -1,12 +1,12 @@
 """How close each method's calibrated region comes to the smallest possible one, on a task whose optimum is known.
 
-    .venv/bin/python benchmarks/synthetic_oracle.py [--variants defaults,paper] [--seeds 0-19] [--jobs 2]
+    python -m benchmarks.synthetic_oracle [--variants defaults,paper] [--seeds 0-19] [--jobs 2]
 
-The data set is ``lmve-bench``'s ``synthetic_oracle`` (:func:`training.synthetic.make_oracle`: 2,000 rows, six
+The data set is ``benchmarks.bench``'s ``synthetic_oracle`` (:func:`training.synthetic.make_oracle`: 2,000 rows, six
 features, Gaussian noise whose covariance changes sixfold in size and turns half a circle with ``x``). Given ``x``
 the smallest region holding the target with probability ``eta`` is the true covariance scaled by the chi-square
 quantile; its mean volume on each split's test rows is the ``oracle_volume``. Each (variant, seed) is an
-``lmve-bench`` task (cached under ``benchmarks/cache/<variant>/synthetic_oracle/``, resumable); the first
+``benchmarks.bench`` task (cached under ``benchmarks/cache/<variant>/synthetic_oracle/``, resumable); the first
 variant is the headline (``defaults``: ``lmve-train``'s defaults, the region it serves).
 
 Writes ``benchmarks/results/synthetic_oracle.csv`` (``method,n_splits,coverage_mean,volume_mean,oracle_volume,
@@ -23,13 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
-from run_load import commit  # noqa: E402  (the checkout's commit, as serving.py records it)
+from benchmarks.common import CACHE, RESULTS, command, commit, parse_seeds, write_text
+from benchmarks.harness.tasks import SplitTask, run_tasks
+from benchmarks.harness.variants import VARIANTS
 
-OUT = ROOT / "benchmarks" / "results"
-CACHE = ROOT / "benchmarks" / "cache"
+OUT = RESULTS
 METHODS = ("ge", "nle", "lmve")
 #: what the issue asks of the served shape: at most this many times the optimum
 TARGET = 1.3
@@ -80,7 +78,7 @@ def centres(records: list[dict]) -> list[str]:
 def markdown(t, command: str, commit: str, wall: float, centre_lines: list[str]) -> str:
     lines = ["## Calibrated regions against the optimum (`synthetic_oracle`)", "",
              f"Command: `{command}` at commit `{commit}`; this invocation's wall time {wall:.0f} s (cached splits "
-             "are not re-run). `lmve-bench`'s data set `synthetic_oracle` (2,000 rows, six features, Gaussian "
+             "are not re-run). `python -m benchmarks.bench`'s data set `synthetic_oracle` (2,000 rows, six features, Gaussian "
              "noise of known covariance turning with `x`), the paper's split per seed (81 % train, 9 % "
              "calibration, 10 % test), level 0.9. `oracle`: the mean volume on the test rows of the true "
              "covariance scaled by the chi-square quantile (the smallest region at the level given `x`); "
@@ -99,10 +97,8 @@ def markdown(t, command: str, commit: str, wall: float, centre_lines: list[str])
 
 
 def main(argv: list[str] | None = None) -> int:
-    from training.bench import VARIANTS, SplitTask, parse_seeds, run_tasks
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--variants", default="defaults", help=f"comma-separated lmve-bench variants ({', '.join(VARIANTS)})")
+    p.add_argument("--variants", default="defaults", help=f"comma-separated benchmark variants ({', '.join(VARIANTS)})")
     p.add_argument("--seeds", default="0-19", help="split seeds A-B (default 0-19)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", type=Path, default=OUT)
@@ -115,12 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     records = run_tasks(tasks, CACHE, jobs=args.jobs)
     t = table(records)
-    args.out.mkdir(parents=True, exist_ok=True)
-    t[["method", "n_splits", "coverage_mean", "volume_mean", "oracle_volume", "ratio_mean", "variant"]].to_csv(
-        args.out / "synthetic_oracle.csv", index=False, float_format="%.6g")
-    command = "benchmarks/synthetic_oracle.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    md = markdown(t, command.strip(), commit(), time.perf_counter() - t0, centres(records))
-    (args.out / "synthetic_oracle.md").write_text(md)
+    write_text(args.out / "synthetic_oracle.csv", t[["method", "n_splits", "coverage_mean", "volume_mean",
+                                                     "oracle_volume", "ratio_mean", "variant"]].to_csv(
+        index=False, float_format="%.6g"))
+    md = markdown(t, command("synthetic_oracle", argv), commit(), time.perf_counter() - t0, centres(records))
+    write_text(args.out / "synthetic_oracle.md", md)
     print(md)
     return 0
 

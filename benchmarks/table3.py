@@ -1,6 +1,6 @@
 """Table III measured: storage and inference cost per method and dataset.
 
-    .venv/bin/python benchmarks/table3.py [--datasets enb,ble_rssi,residential_building]
+    python -m benchmarks.table3 [--datasets enb,ble_rssi,residential_building]
 
 For each dataset: train split seed 0 (paper protocol), write the bundle, and report
 
@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from benchmarks.common import RESULTS, write_csv, write_text
 from models import registry
 
-ROOT = Path(__file__).resolve().parents[1]
 FILES = {name: spec.file for name, spec in registry.METHODS.items()}
 
 
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="enb,ble_rssi,residential_building")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     import torch
 
@@ -95,9 +96,9 @@ def main(argv=None) -> int:
         print(f"{name}: done", file=sys.stderr)
     df = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(args.out / "table3.csv", index=False)
+    write_csv(df, args.out / "table3.csv")
     lines = ["## Table III measured: storage and inference per method", "",
-             "Command: `.venv/bin/python benchmarks/table3.py`; split seed 0 of each dataset, one thread. "
+             "Command: `python -m benchmarks.table3`; split seed 0 of each dataset, one thread. "
              "`bytes` is the method's own bundle file (centre, scaler and calibration scores are shared: "
              "`shared`). `floats` is the paper's Table III count. Times are medians, microseconds per row; "
              "`x GE` divides by GE's time measured in the same process.", "",
@@ -108,7 +109,7 @@ def main(argv=None) -> int:
         lines.append(f"| {d} | {m} | {b1.bytes} | {b1.floats} | {b1.shared_bytes} | {b1.shape_us_per_row:.1f} | "
                      f"{b1.shape_vs_ge:.1f} | {bk.shape_us_per_row:.2f} | {bk.shape_vs_ge:.1f} | "
                      f"{b1.region_us_per_row:.1f} | {bk.region_us_per_row:.2f} |")
-    (args.out / "table3.md").write_text("\n".join(lines) + "\n")
+    write_text(args.out / "table3.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

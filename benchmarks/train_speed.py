@@ -1,10 +1,10 @@
 """`lmve-train` as a user runs it, before and after issue 69: wall time and peak memory per stage, and the
 served region paired on the same splits.
 
-    .venv/bin/python benchmarks/train_speed.py                          # everything (hours on 2 cores; resumes)
-    .venv/bin/python benchmarks/train_speed.py --scenarios enb --seeds 0-2 --variants after   # a part
-    .venv/bin/python benchmarks/train_speed.py --cached-only            # summarise what ran
-    .venv/bin/python benchmarks/train_speed.py --scenarios visits --variants after --rerun-after  # after a change
+    python -m benchmarks.train_speed                          # everything (hours on 2 cores; resumes)
+    python -m benchmarks.train_speed --scenarios enb --seeds 0-2 --variants after   # a part
+    python -m benchmarks.train_speed --cached-only            # summarise what ran
+    python -m benchmarks.train_speed --scenarios visits --variants after --rerun-after  # after a change
 
 Each run is the real command, ``python -m training.cli`` in a child process, alone on the machine (the
 ``*_busy`` scenarios: beside one CPU-bound process, a Python busy loop started before the run and killed
@@ -35,7 +35,6 @@ Writes ``benchmarks/results/train_speed.csv`` (one row per run, or per model wit
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import signal
@@ -44,14 +43,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (DATA_DIR, RESULTS, ROOT, cache_dir, command, commit, parse_seeds, write_csv, write_json,
+                               write_rows, write_text)
+from benchmarks.harness.splits import visits_csv
 
-from benchmarks.load.run_load import commit  # noqa: E402
-from training.bench import parse_seeds  # noqa: E402  (the benchmarks' one --seeds parser: "0-9", "0,3", "0-2,5")
-
-CACHE = ROOT / "benchmarks" / "cache" / "train_speed"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("train_speed")
+OUT = RESULTS
 #: the commit issue 69 started from: what ``before`` runs (``--before`` names another: a later issue's baseline)
 BEFORE = "5027930"
 #: what ``before`` is, in the summary's words
@@ -94,30 +91,8 @@ def uji_csv(data_dir: Path, name: str = "uji") -> Path:
         df = pd.read_csv(data_dir / "indoor_localization" / "TrainingData.csv.gz")
         cols = [c for c in df.columns if c.startswith("WAP")] + ["LONGITUDE", "LATITUDE"]
         cols += ["PHONEID"] if name == "uji_phone" else []
-        _write_atomic(path, lambda tmp: df[cols].to_csv(tmp, index=False))
+        write_csv(df[cols], path)
     return path
-
-
-def visits_csv() -> Path:
-    """The grouped study: 28 subjects of 70 to 145 visits, 7 features that matter and 13 that do not."""
-    path = CACHE / "visits.csv"
-    if not path.is_file():
-        import pandas as pd
-
-        from training.synthetic import make_visits
-
-        X, Y, subject, names, targets = make_visits(28, 70, 145, seed=0, extra_features=13)
-        df = pd.DataFrame(X, columns=names).assign(**{t: Y[:, i] for i, t in enumerate(targets)},
-                                                   subject=[f"s{s:02d}" for s in subject])
-        _write_atomic(path, lambda tmp: df.to_csv(tmp, index=False))
-    return path
-
-
-def _write_atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    write(tmp)
-    tmp.replace(path)
 
 
 def source(scenario: str, data_dir: Path) -> list[str]:
@@ -199,8 +174,7 @@ def run_one(scenario: str, variant: str, seed: int, data_dir: Path, rerun_after:
         # the stages' peaks too: resetting the high-water mark per stage lowers what rusage reports at exit
         peaks = [s["peak_rss_mib"] for m in row["models"].values() for s in m["stages"].values()]
         row["peak_mib"] = round(max([*peaks, usage.ru_maxrss / 1024]), 1)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(row, indent=1))
+    write_json(cached, row, indent=1)
     return row
 
 
@@ -275,7 +249,7 @@ def _after_commits(rows: list[dict]) -> str:
 
 def summarise(rows: list[dict], argv: list[str]) -> str:
     lines = [f"## `lmve-train` before ({BEFORE}, {BEFORE_WHAT}) and after", "",
-             f"Command: `python benchmarks/train_speed.py {' '.join(argv)}` at commit {commit()}; 2 cores; each run "
+             f"Command: `{command('train_speed', argv)}` at commit {commit()}; 2 cores; each run "
              f"a child process alone on the machine (`synthetic_busy`: beside one CPU-bound process). `before`: commit "
              f"{BEFORE} ({BEFORE_WHAT}), `after`: {_after_commits(rows)}; the same command and seed. Seconds and peak "
              "resident memory per stage from each run's `metrics.json` (means over the seeds, summed over the models "
@@ -424,8 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default=None, help="e.g. 0-9 or 0,3 (default: from 0 until the scenario's paired "
                                                  "splits ran)")
     p.add_argument("--variants", default=",".join(VARIANTS))
-    p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("LMVE_DATA_DIR", ROOT.parent / "shared" /
-                                                                          "datasets")))
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
     p.add_argument("--cached-only", action="store_true", help="summarise the cached runs only")
     p.add_argument("--rerun-after", action="store_true", help="rerun the after runs cached at another commit "
                                                               "(the old ones move to runs_<commit>/)")
@@ -467,14 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [json.loads(f.read_text()) for f in sorted((CACHE / "runs").glob("*.json"))]
     rows = [r for r in rows if r.get("scenario") in SCENARIOS]
     rows.sort(key=lambda r: (list(SCENARIOS).index(r["scenario"]), r["seed"], VARIANTS.index(r["variant"])))
-    OUT.mkdir(parents=True, exist_ok=True)
-    tmp = OUT / f"{STEM}.csv.tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        w.writeheader()
-        w.writerows(csv_rows(rows))
-    tmp.replace(OUT / f"{STEM}.csv")
-    (OUT / f"{STEM}.md").write_text(summarise(rows, argv))
+    write_rows(OUT / f"{STEM}.csv", csv_rows(rows), CSV_COLUMNS)
+    write_text(OUT / f"{STEM}.md", summarise(rows, argv))
     print(f"wrote {OUT / f'{STEM}.md'}")
     return 0
 

@@ -1,6 +1,6 @@
 """UJIIndoorLoc LMVE training time before and after the speed-up, paired on the same splits.
 
-    .venv/bin/python benchmarks/uji_speed.py --seeds 0-4 --jobs 2
+    python -m benchmarks.uji_speed --seeds 0-4 --jobs 2
 
 Per split (the paper's protocol: 80/10/10 random rows, the paper's SVR centre on standardised
 features, ``training.pipeline.paper_split``), every variant fits LMVE on the same training rows and
@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (M2_PER_KM2, RESULTS, cache_dir, command, parallel, parse_seeds, write_csv, write_json,
+                               write_text)
+
 
 #: LMVE parameters per variant. ``before``: the trainer as it was (float32, every column, all
 #: configurations until each stops, 256-row mini-batches: the faster of its two UJIIndoorLoc settings);
@@ -40,9 +39,8 @@ VARIANTS = {
     "after-all-columns": {"drop_constant": False},
     "after-float32": {"precision": "float32"},
 }
-M2 = 1e6  # the loader's targets are in km: det(C)^1/2 in km^2 x 1e6 = m^2
-CACHE = ROOT / "benchmarks" / "cache" / "uji_speed"
-OUT = ROOT / "benchmarks" / "results"
+CACHE = cache_dir("uji_speed")
+OUT = RESULTS
 CSV_COLUMNS = ["dataset", "variant", "n_splits", "lmve_seconds_mean", "volume_mean", "coverage_mean",
                "lmve_seconds_std", "heldout_volume_mean", "volume_std", "seeds"]
 
@@ -84,7 +82,7 @@ def run_one(variant: str, seed: int, threads: int, data_dir: str | None) -> dict
     return {"variant": variant, "seed": seed, "threads": threads, "params": VARIANTS[variant],
             "lmve_seconds": seconds, "history": est.history_, "config": str(est.config_),
             "input_columns": est.n_input_columns_, "coverage": float(np.mean(M <= alpha)),
-            "volume_m2": float(alpha * np.mean(sqrt_det) * M2), "heldout_volume_m2": chosen["heldout_volume"] * M2,
+            "volume_m2": float(alpha * np.mean(sqrt_det) * M2_PER_KM2), "heldout_volume_m2": chosen["heldout_volume"] * M2_PER_KM2,
             "grid": est.grid_results_}
 
 
@@ -93,10 +91,7 @@ def cached(variant: str, seed: int, threads: int, data_dir: str | None) -> dict:
     if path.is_file():
         return json.loads(path.read_text())
     record = run_one(variant, seed, threads, data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path)
+    write_json(path, record)
     return record
 
 
@@ -160,7 +155,6 @@ def tables(records: list[dict], variants: list[str], command: str) -> tuple["pd.
 
 
 def main(argv: list[str] | None = None) -> int:
-    from training.bench import parse_seeds  # the benchmarks' one --seeds parser
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0-4")
@@ -180,17 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         tasks = [(v, s) for v, s in tasks if (CACHE / v / f"seed_{s:03d}.json").is_file()]
         records = [cached(v, s, args.threads, args.data_dir) for v, s in tasks]
     else:
-        from joblib import Parallel, delayed
-        from tqdm.auto import tqdm
-
-        par = Parallel(n_jobs=args.jobs, return_as="generator", backend="loky")
-        records = list(tqdm(par(delayed(cached)(v, s, args.threads, args.data_dir) for v, s in tasks),
-                            total=len(tasks), desc="LMVE fits"))
-    command = "benchmarks/uji_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    table, md = tables(records, variants, command)
-    OUT.mkdir(parents=True, exist_ok=True)
-    table.to_csv(OUT / "uji_speed.csv", index=False)
-    (OUT / "uji_speed.md").write_text(md)
+        records = parallel(cached, [(v, s, args.threads, args.data_dir) for v, s in tasks], args.jobs,
+                           desc="LMVE fits")
+    table, md = tables(records, variants, command("uji_speed", argv))
+    write_csv(table, OUT / "uji_speed.csv")
+    write_text(OUT / "uji_speed.md", md)
     print(md)
     return 0
 

@@ -1,7 +1,7 @@
 """The loop of ``docs/guides/validate.md`` on UJIIndoorLoc, as a user runs it: survey, walk, evaluate,
 recalibrate on half of the walk, evaluate on the other half.
 
-    .venv/bin/python benchmarks/validate_walk.py            # about 5 minutes on 2 cores
+    python -m benchmarks.validate_walk            # about 5 minutes on 2 cores
 
 Runs the guide's commands (the installed ``lmve-*`` entry points, ``examples/uji_walks.py``) under
 ``benchmarks/cache/validate_walk/`` (the trained bundle is reused when present) and writes
@@ -18,13 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks" / "load"))
+from benchmarks.common import RESULTS, ROOT, cache_dir, command, commit, write_text
 
-from run_load import commit  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / "cache" / "validate_walk"
-OUT = ROOT / "benchmarks" / "results" / "validate_walk.md"
+CACHE = cache_dir("validate_walk")
+OUT = RESULTS / "validate_walk.md"
 BIN = Path(sys.executable).parent
 
 
@@ -60,7 +57,7 @@ def main() -> int:
     sh(str(BIN / "lmve-recalibrate"), str(site), str(CACHE / "walk-a.csv"), "--out", str(walked), "--groups",
        "LONGITUDE,LATITUDE")
     runs["recalibrated on walk-a, walk-b"] = evaluate(walked, "walk-b.csv", "eval-walked-b")
-    OUT.write_text(report(runs, time.time() - t0))
+    write_text(OUT, report(runs, time.time() - t0))
     print(OUT.read_text())
     return 0
 
@@ -70,7 +67,7 @@ def pct(v) -> str:
 
 
 def report(runs: dict, seconds: float) -> str:
-    lines = ["Command: `python benchmarks/validate_walk.py` at commit "
+    lines = [f"Command: `{command('validate_walk')}` at commit "
              f"`{commit()}`, {time.strftime('%Y-%m-%d')}, {seconds / 60:.0f} minutes on this {os.cpu_count()}-core "
              "machine. UJIIndoorLoc TrainingData: phones 6, 7 and 23 walk (4,070 readings), the other 13 phones are "
              "the survey; the walk is split by reference position into walk-a (recalibration) and walk-b "

@@ -31,12 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: variables read with ``os.environ`` rather than through a settings class
 OTHER_VARIABLES = {
-    "LMVE_BENCH_THREADS": ("int", "1", "lmve-bench: torch threads per split process"),
+    "LMVE_BENCH_THREADS": ("int", "1", "python -m benchmarks.bench: torch threads per split process"),
 }
 
 #: settings classes, each with the page section it fills
 SETTINGS = (("service.settings:ServiceSettings", "lmve-serve (and every worker)"),
-            ("training.settings:TrainingSettings", "lmve-train, lmve-bench"))
+            ("training.settings:TrainingSettings", "lmve-train (and the benchmarks)"))
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ after). With 1,620 reference rows in 16 axes (the default bundle): about 13 us f
 1,024 (a partition instead of the passes: 4.3 ms); scikit-learn's ``NearestNeighbors.kneighbors`` on the
 same reference took 359 us for one row, scipy's ``cKDTree.query`` 17 us and 7.4 ms. A row's score does not
 depend on the batch it comes in, to float32's precision (BLAS orders a one-row product's sums differently). Fewer reference rows cost less and see less:
-``python benchmarks/shift_alarm.py --reference R --components C`` at 1,024 rows alarmed on 82 % of new users'
+``python -m benchmarks.shift_alarm --reference R --components C`` at 1,024 rows alarmed on 82 % of new users'
 streams (90 % at 2,048), at 512 rows in 8 axes on 69 % and on 62 % of new days' (80 %).
 scikit-learn's ``PCA`` fits the axes (training only).
 """

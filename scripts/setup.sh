@@ -13,7 +13,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[train,dev,docs,postgres,dask]"
   # the bench extra (Dask, and MAPIE 1.6 for the peer method mapie-mvsr) is optional: where the
-  # package index lacks MAPIE, Dask alone is installed, lmve-bench --methods mapie-mvsr says what is
+  # package index lacks MAPIE, Dask alone is installed, python -m benchmarks.bench --methods mapie-mvsr says what is
   # missing and the peer's tests are skipped
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[bench]" || {
     echo "setup: the bench extra (MAPIE 1.6) could not be installed; installing Dask alone" >&2

@@ -1,6 +1,6 @@
 """Paired load comparison of two checkouts of lmve: single-row routes over the no-op route.
 
-    .venv/bin/python benchmarks/load/compare.py --before OLD_CHECKOUT --before-bundle OLD_BUNDLE \
+    python -m benchmarks.load.compare --before OLD_CHECKOUT --before-bundle OLD_BUNDLE \
         [--after-bundle artifacts/synthetic/bundle] [--rounds 12] [--seconds 3]
 
 Starts ``lmve-serve`` from this checkout and from ``--before`` (with ``PYTHONPATH`` set to it),
@@ -26,10 +26,9 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_load import KEY, free_port, wrk, write_result  # noqa: E402
+from benchmarks.common import RESULTS, ROOT, command, commit, utc_now
+from benchmarks.load.run_load import KEY, free_port, wrk, write_result
 
-ROOT = Path(__file__).resolve().parents[2]
 ROW = [-62, -71.5, -80.2, -66, -90.1, -75.3, -58.9, -84, -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70]
 
 
@@ -58,7 +57,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--seconds", type=int, default=3, help="seconds per wrk run")
     p.add_argument("--connections", type=int, default=8)
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "load_compare.json")
+    p.add_argument("--out", type=Path, default=RESULTS / "load_compare.json")
     args = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="lmve-compare-"))
     bodies = {"noop": {"features": [ROW]}, "predict": {"features": [ROW]},
@@ -93,8 +92,7 @@ def main(argv=None) -> int:
                       "before_median": statistics.median(ratios["before"][n]),
                       "paired_difference_median": statistics.median(diffs),
                       "rounds_after_higher": sum(d > 0 for d in diffs), "rounds": len(diffs)}
-    result = {"command": "python benchmarks/load/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "summary": summary,
+    result = {"command": command("load.compare", argv), "commit": commit(), "date": utc_now(), "summary": summary,
               "ratios": ratios, "client": f"wrk -t1 -c{args.connections}, {args.seconds} s per run"}
     return write_result(args.out, result)
 

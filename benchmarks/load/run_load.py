@@ -1,16 +1,16 @@
 """A verified bundle reload under load, with wrk on loopback: no request may fail.
 
-    .venv/bin/python benchmarks/load/run_load.py [--hold 60]
+    python -m benchmarks.load.run_load [--hold 60]
 
 Starts ``lmve-serve`` (one worker, the synthetic bundle) on a free loopback port, measures its single-row
 ``POST /contains`` capacity for a few seconds, then holds about half of it for ``--hold`` seconds from four
 connections while ``POST /admin/reload`` swaps the bundle in the middle (``hold_contains_1_reload``). Steady
-throughput and latency, the scenarios this script ran before, are ``benchmarks/serving.py``'s, against a bare
+throughput and latency, the scenarios this script ran before, are ``benchmarks.serving``'s, against a bare
 FastAPI no-op and for every bundle kind.
 
 Writes ``benchmarks/results/load.json``: the scenarios with ``name``, ``rps``, ``p50_ms``, ``p99_ms``,
 ``errors``, ``requests`` and the run's metadata. Needs ``wrk`` (Debian package). ``KEY``, :func:`free_port`,
-:func:`wrk` and :func:`commit` serve ``benchmarks/serving.py`` and ``compare.py`` too.
+and :func:`wrk` serve ``benchmarks.serving`` and ``benchmarks.load.compare`` too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
 import shutil
 import signal
 import socket
@@ -32,7 +30,8 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmarks.common import RESULTS, ROOT, command, commit, machine, utc_now, write_json
+
 LUA = Path(__file__).with_name("wrk_post.lua")
 KEY = "load-test-key"
 
@@ -41,14 +40,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def commit() -> str:
-    """The checkout's commit, flagged when ``models/`` or ``service/`` have uncommitted changes."""
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "models", "service"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    return out.stdout.strip() + ("+uncommitted models/service changes" if dirty else "")
 
 
 def ensure_bundle(path: Path) -> Path:
@@ -75,7 +66,7 @@ def main(argv=None) -> int:
     p.add_argument("--capacity-seconds", type=int, default=5, help="seconds of the single-row capacity run")
     p.add_argument("--hold", type=int, default=60, help="seconds at the fixed rate, the reload in the middle")
     p.add_argument("--bundle-dir", type=Path, default=ROOT / "artifacts" / "synthetic")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "load.json")
+    p.add_argument("--out", type=Path, default=RESULTS / "load.json")
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install wrk", file=sys.stderr)
@@ -132,14 +123,7 @@ def main(argv=None) -> int:
     hold = scenarios[-1]
     summary = {"hold_requests": hold["requests"], "hold_errors": hold["errors"], "hold_p99_ms": hold["p99_ms"],
                "reload_status": hold["reload_status"]}
-    cpu = ""
-    if Path("/proc/cpuinfo").is_file():
-        m = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        cpu = m.group(1) if m else ""
-    result = {"command": "python benchmarks/load/run_load.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "commit": commit(),
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "machine": {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()},
+    result = {"command": command("load.run_load", argv), "commit": commit(), "date": utc_now(), "machine": machine(),
               "server": "lmve-serve, 1 uvicorn worker, LMVE_COMPUTE_THREADS=1, synthetic bundle (d=%d)" % manifest["d"],
               "client": "wrk -t1 (same machine)", "summary": summary, "scenarios": scenarios}
     return write_result(args.out, result)
@@ -147,8 +131,7 @@ def main(argv=None) -> int:
 
 def write_result(path: Path, result: dict) -> int:
     """Write ``result`` as JSON to ``path`` and print its summary."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2))
+    write_json(path, result, indent=2)
     print(json.dumps(result["summary"], indent=2))
     return 0
 

@@ -85,9 +85,9 @@ def variables_the_code_reads() -> set[str]:
     from training.settings import TrainingSettings
 
     names = {f"LMVE_{field}".upper() for cls in (ServiceSettings, TrainingSettings) for field in cls.model_fields}
-    for folder in ("models", "service", "training", "scripts"):
+    for folder in ("models", "service", "training", "scripts", "benchmarks"):
         for path in (ROOT / folder).rglob("*"):
-            if path.suffix in (".py", ".sh"):
+            if path.suffix in (".py", ".sh") and "cache" not in path.relative_to(ROOT).parts:
                 names |= set(re.findall(r"\bLMVE_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
     return names
 

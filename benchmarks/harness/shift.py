@@ -42,8 +42,16 @@ from models.exceptions import InputError
 
 PROTOCOLS = {"random": None, "leave-location-out": "position", "leave-phone-out": "PHONEID",
              "leave-user-out": "USERID"}
+#: the protocols that hold out a unit column: what ``--calibrate-across`` is measured on
+ACROSS_PROTOCOLS = {"leave-phone-out": "PHONEID", "leave-user-out": "USERID"}
 CALIBRATIONS = ("rows", "groups", "groups-pooled", "across")
 RULES = {"rows": "rows", "groups": "group-subsample", "groups-pooled": "group-pooled"}
+
+
+def unit_coverage(inside: np.ndarray, units: np.ndarray) -> float:
+    """The mean over the test units of each one's own coverage."""
+    _, codes = np.unique(units, return_inverse=True)
+    return float(np.mean(np.bincount(codes, weights=inside) / np.bincount(codes)))
 
 
 def _units(ds, protocol: str) -> np.ndarray | None:
@@ -63,7 +71,7 @@ def _units(ds, protocol: str) -> np.ndarray | None:
     return group_codes_of({by: ds.meta[by]})
 
 
-def _take_groups(codes: np.ndarray, rows: np.ndarray, n_rows: int, rng) -> np.ndarray:
+def take_groups(codes: np.ndarray, rows: np.ndarray, n_rows: int, rng) -> np.ndarray:
     """Whole groups (of ``codes`` over ``rows``), in random order, until at least ``n_rows`` rows."""
     groups = np.unique(codes[rows])
     order = rng.permutation(groups)
@@ -83,10 +91,10 @@ def shift_split(ds, protocol: str, seed: int) -> dict[str, np.ndarray]:
     if units is None:
         test = rng.choice(m, size=math.ceil(0.1 * m), replace=False)
     else:
-        test = _take_groups(units, everything, math.ceil(0.1 * m), rng)
+        test = take_groups(units, everything, math.ceil(0.1 * m), rng)
     pool = np.setdiff1d(everything, test)
     positions = group_codes_of({"y0": ds.Y[:, 0], "y1": ds.Y[:, 1]})
-    cal_groups = _take_groups(positions, pool, math.ceil(0.1 * len(pool)), rng)
+    cal_groups = take_groups(positions, pool, math.ceil(0.1 * len(pool)), rng)
     rest = np.setdiff1d(pool, cal_groups)
     cal_rows = rng.choice(rest, size=math.ceil(0.1 * len(pool)), replace=False)
     train = np.setdiff1d(rest, cal_rows)

@@ -1,4 +1,4 @@
-"""Shift protocols (lmve-bench --protocol): disjoint parts that hold whole units, and both calibrations."""
+"""Shift protocols (python -m benchmarks.bench --protocol): disjoint parts that hold whole units, and both calibrations."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from models.exceptions import InputError
 from models.calibration.conformal import UncalibratableWarning
 from training.datasets import load_dataset
-from training.shift import run_shift_split, shift_split, shift_tables
+from benchmarks.harness.shift import run_shift_split, shift_split, shift_tables
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_one_split_reports_every_calibration_and_the_table(survey):
         assert 0 <= r["coverage"] <= 1 and r["volume_paper"] > 0
         assert r["n_calibration"] == (record["rows"]["cal_rows"] if key.startswith("rows/") else r["n_calibration"])
     record["task"] = {"dataset": "synthetic"}
-    table, md = shift_tables([record], ["rows", "groups"], "lmve-bench ...", 1.0)
+    table, md = shift_tables([record], ["rows", "groups"], "python -m benchmarks.bench ...", 1.0)
     assert list(table.columns) == ["dataset", "protocol", "calibration", "method", "n_splits", "coverage_mean",
                                    "coverage_std", "volume_mean", "volume_std"]
     assert len(table) == 4 and "leave-location-out" in md
@@ -65,7 +65,7 @@ def test_across_calibration_holds_its_phones_and_positions_out_of_its_centre(sur
     assert across["rows"]["train"] + across["rows"]["calibration"] < record["rows"]["train"] + record["rows"]["cal_rows"] \
         + record["rows"]["cal_groups"]  # the held-out phones' rows elsewhere and other phones at its positions wait
     record["task"] = {"dataset": "synthetic"}
-    table, _ = shift_tables([record], ["groups", "across"], "lmve-bench ...", 1.0)
+    table, _ = shift_tables([record], ["groups", "across"], "python -m benchmarks.bench ...", 1.0)
     cv = across["cv"]  # cross-fitted: every non-test phone calibrates, scored by its unit fold's model
     assert cv["calibration_units"] > across["calibration_units"]
     for label, rule in (("across-PHONEID-cv/ge", "group-weighted"), ("across-PHONEID-cv-subsample/ge", "group-subsample")):

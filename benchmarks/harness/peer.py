@@ -9,7 +9,7 @@ region off them: the split-conformal threshold ``q`` of the calibration scores (
 ``{y : (y - mu)^T Sigma^{-1} (y - mu) <= q^2}``, i.e. shape ``q^2 Sigma`` around ``mu``.
 
 As in the issue's measurement, the network learns standardised targets (the train part's mean and
-std); regions are mapped back to target units. MAPIE is the optional ``bench`` dependency
+std); regions are mapped back to target units. MAPIE is the optional ``bench`` extra
 (``pip install -e ".[bench]"``); it is imported in :meth:`MapieMVSR.fit` only.
 """
 
@@ -24,7 +24,7 @@ from models.calibration.conformal import conformal_quantile
 from models.exceptions import LMVEError
 from models.regions import EllipsoidRegions
 
-#: the method's name in lmve-bench
+#: the method's name in the benchmark (``--methods``)
 PEER = "mapie-mvsr"
 
 

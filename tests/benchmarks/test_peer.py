@@ -1,5 +1,5 @@
 """The peer (MAPIE 1.6's multivariate standardised residuals): regions read off its covariance and
-conformal threshold, and lmve-bench's mapie-mvsr method on the same split as ours."""
+conformal threshold, and the benchmark's mapie-mvsr method on the same split as ours."""
 
 import json
 
@@ -9,8 +9,8 @@ import pytest
 
 from models.calibration.conformal import conformal_quantile
 from tests.conftest import heteroscedastic, needs_data
-from training.bench import main
-from training.peer import PEER, MapieMVSR
+from benchmarks.bench import main
+from benchmarks.harness.peer import PEER, MapieMVSR
 
 pytest.importorskip("mapie.experimental")
 

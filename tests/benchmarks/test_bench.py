@@ -1,4 +1,4 @@
-"""lmve-bench: one split of one small dataset, through the local (joblib) and Dask backends."""
+"""python -m benchmarks.bench: one split of one small dataset, through the local (joblib) and Dask backends."""
 
 import json
 
@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from tests.conftest import needs_data
-from training.bench import TABLE1_COLUMNS, main
+from benchmarks.bench import main
+from benchmarks.harness.tables import TABLE1_COLUMNS
 
 ARGS = ["--datasets", "enb", "--seeds", "0", "--lmve-max-steps", "40", "--quiet"]
 
@@ -69,7 +70,8 @@ def test_bad_dataset_name_is_a_clear_error(tmp_path, capsys):
 
 def test_markdown_puts_scaled_datasets_in_the_papers_units():
     """residential_building's loader divides both targets by 100: det(C)^1/2 is 1e4 times smaller."""
-    from training.bench import PAPER_TABLE1, markdown_table
+    from benchmarks.harness.tables import markdown_table
+    from benchmarks.harness.variants import PAPER_TABLE1
 
     t1 = pd.DataFrame([("enb", "lmve", 50, 0.9, 0.04, 17.9, 2.0, 17.9, 1.0),
                        ("residential_building", "lmve", 50, 0.9, 0.06, 22.0, 5.0, 1.1e5, 1.0)],
@@ -102,7 +104,7 @@ def test_the_papers_reference_threshold_against_the_exact_one():
     import numpy as np
 
     from models.calibration.conformal import conformal_quantile
-    from training.bench import reference_threshold
+    from benchmarks.harness.tasks import reference_threshold
 
     scores = np.random.default_rng(0).permutation(np.arange(1.0, 101.0))
     # n = 100: floor(101 * 0.9) / 100 = 0.9 -> position 89.1 of 0..99 -> 90.1; the exact rule: the 91st score
@@ -118,7 +120,7 @@ def test_true_centre_variant_gives_the_true_mean_and_refuses_data_without_one():
     import numpy as np
 
     from models.exceptions import InputError
-    from training.bench import SplitTask, _config_and_data
+    from benchmarks.harness.tasks import SplitTask, _config_and_data
     from training.synthetic import oracle_mean
 
     _, ds, _ = _config_and_data(SplitTask("synthetic_oracle", 0, "true-centre"))

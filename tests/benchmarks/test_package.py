@@ -1,0 +1,58 @@
+"""The benchmarks are a package outside the product: run as ``python -m benchmarks.<name>`` with no path edits,
+and absent from the wheel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from tests.benchmarks.test_index import benchmark_modules
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tracked(pattern: str) -> list[Path]:
+    out = subprocess.run(["git", "ls-files", pattern], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [ROOT / line for line in out.splitlines()]
+
+
+def test_no_benchmark_edits_the_import_path():
+    edits = [p.relative_to(ROOT).as_posix() for p in tracked("benchmarks/*.py") if "sys.path" in p.read_text()]
+    assert not edits, f"benchmarks that edit sys.path: {edits}"
+
+
+def test_every_benchmark_module_imports_from_the_repository_root():
+    """Each module imports its siblings through the package: one interpreter, the root as its working folder."""
+    names = sorted(benchmark_modules())
+    code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module(n)\nprint(len(sys.argv) - 1)"
+    out = subprocess.run([sys.executable, "-c", code, *names], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(len(names))]
+
+
+def test_the_paper_benchmark_runs_as_a_module():
+    out = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--help"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: python -m benchmarks.bench")
+    assert "--variant" in out.stdout and "--protocol" in out.stdout
+
+
+def test_the_wheel_holds_the_product_and_no_benchmark(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path)], check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("lmve-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == \
+        {"models", "service", "training"}
+    for module in ("training/bench.py", "training/peer.py", "training/shift.py"):
+        assert module not in names
+    sources = [n for n in names if n.endswith(".py")]
+    assert sources and not [n for n in sources if b"benchmarks" in zipfile.ZipFile(wheel).read(n)
+                            and b"import benchmarks" in zipfile.ZipFile(wheel).read(n)]
+    # every product module is in it
+    product = {p.relative_to(ROOT).as_posix() for p in tracked("*.py") if p.relative_to(ROOT).parts[0] in
+               ("models", "service", "training")}
+    assert product <= set(names)
