@@ -7,11 +7,31 @@ expected and what came; internals called after a check take the checked arrays a
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import numpy as np
 
 from models.exceptions import InputError, NotFittedError
+
+
+T = TypeVar("T")
+
+
+def lookup(table: Mapping[str, T] | tuple[str, ...], name, what: str, field: str | None = None,
+           error: type = InputError) -> T | str:
+    """``table[name]`` (a tuple of names: ``name`` itself), or ``error`` naming the choices: ``"<what> must be
+    one of a, b; got 'c'"`` (``field`` defaults to ``what``). The one lookup behind every registry of names
+    (methods, centres, floor classifiers, calibration rules)."""
+    try:
+        if isinstance(table, Mapping):
+            return table[name]
+        if name in table:
+            return name
+    except (KeyError, TypeError):  # TypeError: an unhashable name (a list from JSON)
+        pass
+    raise error(f"{what} must be one of {', '.join(table)}; got {name!r}", field=field or what,
+                expected=" | ".join(table), received=repr(name))
 
 
 def all_finite(A: np.ndarray) -> bool:

@@ -16,6 +16,7 @@ from typing import Literal
 
 from models.centres.kinds import KINDS, TYPES, CentreSpec
 from models.centres.stack import StackCentre
+from models._validation import lookup
 from models.exceptions import InputError, UnknownMethodError
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, IsotropicBall, LMVEShape, NearestNeighbourEllipsoid
 
@@ -72,22 +73,14 @@ CENTRES: dict[str, CentreSpec] = {**KINDS, "stack": CentreSpec(
 CENTRE_TYPES: dict[str, type] = {**TYPES, StackCentre.__name__: StackCentre}
 
 
-def _resolve(table: dict, name: str, what: str, error: type = InputError):
-    spec = table.get(name)
-    if spec is None:
-        raise error(f"{what} must be one of {', '.join(table)}; got {name!r}", field=what,
-                    expected=" | ".join(table), received=str(name))
-    return spec
-
-
 def method(name: str) -> MethodSpec:
     """The :class:`MethodSpec` called ``name``; :class:`UnknownMethodError` naming the choices."""
-    return _resolve(METHODS, name, "method", UnknownMethodError)
+    return lookup(METHODS, name, "method", error=UnknownMethodError)
 
 
 def centre(name: str) -> CentreSpec:
     """The :class:`CentreSpec` called ``name``; :class:`InputError` naming the choices."""
-    return _resolve(CENTRES, name, "centre")
+    return lookup(CENTRES, name, "centre")
 
 
 def fallback_order() -> tuple[str, ...]:

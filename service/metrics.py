@@ -65,3 +65,26 @@ class Metrics:
             "primary_method": loaded.model.primary_method, "d": str(m.get("d")), "n": str(m.get("n")),
             "coverage": str(m.get("coverage"))})
         self.model_ready.labels(name).set(1)
+
+
+class StateCollector:
+    """A custom Prometheus collector read from the shared state at each scrape, so that any worker answers the
+    same: :meth:`families` names its metric families (the same at every scrape: ``describe``), and a
+    subclass's ``collect`` fills them for the models loaded now (:meth:`loaded`). ``source`` is what it reads
+    (the feedback monitor, the shift alarm); ``repository`` the served models."""
+
+    def __init__(self, source, repository):
+        self.source, self.repository = source, repository
+
+    @staticmethod
+    def families() -> dict:
+        """``key -> metric family``, empty (a subclass names its own)."""
+        return {}
+
+    def describe(self):
+        return list(self.families().values())
+
+    def loaded(self, keep=None) -> dict:
+        """``name -> Loaded`` of every model serving now (and, with ``keep``, for which ``keep(loaded)``)."""
+        return {name: s.current for name, s in list(self.repository.stores.items())
+                if s.current is not None and (keep is None or keep(s.current))}

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from models.calibration.adaptive import AdaptiveConformal, QuantileTracker, run_stream
+from service.metrics import StateCollector
 from service.settings import ServiceSettings
 from service.state import MethodFeedback, ServiceState, StateUnavailable
-from service.repository import ModelRepository
 from service.store import Loaded
 
 
@@ -161,19 +161,16 @@ class Monitor:
                 "shared_state": self.state.shared, "methods": out}
 
 
-class FeedbackCollector:
+class FeedbackCollector(StateCollector):
     """Prometheus view of the shared state: host totals as counters (any worker answers the same),
     the window's observed coverage, its rows and mean p-value, the target and the served level as
-    gauges of each loaded model's bundle; every family is labelled by model and method."""
+    gauges of each loaded model's bundle; every family is labelled by model and method. ``source``: the
+    :class:`Monitor`."""
 
-    def __init__(self, monitor: Monitor, repository: ModelRepository):
-        self.monitor, self.repository = monitor, repository
-
-    def describe(self):
-        return list(self._families().values())
+    source: Monitor
 
     @staticmethod
-    def _families():
+    def families():
         labels = ["model", "method"]
         return {
             "rows": CounterMetricFamily("lmve_feedback_rows", "Labelled feedback rows scored (host total)",
@@ -198,11 +195,11 @@ class FeedbackCollector:
         }
 
     def collect(self):
-        f = self._families()
-        loaded_models = {name: s.current for name, s in list(self.repository.stores.items()) if s.current is not None}
+        f = self.families()
+        loaded_models = self.loaded()
         try:
-            counters = self.monitor.state.counters()
-            windows = {model: self.monitor.state.window(model, loaded.version, self.monitor.settings.feedback_window)
+            counters = self.source.state.counters()
+            windows = {model: self.source.state.window(model, loaded.version, self.source.settings.feedback_window)
                        for model, loaded in loaded_models.items()}
         except StateUnavailable:
             counters, windows = {}, None
@@ -224,6 +221,6 @@ class FeedbackCollector:
                     f["count"].add_metric([model, method], w.rows)
                     f["p"].add_metric([model, method], w.p_value_mean)
                 f["target"].add_metric([model, method], loaded.model.coverage)
-                level = self.monitor.level(loaded, method)
+                level = self.source.level(loaded, method)
                 f["effective"].add_metric([model, method], loaded.model.coverage if level is None else level)
         return list(f.values())

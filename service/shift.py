@@ -31,6 +31,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from models.calibration.martingale import ShiftTest
 from models.exceptions import InputError
+from service.metrics import StateCollector
 from service.repository import ModelRepository
 from service.settings import ServiceSettings
 from service.state import ServiceState, ShiftRecord, StateUnavailable
@@ -154,19 +155,15 @@ def describe(rec: ShiftRecord | None, delta: float) -> dict:
             "started_at": rec.started_at}
 
 
-class ShiftCollector:
+class ShiftCollector(StateCollector):
     """Prometheus view of every loaded model's shift test (read from the shared state at each scrape, so any
     worker answers the same): its evidence, the alarm (1 once the evidence reached ``1 / delta``), that
-    threshold and the queries tested, each labelled by model."""
+    threshold and the queries tested, each labelled by model. ``source``: the :class:`ShiftAlarm`."""
 
-    def __init__(self, alarm: ShiftAlarm, repository: ModelRepository):
-        self.alarm, self.repository = alarm, repository
-
-    def describe(self):
-        return list(self._families().values())
+    source: ShiftAlarm
 
     @staticmethod
-    def _families():
+    def families():
         labels = ["model"]
         return {
             "evidence": GaugeMetricFamily("lmve_shift_evidence", "The shift test's evidence against exchangeable "
@@ -181,15 +178,14 @@ class ShiftCollector:
         }
 
     def collect(self):
-        f = self._families()
-        loaded_models = {name: s.current for name, s in list(self.repository.stores.items())
-                         if s.current is not None and s.current.model.typicality is not None}
+        f = self.families()
+        loaded_models = self.loaded(keep=lambda loaded: loaded.model.typicality is not None)
         try:
-            records = self.alarm.state.shifts() if loaded_models else {}
+            records = self.source.state.shifts() if loaded_models else {}
         except StateUnavailable:
             return list(f.values())  # lmve_state_up says why
         for name, loaded in loaded_models.items():
-            report = describe(records.get((name, loaded.version)), self.alarm.delta)
+            report = describe(records.get((name, loaded.version)), self.source.delta)
             f["evidence"].add_metric([name], report["evidence"])
             f["alarm"].add_metric([name], 1.0 if report["alarm"] else 0.0)
             f["threshold"].add_metric([name], report["threshold"])

@@ -34,11 +34,16 @@ quantile at ``eta``) unless the exact form holds; the guarantee is for a reading
 from __future__ import annotations
 
 import math
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from models.exceptions import InputError
-from training.splits import Split, groups_needed
+from training.splits import Split, count_units, groups_needed
+
+if TYPE_CHECKING:
+    from training.state import TrainState
 
 #: a split needs one test unit, two calibration units (a pooled quantile over one unit is that
 #: unit's alone) and two training units (the centre's and the shapes' unit folds)
@@ -327,3 +332,68 @@ def conformalize_cross_fit(served, cross_fit: UnitCrossFit, make_regressor, X: n
         s[new] = served.shape_.conformity_scores(X[score[new]], R[new])
     calibrator = SplitConformalCalibrator(rule, seed).fit(s, units[score])
     return SplitConformalRegressor.from_fitted(served.centre_, served.shape_, calibrator, coverage)
+
+
+def plan_across(dataset, config, split: Split, eta: float) -> tuple[np.ndarray, str, bool]:
+    """:func:`training.pipeline.plan` with ``calibrate_across``: ``(each row's unit, the calibration rule,
+    whether the calibration is cross-fitted)`` on ``split`` (:func:`across_split`'s or a caller's). The rule
+    is ``config.calibration``, the split's, or for a caller's split exact when its calibration units, held out
+    of training, attain the level. The cross-fit's settings are checked here, before any fit."""
+    from models.calibration.conformal import check_rule
+
+    units = unit_codes(dataset, config.calibrate_across)
+    cross = (split.across or {}).get("mode", config.across_mode) == "cross-fit"
+    if cross:
+        check_centre_folds(config.across_centre_folds)
+        check_centre_seconds(config.across_centre_seconds)
+    if config.calibration:
+        rule = check_rule(config.calibration)
+    elif split.across:
+        rule = split.across["rule"]
+    else:
+        exact = not cross and count_units(split.calibration, units) >= groups_needed(eta)
+        rule = "group-subsample" if exact else "group-weighted"
+    return units, rule, cross
+
+
+def _fold_regressor(config, name: str, narrowed: dict, centre, eta: float, rule: str):
+    """A fold's regressor: method ``name`` at the served fit's chosen configurations, on the served centre."""
+    from models.predictor import SplitConformalRegressor
+
+    shape = config.make_shape(name).set_params(**narrowed)
+    return SplitConformalRegressor(shape, centre=centre, coverage=eta, prefit_centre=True, calibration=rule,
+                                   random_state=config.seed)
+
+
+def _fold_figures(s: TrainState, name: str, shape, fold: np.ndarray) -> None:
+    """A fold shape's figures of its fold's train rows, kept in ``s.fold_figures[name]``."""
+    from training.primary import unit_figures
+
+    rows = s.split.train[fold]
+    s.fold_figures.setdefault(name, []).append(
+        (fold, *unit_figures(shape, s.Xs[rows], s.Y[rows] - s.centers[rows], s.eta)))
+
+
+def conformalize_across(s: TrainState, reg, name: str):
+    """``reg`` (method ``name``, fitted on the train rows) calibrated on the cross-fitted scores of the
+    calibration rows (one shape per unit fold of ``s.unit_cross_fit``).
+
+    A method with a hyperparameter search of its own (LMVE's grid, ``chosen_grid``) fits its fold shapes
+    at the configurations the served fit chose: each fold's weights never saw the fold's units, but that
+    one discrete choice was made on held-out rows of the served fit's train part, the fold's units
+    among them (on a grouped survey none of the calibration rows, which lie at positions out of
+    training; ungrouped, the calibration rows are the train rows, some of them in that slice). UJIIndoorLoc
+    across phones (seeds 0-2): the LMVE stage, served fit and five unit folds, from 137-192 s to 109-141 s.
+
+    An ellipsoid method's fold shapes also score their folds' train rows (units they never saw, about
+    their fold's centres): ``s.fold_figures[name]``, ``[(fold positions into the train part, scores, unit
+    volumes), ...]``, a cross-fit of the train part that the served-method choice reads without fitting
+    again (:mod:`training.served`)."""
+    from models import registry
+
+    narrowed = getattr(reg.shape_, "chosen_grid", None)  # LMVE: the served fit's configurations, no new search
+    narrowed = narrowed() if narrowed is not None else {}
+    regressor = partial(_fold_regressor, s.config, name, narrowed, reg.centre_, s.eta, s.rule)
+    on_fold = partial(_fold_figures, s, name) if registry.METHODS[name].kind == "ellipsoid" else None
+    return conformalize_cross_fit(reg, s.unit_cross_fit, regressor, s.Xs, s.Y, s.split.train, s.split.calibration,
+                                  np.asarray(s.groups), s.centers, s.rule, s.config.seed, s.eta, on_fold)

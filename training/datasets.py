@@ -235,86 +235,19 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     Raises :class:`InputError` naming the column and row for a missing column, a non-numeric
     value, NaN/inf, or too few rows.
     """
-    import pandas as pd
-
     path = Path(path)
     if not path.is_file():
         raise InputError(f"CSV file {path} does not exist")
     targets = [t.strip() for t in targets if t.strip()]
     if len(targets) < 2:
         raise InputError(f"--targets must name at least 2 columns (the position coordinates); got {targets}")
-    try:
-        sep = sep or sniff_separator(path)
-        df = pd.read_csv(path, sep=sep, engine="python" if sep is None else "c")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path} could not be parsed as CSV: {exc}") from None
-    columns = [str(c) for c in df.columns]
-    group_cols = [g.strip() for g in groups or [] if g.strip()]
-    missing = [c for c in group_cols if c not in columns]
-    if missing:
-        raise InputError(f"{path}: group column(s) {missing} not found; the CSV has columns {columns}",
-                         field="--groups", expected=f"columns of {path.name}", received=", ".join(missing))
-    centre_cols = [c.strip() for c in centre_columns or [] if c.strip()]
-    if centre_columns is not None:
-        missing = [c for c in centre_cols if c not in columns]
-        if missing:
-            raise InputError(f"{path}: centre column(s) {missing} not found; the CSV has columns {columns}",
-                             field="--centre-columns", expected=f"columns of {path.name}", received=", ".join(missing))
-        if len(centre_cols) != len(targets):
-            raise InputError(f"--centre-columns must name one estimate column per target ({len(targets)}: "
-                             f"{', '.join(targets)}); got {len(centre_cols)}", field="--centre-columns",
-                             expected=f"{len(targets)} columns", received=str(len(centre_cols)))
-    meta_cols = [c.strip() for c in meta_columns or [] if c.strip()]
-    missing = [c for c in meta_cols if c not in columns]
-    if missing:
-        raise InputError(f"{path}: column(s) {missing} not found; the CSV has columns {columns}",
-                         field="--calibrate-across", expected=f"columns of {path.name}", received=", ".join(missing))
+    df = _read_csv(path, sep)
+    roles = _column_roles(path, [str(c) for c in df.columns], targets, features, groups, centre_columns,
+                          meta_columns)
+    features, group_cols, centre_cols, meta_cols = roles
     for col in meta_cols:
-        if df[col].isna().any():
-            row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
-            raise InputError(f"{path}: column {col!r} is empty at line {row + 2} of the file; every row needs a "
-                             "label", field="--calibrate-across", expected="a label on every row",
-                             received="an empty cell")
-    if not features:
-        features = [c for c in columns
-                    if c not in targets and c not in group_cols and c not in centre_cols and c not in meta_cols]
-    else:
-        features = [f.strip() for f in features]
-    overlap = set(centre_cols) & (set(features) | set(targets))
-    if overlap:
-        raise InputError(f"column(s) {sorted(overlap)} are centre columns and also features or targets",
-                         field="--centre-columns", expected="columns of their own", received=", ".join(sorted(overlap)))
-    missing = [c for c in (*targets, *features) if c not in columns]
-    if missing:
-        raise InputError(f"{path}: column(s) {missing} not found; the CSV has columns {columns}")
-    overlap = set(targets) & set(features)
-    if overlap:
-        raise InputError(f"column(s) {sorted(overlap)} are both targets and features")
-    overlap = set(meta_cols) & (set(features) | set(targets))
-    if overlap:
-        raise InputError(f"column(s) {sorted(overlap)} are --calibrate-across labels and also features or targets",
-                         field="--features", expected="no label column", received=", ".join(sorted(overlap)))
-    overlap = set(group_cols) & set(features)
-    if overlap:
-        raise InputError(f"column(s) {sorted(overlap)} are both group columns and features; group columns are "
-                         "never features", field="--features", expected="no group column",
-                         received=", ".join(sorted(overlap)))
-    if not features:
-        raise InputError(f"{path}: no feature columns left besides the targets {targets}")
-    arrays = {}
-    for col in (*features, *targets, *centre_cols):
-        values = pd.to_numeric(df[col], errors="coerce")
-        bad = values.isna() & df[col].notna()
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError(f"{path}: column {col!r} must be numeric; line {row + 2} of the file "
-                             f"holds {df[col].iloc[row]!r}")
-        arr = values.to_numpy(np.float64)
-        if not np.isfinite(arr).all():
-            row = int(np.flatnonzero(~np.isfinite(arr))[0])
-            raise InputError(f"{path}: column {col!r} has a missing, NaN or infinite value at line {row + 2} "
-                             "of the file; fill or drop such rows first")
-        arrays[col] = arr
+        _labelled(path, df, col, "--calibrate-across")
+    arrays = {col: _numeric(path, df, col) for col in (*features, *targets, *centre_cols)}
     if len(df) < min_rows:
         raise InputError(f"{path} has {len(df)} data rows; at least {min_rows} are needed for the "
                          "train (81 %), calibration (9 %) and test (10 %) parts")
@@ -325,11 +258,97 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     if centre_cols:
         ds = replace(ds, centers=np.column_stack([arrays[c] for c in centre_cols]), centre_columns=centre_cols)
     if group_cols:
-        if df[group_cols].isna().any().any():
-            col = next(c for c in group_cols if df[c].isna().any())
-            row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
-            raise InputError(f"{path}: group column {col!r} is empty at line {row + 2} of the file; every row needs "
-                             "a group", field="--groups", expected="a label on every row", received="an empty cell")
+        for col in group_cols:
+            _labelled(path, df, col, "--groups")
         by = "position" if set(group_cols) == set(targets) else ", ".join(group_cols)
         ds = with_groups(ds, {c: df[c].to_numpy() for c in group_cols}, by)
     return ds
+
+
+def _read_csv(path: Path, sep: str | None):
+    """The CSV as a frame (``sep``, or the sniffed separator), or an error naming the file."""
+    import pandas as pd
+
+    try:
+        sep = sep or sniff_separator(path)
+        return pd.read_csv(path, sep=sep, engine="python" if sep is None else "c")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} could not be parsed as CSV: {exc}") from None
+
+
+def _present(path: Path, columns: list[str], names: list[str], what: str, flag: str | None) -> None:
+    """Refuse ``names`` that are not among the CSV's ``columns``, naming ``what`` they were and the flag."""
+    missing = [c for c in names if c not in columns]
+    if missing:
+        where = {} if flag is None else {"field": flag, "expected": f"columns of {path.name}",
+                                         "received": ", ".join(missing)}
+        raise InputError(f"{path}: {what}{missing} not found; the CSV has columns {columns}", **where)
+
+
+def _column_roles(path: Path, columns: list[str], targets: list[str], features, groups, centre_columns,
+                  meta_columns) -> tuple[list[str], list[str], list[str], list[str]]:
+    """``(features, group columns, centre columns, label columns)``, each named column present and each in
+    one role only (group columns may be targets); ``features`` default to every column left."""
+    group_cols = [g.strip() for g in groups or [] if g.strip()]
+    _present(path, columns, group_cols, "group column(s) ", "--groups")
+    centre_cols = [c.strip() for c in centre_columns or [] if c.strip()]
+    if centre_columns is not None:
+        _present(path, columns, centre_cols, "centre column(s) ", "--centre-columns")
+        if len(centre_cols) != len(targets):
+            raise InputError(f"--centre-columns must name one estimate column per target ({len(targets)}: "
+                             f"{', '.join(targets)}); got {len(centre_cols)}", field="--centre-columns",
+                             expected=f"{len(targets)} columns", received=str(len(centre_cols)))
+    meta_cols = [c.strip() for c in meta_columns or [] if c.strip()]
+    _present(path, columns, meta_cols, "column(s) ", "--calibrate-across")
+    if not features:
+        features = [c for c in columns
+                    if c not in targets and c not in group_cols and c not in centre_cols and c not in meta_cols]
+    else:
+        features = [f.strip() for f in features]
+    _one_role(centre_cols, [*features, *targets], "are centre columns and also features or targets",
+              "--centre-columns", "columns of their own")
+    _present(path, columns, [*targets, *features], "column(s) ", None)
+    _one_role(targets, features, "are both targets and features")
+    _one_role(meta_cols, [*features, *targets], "are --calibrate-across labels and also features or targets",
+              "--features", "no label column")
+    _one_role(group_cols, features, "are both group columns and features; group columns are never features",
+              "--features", "no group column")
+    if not features:
+        raise InputError(f"{path}: no feature columns left besides the targets {targets}")
+    return features, group_cols, centre_cols, meta_cols
+
+
+def _one_role(these: list[str], those: list[str], what: str, flag: str | None = None, expected: str = "") -> None:
+    """Refuse columns in both ``these`` and ``those``: ``column(s) [...] <what>``."""
+    overlap = set(these) & set(those)
+    if overlap:
+        where = {} if flag is None else {"field": flag, "expected": expected, "received": ", ".join(sorted(overlap))}
+        raise InputError(f"column(s) {sorted(overlap)} {what}", **where)
+
+
+def _labelled(path: Path, df, col: str, flag: str) -> None:
+    """Refuse a label column (a group, a unit) with an empty cell, naming the line of the file."""
+    if df[col].isna().any():
+        row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
+        what = "group column" if flag == "--groups" else "column"
+        need = "a group" if flag == "--groups" else "a label"
+        raise InputError(f"{path}: {what} {col!r} is empty at line {row + 2} of the file; every row needs {need}",
+                         field=flag, expected="a label on every row", received="an empty cell")
+
+
+def _numeric(path: Path, df, col: str) -> np.ndarray:
+    """Column ``col`` as finite float64, or an error naming the column and the line of the file."""
+    import pandas as pd
+
+    values = pd.to_numeric(df[col], errors="coerce")
+    bad = values.isna() & df[col].notna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column {col!r} must be numeric; line {row + 2} of the file "
+                         f"holds {df[col].iloc[row]!r}")
+    arr = values.to_numpy(np.float64)
+    if not np.isfinite(arr).all():
+        row = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise InputError(f"{path}: column {col!r} has a missing, NaN or infinite value at line {row + 2} "
+                         "of the file; fill or drop such rows first")
+    return arr

@@ -164,3 +164,20 @@ def held_out_floor_metrics(model, X_raw: np.ndarray, Y: np.ndarray, codes: np.nd
         out[name] = floor_metrics(answer.floors.member, answer.floors.proba, codes, region.contains(Y),
                                   region.volume("lebesgue"))
     return out
+
+
+def floor_classes(dataset, config) -> tuple[FloorLabels, np.ndarray] | None:
+    """``(labels, codes)`` of ``config.floor_column`` (and ``building_column``), checked before any fit;
+    ``None`` without floors."""
+    if config.floor_column is None:
+        if config.building_column is not None:
+            raise InputError("--building-column pairs buildings with floors; name the floors with --floor-column",
+                             field="--building-column", expected="with --floor-column", received="alone")
+        return None
+    if config.calibrate_across:
+        raise InputError("--floor-column and --calibrate-across do not combine yet: the joint calibration of floors "
+                         "is for rows (or groups) held out of training, not cross-fitted units", field="--floor-column",
+                         expected="no --calibrate-across", received=f"--calibrate-across {','.join(config.calibrate_across)}")
+    if config.floor_classifier != "auto":
+        make_classifier(config.floor_classifier)
+    return floor_labels(dataset, config.floor_column, config.building_column)

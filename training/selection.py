@@ -124,75 +124,116 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     were dropped; over its five folds ``knn``'s error was the largest of the five (92.9 m RMSE).
     Every record's ``scored_folds`` lists the folds (1-based) whose held-out rows its error is on.
     """
-    say = _Progress(progress)
-    key, level = config.centre_criterion, config.coverage
-    singles = [n for n in config.centre_candidates if n != "stack"]
-    folds = fold_splits(len(X), k, config.seed, groups)
-    screen_rows = config.centre_screen_rows
-    screened = screen_rows is not None and len(X) > screen_rows
-    records = {n: {"seconds": 0.0} for n in singles}
-    alive = list(singles)
-    first = None  # fold 1's predictions when the screen fitted on all of its training rows
-    screen_pred: dict[str, np.ndarray] = {}  # units: every candidate's screen centres of every row
-    if screened and len(alive) > 1:
-        if units:
-            alive, screen_pred = _screen_folds(X, Y, config, folds, records, alive, say, workers)
+    sel = _Selection(X, Y, config, k, groups, _Progress(progress), workers, units)
+    sel.screen()
+    sel.run_folds(complete)
+    chosen = sel.choose()
+    return chosen, _ordered(sel.records, config), {n: sel.oof[n] for n in sel.whole}
+
+
+class _Selection:
+    """One run of :func:`select_centre`: the candidates still standing (``alive``), their records, their
+    out-of-fold centres (``oof``), the folds each fitted on all its training rows (``done``) and the rows
+    scored so far (``seen``)."""
+
+    def __init__(self, X, Y, config, k: int, groups, say, workers, units: bool):
+        self.X, self.Y, self.config, self.k, self.say, self.workers, self.units = X, Y, config, k, say, workers, units
+        self.key, self.level = config.centre_criterion, config.coverage
+        self.singles = [n for n in config.centre_candidates if n != "stack"]
+        self.folds = fold_splits(len(X), k, config.seed, groups)
+        self.screened = config.centre_screen_rows is not None and len(X) > config.centre_screen_rows
+        self.records = {n: {"seconds": 0.0} for n in self.singles}
+        self.alive = list(self.singles)
+        self.first = None  # fold 1's predictions when the screen fitted on all of its training rows
+        self.screen_pred: dict[str, np.ndarray] = {}  # units: every candidate's screen centres of every row
+        self.stopped = None  # the fold the selection stopped before (complete=False)
+
+    def screen(self) -> None:
+        """Above the screen size: drop the candidates far behind on a screen of fold 1 (of every fold, with units)."""
+        if not (self.screened and len(self.alive) > 1):
+            return
+        args = (self.X, self.Y, self.config)
+        if self.units:
+            self.alive, self.screen_pred = _screen_folds(*args, self.folds, self.records, self.alive, self.say,
+                                                         self.workers)
         else:
-            alive, first = _screen(X, Y, config, folds[0], records, alive, say, workers)
-    oof = {n: np.empty_like(Y, dtype=np.float64) for n in alive}
-    done: dict[str, list[int]] = {n: [] for n in alive}  # the folds each fitted on all their training rows
-    seen = np.zeros(len(X), dtype=bool)
-    stopped = None
-    for i, (rest, fold) in enumerate(folds):
-        if not complete and len(alive) == 1 and (i > 0 or "screen" in records[alive[0]]):
-            stopped = i
-            break
-        todo = [n for n in alive if not (i == 0 and first is not None and n in first)]
-        runs = _schedule(todo, records)
+            self.alive, self.first = _screen(*args, self.folds[0], self.records, self.alive, self.say, self.workers)
+
+    def run_folds(self, complete: bool) -> None:
+        """Every fold, candidates fitted side by side, raced between folds; without ``complete``, stop when one
+        candidate is left standing."""
+        self.oof = {n: np.empty_like(self.Y, dtype=np.float64) for n in self.alive}
+        self.done: dict[str, list[int]] = {n: [] for n in self.alive}
+        self.seen = np.zeros(len(self.X), dtype=bool)
+        for i, (rest, fold) in enumerate(self.folds):
+            if not complete and len(self.alive) == 1 and (i > 0 or "screen" in self.records[self.alive[0]]):
+                self.stopped = i
+                return
+            self._fold(i, rest, fold)
+            self._race(i)
+
+    def _fold(self, i: int, rest: np.ndarray, fold: np.ndarray) -> None:
+        """Fold ``i``: each standing candidate fitted on ``rest`` and predicting ``fold`` (fold 1 taken from the
+        screen where it fitted all the rows)."""
+        X, Y, config, k = self.X, self.Y, self.config, self.k
+        todo = [n for n in self.alive if not (i == 0 and self.first is not None and n in self.first)]
+        runs = _schedule(todo, self.records)
         todo = [name for run in runs for name in run]
-        say(f"{', '.join(todo)} fold {i + 1}/{k}" if todo else f"fold {i + 1}/{k} from the screen")
+        self.say(f"{', '.join(todo)} fold {i + 1}/{k}" if todo else f"fold {i + 1}/{k} from the screen")
         fitted = [out for run in runs for out in
-                  side_by_side(lambda name: _fit_predict(config, name, X[rest], Y[rest], X[fold]), run, workers)]
+                  side_by_side(lambda name: _fit_predict(config, name, X[rest], Y[rest], X[fold]), run, self.workers)]
         for name, (pred, seconds) in zip(todo, fitted):
-            oof[name][fold] = pred
-            records[name]["seconds"] += seconds
-        for name in set(alive) - set(todo):
-            oof[name][fold] = first[name]
-        for name in alive:
-            done[name].append(i)
-        seen[fold] = True
-        race = screened or (screen_rows is not None and config.centre_race_rows is not None
-                            and i + 1 >= RACE_FOLDS and seen.sum() >= config.centre_race_rows)
-        if race and (not units or i + 1 >= RACE_FOLDS) and len(alive) > 1 and i < k - 1:
-            errors = {n: centre_errors(Y[seen], oof[n][seen], level) for n in alive}
-            best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_race_margin)
-            for name, excess in behind.items():
-                records[name].update(errors[name], rows=_fit_rows(folds[:i + 1]), folds=i + 1, stage="race",
-                                     status="dropped", scored_folds=list(range(1, i + 2)),
-                                     reason=f"after {i + 1} of {k} folds its {CRITERIA[key]} {errors[name][key]:.4g} "
-                                            f"was {100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} "
-                                            f"(race margin {100 * config.centre_race_margin:.0f} %)")
-            alive = [n for n in alive if n not in behind]
-    if stopped is not None:
-        _last_standing(alive[0], records, Y, oof, seen, folds[:stopped], k, level)
-    else:
-        rows = _fit_rows(folds)
-        for name in alive:
-            records[name].update(centre_errors(Y, oof[name], level), rows=rows, folds=k, stage="cv", status="kept",
-                                 scored_folds=list(range(1, k + 1)))
-    kept = [n for n, r in records.items() if r["status"] == "kept"]
-    chosen = min(kept, key=lambda n: records[n][key])
-    if units:
-        chosen = _recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, workers)
-    whole = [n for n in singles if records[n]["status"] == "kept" and len(done.get(n, ())) == k]
-    if "stack" in config.centre_candidates:
-        records["stack"] = _stack(Y, oof, whole, folds if stopped is None else folds[:stopped], config, say)
-        if records["stack"]["status"] == "kept":
-            oof["stack"] = records["stack"].pop("oof")
-            whole.append("stack")
-            if records["stack"][key] < records[chosen][key]:
-                chosen = "stack"
-    return chosen, _ordered(records, config), {n: oof[n] for n in whole}
+            self.oof[name][fold] = pred
+            self.records[name]["seconds"] += seconds
+        for name in set(self.alive) - set(todo):
+            self.oof[name][fold] = self.first[name]
+        for name in self.alive:
+            self.done[name].append(i)
+        self.seen[fold] = True
+
+    def _race(self, i: int) -> None:
+        """After fold ``i``: drop the candidates more than the race margin behind the best on the rows seen."""
+        config, k, key, seen = self.config, self.k, self.key, self.seen
+        race = self.screened or (config.centre_screen_rows is not None and config.centre_race_rows is not None
+                                 and i + 1 >= RACE_FOLDS and seen.sum() >= config.centre_race_rows)
+        if not (race and (not self.units or i + 1 >= RACE_FOLDS) and len(self.alive) > 1 and i < k - 1):
+            return
+        errors = {n: centre_errors(self.Y[seen], self.oof[n][seen], self.level) for n in self.alive}
+        best, behind = _behind({n: e[key] for n, e in errors.items()}, config.centre_race_margin)
+        for name, excess in behind.items():
+            self.records[name].update(errors[name], rows=_fit_rows(self.folds[:i + 1]), folds=i + 1, stage="race",
+                                      status="dropped", scored_folds=list(range(1, i + 2)),
+                                      reason=f"after {i + 1} of {k} folds its {CRITERIA[key]} {errors[name][key]:.4g} "
+                                             f"was {100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} "
+                                             f"(race margin {100 * config.centre_race_margin:.0f} %)")
+        self.alive = [n for n in self.alive if n not in behind]
+
+    def choose(self) -> str:
+        """The kept candidate of smallest error (recalled across units; the ``stack`` blend when it beats it);
+        ``whole``: the candidates whose out-of-fold centres cover every row."""
+        Y, k, key, records = self.Y, self.k, self.key, self.records
+        if self.stopped is not None:
+            _last_standing(self.alive[0], records, Y, self.oof, self.seen, self.folds[:self.stopped], k, self.level)
+        else:
+            rows = _fit_rows(self.folds)
+            for name in self.alive:
+                records[name].update(centre_errors(Y, self.oof[name], self.level), rows=rows, folds=k, stage="cv",
+                                     status="kept", scored_folds=list(range(1, k + 1)))
+        kept = [n for n, r in records.items() if r["status"] == "kept"]
+        chosen = min(kept, key=lambda n: records[n][key])
+        if self.units:
+            chosen = _recall(chosen, self.X, Y, self.config, self.folds, records, self.oof, self.done,
+                             self.screen_pred, self.say, self.workers)
+        self.whole = [n for n in self.singles if records[n]["status"] == "kept" and len(self.done.get(n, ())) == k]
+        if "stack" in self.config.centre_candidates:
+            folds = self.folds if self.stopped is None else self.folds[:self.stopped]
+            records["stack"] = _stack(Y, self.oof, self.whole, folds, self.config, self.say)
+            if records["stack"]["status"] == "kept":
+                self.oof["stack"] = records["stack"].pop("oof")
+                self.whole.append("stack")
+                if records["stack"][key] < records[chosen][key]:
+                    chosen = "stack"
+        return chosen
 
 
 def _ordered(records: dict, config) -> dict:

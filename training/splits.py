@@ -124,3 +124,8 @@ def group_split(groups, seed: int, test_fraction: float = 0.1, calibration_fract
 def _floor(level: float) -> str:
     """``level`` rounded down to 4 decimals, as a flag value that does not exceed it."""
     return f"{math.floor(level * 1e4) / 1e4:g}"
+
+
+def count_units(rows: np.ndarray, groups) -> int:
+    """How many exchangeable units ``rows`` hold: rows, or their groups (``groups`` for every row)."""
+    return len(rows) if groups is None else len(np.unique(np.asarray(groups)[rows], axis=0))

@@ -61,7 +61,7 @@ def _run_shift(task: SplitTask) -> dict:
 
 
 def _config_and_data(task: SplitTask):
-    """The task's :class:`~training.pipeline.TrainConfig` (our methods only), dataset and split
+    """The task's :class:`~training.config.TrainConfig` (our methods only), dataset and split
     (``None``: the pipeline's default)."""
     from training.pipeline import TrainConfig
 

@@ -45,7 +45,7 @@ import warnings
 
 import numpy as np
 
-from models._validation import check_coverage
+from models._validation import check_coverage, lookup
 from models.exceptions import InputError, NotFittedError, UnattainableCoverageError
 
 #: Slack for ``(m + 1) * eta`` landing a hair above an integer through binary rounding
@@ -112,9 +112,8 @@ APPROXIMATE_RULES = ("group-pooled", "group-weighted")
 
 
 def check_rule(rule: str) -> str:
-    if rule not in RULES:
-        raise InputError(f"calibration rule must be one of {', '.join(RULES)}; got {rule!r}", field="calibration",
-                         expected=" | ".join(RULES), received=repr(rule))
+    """``rule`` when it names one of :data:`RULES`, else an :class:`InputError` naming the choices."""
+    lookup(RULES, rule, "calibration rule", field="calibration")
     return rule
 
 

@@ -22,7 +22,7 @@ def test_alert_rules_name_the_metrics_the_service_exports():
     assert shift["expr"].strip() == "lmve_shift_alarm == 1" and "lmve-recalibrate" in shift["annotations"]["description"]
     from service.shift import ShiftCollector
 
-    assert "lmve_shift_alarm" in {f.name for f in ShiftCollector._families().values()}
+    assert "lmve_shift_alarm" in {f.name for f in ShiftCollector.families().values()}
     for rule in alerts.values():
         assert {"expr", "for", "labels", "annotations"} <= set(rule)
         assert "lmve_coverage_target" in rule["expr"] and "lmve_observed_rows" in rule["expr"]
