@@ -59,6 +59,19 @@ def trained_synthetic():
     return result, ds
 
 
+def train_and_save(ds, config, path, crs=None):
+    """``train(ds, config)`` saved as a bundle at ``path`` (its targets in ``crs``, a
+    :class:`models.geo.TargetCRS`, when given); the :class:`~training.state.TrainResult`."""
+    from models.bundle import save_bundle
+    from training.pipeline import train
+
+    result = train(ds, config)
+    if crs is not None:
+        result.model.crs = crs
+    save_bundle(result.model, path, dataset=ds.info)
+    return result
+
+
 @pytest.fixture(scope="session")
 def bundle_dir(trained_synthetic, tmp_path_factory):
     from models.bundle import save_bundle

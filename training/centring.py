@@ -102,8 +102,7 @@ def cross_fit_units(s: TrainState, centre_seconds: float | None = None):
     from training.across import UnitCrossFit, centre_folds
 
     config, name = s.config, s.centre_info["name"]
-    n_units = len(np.unique(s.train_groups))
-    k, s.centre_info["centre_folds_by"] = centre_folds(n_units, config.across_centre_folds, config.cross_fit or 5,
+    k, s.centre_info["centre_folds_by"] = centre_folds(s.n_units, config.across_centre_folds, config.cross_fit or 5,
                                                        centre_seconds, config.across_centre_seconds)
     return UnitCrossFit(config.cross_fit or 5, config.seed, centre_k=k).fit(
         lambda: config.make_centre(name), s.Xs, s.Y, s.split.train, s.split.calibration, s.groups,

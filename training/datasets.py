@@ -246,7 +246,7 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
                           meta_columns)
     features, group_cols, centre_cols, meta_cols = roles
     for col in meta_cols:
-        _labelled(path, df, col, "--calibrate-across")
+        _labelled(path, df, col, "--calibrate-across", "column", "a label")
     arrays = {col: _numeric(path, df, col) for col in (*features, *targets, *centre_cols)}
     if len(df) < min_rows:
         raise InputError(f"{path} has {len(df)} data rows; at least {min_rows} are needed for the "
@@ -259,7 +259,7 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
         ds = replace(ds, centers=np.column_stack([arrays[c] for c in centre_cols]), centre_columns=centre_cols)
     if group_cols:
         for col in group_cols:
-            _labelled(path, df, col, "--groups")
+            _labelled(path, df, col, "--groups", "group column", "a group")
         by = "position" if set(group_cols) == set(targets) else ", ".join(group_cols)
         ds = with_groups(ds, {c: df[c].to_numpy() for c in group_cols}, by)
     return ds
@@ -282,7 +282,7 @@ def _present(path: Path, columns: list[str], names: list[str], what: str, flag: 
     if missing:
         where = {} if flag is None else {"field": flag, "expected": f"columns of {path.name}",
                                          "received": ", ".join(missing)}
-        raise InputError(f"{path}: {what}{missing} not found; the CSV has columns {columns}", **where)
+        raise InputError(f"{path}: {what} {missing} not found; the CSV has columns {columns}", **where)
 
 
 def _column_roles(path: Path, columns: list[str], targets: list[str], features, groups, centre_columns,
@@ -290,16 +290,16 @@ def _column_roles(path: Path, columns: list[str], targets: list[str], features, 
     """``(features, group columns, centre columns, label columns)``, each named column present and each in
     one role only (group columns may be targets); ``features`` default to every column left."""
     group_cols = [g.strip() for g in groups or [] if g.strip()]
-    _present(path, columns, group_cols, "group column(s) ", "--groups")
+    _present(path, columns, group_cols, "group column(s)", "--groups")
     centre_cols = [c.strip() for c in centre_columns or [] if c.strip()]
     if centre_columns is not None:
-        _present(path, columns, centre_cols, "centre column(s) ", "--centre-columns")
+        _present(path, columns, centre_cols, "centre column(s)", "--centre-columns")
         if len(centre_cols) != len(targets):
             raise InputError(f"--centre-columns must name one estimate column per target ({len(targets)}: "
                              f"{', '.join(targets)}); got {len(centre_cols)}", field="--centre-columns",
                              expected=f"{len(targets)} columns", received=str(len(centre_cols)))
     meta_cols = [c.strip() for c in meta_columns or [] if c.strip()]
-    _present(path, columns, meta_cols, "column(s) ", "--calibrate-across")
+    _present(path, columns, meta_cols, "column(s)", "--calibrate-across")
     if not features:
         features = [c for c in columns
                     if c not in targets and c not in group_cols and c not in centre_cols and c not in meta_cols]
@@ -307,7 +307,7 @@ def _column_roles(path: Path, columns: list[str], targets: list[str], features, 
         features = [f.strip() for f in features]
     _one_role(centre_cols, [*features, *targets], "are centre columns and also features or targets",
               "--centre-columns", "columns of their own")
-    _present(path, columns, [*targets, *features], "column(s) ", None)
+    _present(path, columns, [*targets, *features], "column(s)", None)
     _one_role(targets, features, "are both targets and features")
     _one_role(meta_cols, [*features, *targets], "are --calibrate-across labels and also features or targets",
               "--features", "no label column")
@@ -326,12 +326,11 @@ def _one_role(these: list[str], those: list[str], what: str, flag: str | None = 
         raise InputError(f"column(s) {sorted(overlap)} {what}", **where)
 
 
-def _labelled(path: Path, df, col: str, flag: str) -> None:
-    """Refuse a label column (a group, a unit) with an empty cell, naming the line of the file."""
+def _labelled(path: Path, df, col: str, flag: str, what: str, need: str) -> None:
+    """Refuse a label column (a group, a unit) with an empty cell: ``<what> 'col' is empty at line L ...; every
+    row needs <need>``."""
     if df[col].isna().any():
         row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
-        what = "group column" if flag == "--groups" else "column"
-        need = "a group" if flag == "--groups" else "a label"
         raise InputError(f"{path}: {what} {col!r} is empty at line {row + 2} of the file; every row needs {need}",
                          field=flag, expected="a label on every row", received="an empty cell")
 

@@ -111,8 +111,8 @@ def plan(dataset: Dataset, config: TrainConfig, split: Split | None, meter: Stag
         check_cross_fit(k, n_units)
     if groups is not None and rule != "group-weighted":
         check_calibration_groups(groups, split, eta)
-    return TrainState(dataset=dataset, config=config, meter=meter, eta=eta, split=split, groups=groups, rule=rule,
-                      cross=cross, k=k, floor_classes=floors)
+    return TrainState(dataset=dataset, config=config, meter=meter, eta=eta, split=split, groups=groups,
+                      n_units=n_units, rule=rule, cross=cross, k=k, floor_classes=floors)
 
 
 def _stage(name: str, idle_cores: bool = False):

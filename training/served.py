@@ -54,8 +54,7 @@ class ServedChoice:
         self.rows = s.split.test if s.split.selection is None else s.split.selection
         self.ellipsoids = [m for m in registry.fallback_order() if m in config.methods
                            and registry.METHODS[m].kind == "ellipsoid"]
-        n_units = count_units(s.split.train, s.groups)
-        folds = min(config.primary_folds, n_units) if len(self.ellipsoids) > 1 else 0
+        folds = min(config.primary_folds, s.n_units) if len(self.ellipsoids) > 1 else 0
         self.folds = self.folds_run = folds if folds >= 2 else 0
         self.held_groups = s.groups_of(self.rows)
         self.held_centers = None if s.dataset.centers is None else s.dataset.centers[self.rows]

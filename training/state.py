@@ -4,6 +4,7 @@ it returns (:class:`TrainResult`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,8 @@ class TrainState:
     """One run: the inputs and the plan checked before any fit, then what each stage adds.
 
     The plan: ``eta`` (the level), ``split``, ``groups`` (each row's exchangeable unit: the data set's
-    groups, ``calibrate_across``'s units, or ``None`` for rows), ``rule`` (the calibration rule),
+    groups, ``calibrate_across``'s units, or ``None`` for rows), ``n_units`` (the train part's units),
+    ``rule`` (the calibration rule),
     ``cross`` (``calibrate_across`` scored by unit cross-fit), ``k`` (the shapes' out-of-fold folds, 0 for
     in-sample residuals) and ``floor_classes`` (``(labels, codes)`` with floors). The stages add the
     fitted ``preprocess`` and ``scaler`` and the standardised rows ``Xs``; the ``centre``, every row's
@@ -46,6 +48,7 @@ class TrainState:
     eta: float
     split: Split
     groups: Any
+    n_units: int
     rule: str
     cross: bool
     k: int
@@ -68,9 +71,9 @@ class TrainState:
     def Y(self) -> np.ndarray:
         return self.dataset.Y
 
-    @property
+    @cached_property
     def train_groups(self) -> np.ndarray | None:
-        """The train rows' units (``None`` for rows)."""
+        """The train rows' units (``None`` for rows; the split and the units never change after the plan)."""
         return None if self.groups is None else np.asarray(self.groups)[self.split.train]
 
     def groups_of(self, rows: np.ndarray) -> np.ndarray | None:

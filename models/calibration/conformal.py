@@ -113,8 +113,7 @@ APPROXIMATE_RULES = ("group-pooled", "group-weighted")
 
 def check_rule(rule: str) -> str:
     """``rule`` when it names one of :data:`RULES`, else an :class:`InputError` naming the choices."""
-    lookup(RULES, rule, "calibration rule", field="calibration")
-    return rule
+    return lookup(RULES, rule, "calibration rule", field="calibration")
 
 
 def group_codes(groups, n_rows: int) -> np.ndarray:

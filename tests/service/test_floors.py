@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tests.conftest import train_and_save
 from tests.service.test_e2e import serving_client
 
 
@@ -16,17 +17,15 @@ from tests.service.test_e2e import serving_client
 def floor_bundles(tmp_path_factory):
     """Two bundles of the built-in three-floor survey: floors alone (GE, NLE), and (building, floor) pairs
     with a text building (GE); and a survey drawn again for queries."""
-    from models.bundle import save_bundle
     from training.datasets import load_dataset
-    from training.pipeline import TrainConfig, train
+    from training.pipeline import TrainConfig
 
     root = tmp_path_factory.mktemp("floor-bundles")
     ds = load_dataset("floors", seed=0)
-    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"))
-    save_bundle(result.model, root / "floors", dataset=ds.info)
+    train_and_save(ds, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"), root / "floors")
     paired = replace(ds, meta={**ds.meta, "building": np.array(["A"] * len(ds.Y))})
-    result = train(paired, TrainConfig(seed=0, methods=("ge",), floor_column="floor", building_column="building"))
-    save_bundle(result.model, root / "pairs", dataset=paired.info)
+    train_and_save(paired, TrainConfig(seed=0, methods=("ge",), floor_column="floor", building_column="building"),
+                   root / "pairs")
     return root, load_dataset("floors", seed=7)
 
 

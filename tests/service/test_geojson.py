@@ -12,6 +12,7 @@ import numpy as np
 import pyproj
 import pytest
 
+from tests.conftest import train_and_save
 from tests.service.test_e2e import serving_client
 
 GEO = "application/geo+json"
@@ -19,28 +20,24 @@ GEO = "application/geo+json"
 
 @pytest.fixture(scope="module")
 def geo_repository(tmp_path_factory):
-    from models.bundle import save_bundle
     from models.geo import TargetCRS
     from training.datasets import load_dataset
-    from training.pipeline import TrainConfig, train
+    from training.pipeline import TrainConfig
 
     root = tmp_path_factory.mktemp("geo-repository")
     ds = load_dataset("synthetic", n_samples=600, seed=0)
     # the synthetic survey (metres) placed on UJIIndoorLoc's campus as the built-in loader gives it
     uji = replace(ds, Y=np.column_stack([4864.85 + ds.Y[:, 1] / 1000, -7.55 + ds.Y[:, 0] / 1000]),
                   target_names=["latitude_km", "longitude_km"])
-    result = train(uji, TrainConfig(seed=0, methods=("ge", "nle")))
-    result.model.crs = TargetCRS("EPSG:3857", axes="yx", scale=1000.0)
-    save_bundle(result.model, root / "mercator", dataset=uji.info)
+    result = train_and_save(uji, TrainConfig(seed=0, methods=("ge", "nle")), root / "mercator",
+                            crs=TargetCRS("EPSG:3857", axes="yx", scale=1000.0))
     rows = {"mercator": uji.X[result.split.test][:30]}
-    result = train(ds, TrainConfig(seed=0, methods=("ge",)))
-    save_bundle(result.model, root / "plane", dataset=ds.info)
+    result = train_and_save(ds, TrainConfig(seed=0, methods=("ge",)), root / "plane")
     rows["plane"] = ds.X[result.split.test][:30]
     fl = load_dataset("floors", seed=0)
     fl = replace(fl, Y=fl.Y + np.array([750000.0, 4430000.0]))
-    result = train(fl, TrainConfig(seed=0, methods=("ge",), floor_column="floor"))
-    result.model.crs = TargetCRS("EPSG:32630")
-    save_bundle(result.model, root / "floors", dataset=fl.info)
+    result = train_and_save(fl, TrainConfig(seed=0, methods=("ge",), floor_column="floor"), root / "floors",
+                            crs=TargetCRS("EPSG:32630"))
     rows["floors"] = fl.X[result.split.test][:30]
     return root, rows
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import train_and_save
 from tests.service.test_e2e import KEY, serving_client
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -38,9 +39,8 @@ def viewer_repository(tmp_path_factory):
 
     result.model.survey = survey_of(fl, result.split, floor_labels(fl, "floor")[1])
     save_bundle(result.model, root / "floors", dataset=fl.info)
-    ds = load_dataset("synthetic", n_samples=400, seed=0)
-    result = train(ds, TrainConfig(seed=0, methods=("ge",)))
-    save_bundle(result.model, root / "plane", dataset=ds.info)  # no survey: a bundle from before it
+    ds = load_dataset("synthetic", n_samples=400, seed=0)  # no survey: a bundle from before it
+    train_and_save(ds, TrainConfig(seed=0, methods=("ge",)), root / "plane")
     test = load_dataset("floors", seed=3)
     rows = np.random.default_rng(0).choice(len(test.Y), 60, replace=False)
     return root, test.X[rows], test.Y[rows] + np.array([750000.0, 4430000.0])

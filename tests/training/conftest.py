@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from tests.conftest import train_and_save
 from tests.service.test_e2e import serving_client
 
 
@@ -15,17 +16,14 @@ from tests.service.test_e2e import serving_client
 def walk_repository(bundle_dir, tmp_path_factory):
     """``root/synthetic`` (the session bundle: LMVE primary, all methods) and ``root/floors`` (GE and NLE with
     floor sets; targets declared EPSG:3857 metres), and a floor survey drawn again for walks."""
-    from models.bundle import save_bundle
     from models.geo import TargetCRS
     from training.datasets import load_dataset
-    from training.pipeline import TrainConfig, train
+    from training.pipeline import TrainConfig
 
     root = tmp_path_factory.mktemp("walk-repository")
     shutil.copytree(bundle_dir, root / "synthetic")
-    ds = load_dataset("floors", seed=0)
-    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"))
-    result.model.crs = TargetCRS(crs="EPSG:3857", axes="xy", scale=1.0)
-    save_bundle(result.model, root / "floors", dataset=ds.info)
+    train_and_save(load_dataset("floors", seed=0), TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"),
+                   root / "floors", crs=TargetCRS(crs="EPSG:3857", axes="xy", scale=1.0))
     return root, load_dataset("floors", seed=7)
 
 
