@@ -7,7 +7,7 @@ import pytest
 
 from models.centres import search
 from models.centres import KNNCentre
-from models.centres.search import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, DenseIndex, FingerprintIndex, _smallest,
+from models.centres.search import (SEARCH_VERSION, SPARSE_MIN_COLUMNS, DenseIndex, ExactIndex, FingerprintIndex, _smallest,
                                    distance_weighted_mean, kth_smallest, search_input, shared_distances,
                                    sparse_offset)
 from models.shapes.nle import NearestNeighbourEllipsoid
@@ -408,3 +408,118 @@ def test_kth_smallest_equals_the_partition_with_repeats_and_leaves_the_distances
     np.testing.assert_array_equal(kth_smallest(D, k), np.partition(before, k - 1, axis=1)[:, k - 1:k])
     np.testing.assert_array_equal(D, before)
     np.testing.assert_array_equal(kth_smallest(D[:3], k), np.partition(before[:3], k - 1, axis=1)[:, k - 1:k])
+
+
+# ---------------------------------------------------------------------------------- a few queries: heard columns
+def exact_search(index, Q, k):
+    """The chunked version-3 search (one sparse product per chunk of queries), whatever the batch size."""
+    return ExactIndex.kneighbors(index, Q, k), ExactIndex.neighbourhoods(index, Q, k)
+
+
+def assert_same_search(index, Q, k):
+    """Each query of ``Q`` searched alone (through the columns it hears) finds the rows and ties of the
+    chunked search: ``kneighbors`` the same rows in the same order (NLE sums over them), ``neighbourhoods``
+    the same ascending rows."""
+    want_k, want_n = exact_search(index, Q, k)
+    for i in range(len(Q)):
+        assert index._by_heard(Q[i:i + 1], k)
+        got_k, got_n = index.kneighbors(Q[i:i + 1], k), index.neighbourhoods(Q[i:i + 1], k)
+        np.testing.assert_array_equal(got_k[0], want_k[i], err_msg=f"kneighbors of query {i}")  # in its order
+        np.testing.assert_array_equal(got_n[0], want_n[i], err_msg=f"neighbourhoods of query {i}")
+
+
+def with_silent_rows(X, Q):
+    """Reference rows and queries that hear nothing (every column at its floor), queries weaker than the
+    floor somewhere, one hearing a column no reference row hears, and reference rows as queries."""
+    floor = X.min(axis=0)
+    X = X.copy()
+    X[:30] = floor  # 30 reference rows hearing nothing: tied with one another for every query
+    silent_col = np.argmin((X != floor).sum(axis=0))
+    X[:, silent_col] = floor[silent_col]
+    Q = np.vstack([Q, floor, floor, X[40:45], X[0]])
+    Q[3, :5] = floor[:5] - 1.0  # readings below the floor: a negative offset
+    Q[4, silent_col] = floor[silent_col] + 2.0  # a column no reference row hears
+    return X, Q
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 9, 16, 17, 200])
+def test_a_query_searched_through_its_heard_columns_finds_the_chunked_searchs_rows_and_ties(data, k, paths):
+    """Random fingerprints with silent rows (ties at the k-th distance among 30 rows), weaker-than-floor
+    readings, an unheard column and reference rows as queries (distance 0): the same neighbours and ties as
+    the chunked search that calibration ran, for every k on both selection paths (argmin passes, partition)."""
+    X, Q = with_silent_rows(data[0], data[2][:25])
+    assert_same_search(FingerprintIndex(X, sparse_offset(X)), Q, k)
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_heard_columns_keep_the_ties_of_repeated_integer_fingerprints(k, paths):
+    """Survey-like integer readings on few values, each fingerprint repeated: many rows tie exactly at the
+    k-th distance, and kneighbors takes the lowest of them, as the chunked search does."""
+    rng = np.random.default_rng(k)
+    X = np.full((600, 90), -110.0)
+    hit = rng.random((150, 90)) < 0.08
+    base = np.where(hit, rng.integers(-90, -60, size=hit.shape) // 10 * 10, -110.0)
+    X[:] = np.repeat(base, 4, axis=0)[rng.permutation(600)]
+    Q = np.vstack([base[:20], X[:5], np.full((1, 90), -110.0)])
+    index = FingerprintIndex(X, sparse_offset(X))
+    assert_same_search(index, Q, k)
+    assert any(len(n) > k for n in ExactIndex.neighbourhoods(index, Q, k))  # ties were exercised
+
+
+def test_heard_columns_settle_rows_within_float32_rounding_of_the_kth_by_their_exact_distances(monkeypatch, paths):
+    """Adversarial near-ties: reference rows whose float32 distances to a query differ by an ulp or two, and
+    columns of very different scales (the error bound's worst case). The approximate distances cannot order
+    them; the rows between the bounds get the exact arithmetic, and the answer is the chunked search's."""
+    rng = np.random.default_rng(3)
+    m, d = 400, 70
+    X = np.zeros((m, d))
+    X[:, :3] = rng.uniform(0, 1, size=(m, 3))
+    X[:, 3] = rng.uniform(0, 1e3, size=m) * (rng.random(m) < 0.05)  # a loud column on a few rows
+    q = np.zeros(d)
+    q[:3] = 0.5
+    base = X[7, :3].copy()
+    for j, i in enumerate(range(100, 140)):  # 40 rows at the same distance up to float32 rounding
+        X[i, :3] = base + np.float32(1e-7) * (j % 3) * np.array([1.0, -1.0, 0.0])
+        X[i, 3] = 0.0
+    X[7, 3] = 0.0
+    index = FingerprintIndex(X, sparse_offset(X))
+    calls = []
+    real = FingerprintIndex._exact
+    monkeypatch.setattr(FingerprintIndex, "_exact", lambda self, rows, qq: calls.append(len(rows)) or real(self, rows, qq))
+    Q = np.vstack([q, X[100], X[7]])
+    for k in (1, 3, 20, 41):
+        assert_same_search(index, Q, k)
+    assert calls and max(calls) >= 20  # the near-ties went through the exact distances
+
+
+def test_heard_columns_are_used_for_few_queries_and_version_3_only(data, monkeypatch):
+    """Up to HEARD_ROWS queries, k below the rows, version 3 and the dense columns within COLUMNS_BYTES;
+    otherwise the chunked search, with the same answer."""
+    X, _, Q = data
+    index = FingerprintIndex(X, sparse_offset(X))
+    assert index._by_heard(Q[:search.HEARD_ROWS], 3) and not index._by_heard(Q[:search.HEARD_ROWS + 1], 3)
+    assert not index._by_heard(Q[:1], len(X)) and not index._by_heard(Q[:0], 3)
+    assert not FingerprintIndex(X, sparse_offset(X), version=2)._by_heard(Q[:1], 3)
+    heard = index.kneighbors(Q[:3], 5)
+    monkeypatch.setattr(search, "COLUMNS_BYTES", 0)
+    assert not index._by_heard(Q[:1], 3)
+    np.testing.assert_array_equal(np.sort(index.kneighbors(Q[:3], 5), axis=1), np.sort(heard, axis=1))
+
+
+def test_a_scope_computes_a_few_queries_approximate_distances_once(data, monkeypatch):
+    """The kNN centre and NLE of one request, a few rows: one product over the heard columns per query in a
+    shared_distances scope, two without."""
+    X, Y, Q = data
+    centre, nle = KNNCentre().fit(X, Y), NearestNeighbourEllipsoid().fit(X, Y)
+    products = []
+    columns = centre.model_._dense_columns()
+    monkeypatch.setattr(FingerprintIndex, "_dense_columns", lambda self: products.append(1) or columns)
+    few = Q[:3]
+    want = centre.predict(few), nle.predict_shape(few)
+    assert len(products) == 2
+    products.clear()
+    with shared_distances():
+        got = centre.predict(few), nle.predict_shape(few)
+    assert len(products) == 1
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
