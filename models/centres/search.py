@@ -355,14 +355,14 @@ class FingerprintIndex(ExactIndex):
         key = (self, "heard")
         if scope is not None and (hit := scope.get(key)) is not None and hit[0] is X:
             return list(zip(self._query(X), hit[1]))
-        columns, d = self._dense_columns(), self.rows.shape[1]
+        columns, d, queries = self._dense_columns(), self.rows.shape[1], self._query(X)
         out = []
-        for q in self._query(X):
+        for q in queries:
             heard = np.flatnonzero(q)
             out.append(np.append(q[heard], np.float32(1.0)) @ columns.take(np.append(heard, d), axis=0))
         if scope is not None:
             scope[key] = (X, out)
-        return list(zip(self._query(X), out))
+        return list(zip(queries, out))
 
     def _heard(self, q: np.ndarray, D: np.ndarray, k: int, ties: bool) -> np.ndarray:
         """One query's neighbours from its approximate distances ``D`` (:meth:`_approximate`): those of the
@@ -379,9 +379,10 @@ class FingerprintIndex(ExactIndex):
         rows within rounding of the ``k``-th) get their exact distances (:meth:`_exact`), which settle
         them by the exact search's rule."""
         heard = np.count_nonzero(q)
-        qn = float(np.sqrt(np.dot(q.astype(np.float64), q.astype(np.float64))))
+        q64 = q.astype(np.float64)
+        qn = float(np.sqrt(np.dot(q64, q64)))
         E = (2 * heard + 8) * 2.0 ** -24 * 1.01 * (qn * self._largest[0] + self._largest[1]) + 1e-30
-        T = float(_kth(D, k))
+        T = float(kth_smallest(D[None], k)[0, 0])
         slack = 2.0 ** -21 * (abs(T) + 2 * E)  # float32 thresholds: rounded outward by more than their ulp
         hi, lo = np.float32(T + 2 * E + slack), np.float32(T - 2 * E - slack)
         near = np.flatnonzero(D <= hi)  # ascending; every row at or under the exact k-th distance
@@ -408,23 +409,6 @@ class FingerprintIndex(ExactIndex):
         sparse product as :meth:`_distances`, on those rows alone."""
         P = self.rows[rows] @ q[:, None]
         return np.add(P[:, 0], self.norms[rows])
-
-
-def _kth(D: np.ndarray, k: int) -> np.float32:
-    """The ``k``-th smallest entry of the vector ``D`` (counting repeats), ``D`` left as it was: ``k`` passes
-    of ``argmin`` up to :data:`ARGMIN_KTH` (16,148 rows: 3 us each), else a partition (about 60 us)."""
-    if k > ARGMIN_KTH:
-        return np.partition(D, k - 1)[k - 1]
-    taken, saved = [], []
-    for _ in range(k - 1):
-        a = int(D.argmin())
-        taken.append(a)
-        saved.append(D[a])
-        D[a] = np.inf
-    kth = D.min()
-    for a, v in zip(reversed(taken), reversed(saved)):
-        D[a] = v
-    return kth
 
 
 class DenseIndex(ExactIndex):
@@ -460,10 +444,11 @@ def kth_smallest(D: np.ndarray, k: int) -> np.ndarray:
     """(c, 1) the ``k``-th smallest entry of each row of ``D`` (c, m), ``k <= m``, counting repeats (what
     ``np.partition(D, k - 1, axis=1)[:, k - 1:k]`` gives); ``D`` is left as it was. Up to :data:`ARGMIN_KTH`:
     ``k - 1`` passes of ``argmin`` that set each row's smallest aside, then a ``min`` (the default bundle's
-    kNN centre, ``k = 3`` over 1,620 rows: 3.3 ms for 1,024 queries against 4.8 ms by partition); beyond,
-    or for fewer than 16 rows, the partition."""
-    if k > ARGMIN_KTH or D.shape[0] < 16:  # a few rows: each pass's fixed cost outweighs the partition's
-        return np.partition(D, k - 1, axis=1)[:, k - 1:k]
+    kNN centre, ``k = 3`` over 1,620 rows: 3.3 ms for 1,024 queries against 4.8 ms by partition; one query
+    over 16,148 rows: 15 us against 60 us); beyond, or for fewer than 16 rows of at most ``WHOLE_COLUMNS``
+    entries, the partition."""
+    if k > ARGMIN_KTH or (D.shape[0] < 16 and D.shape[1] <= WHOLE_COLUMNS):  # few short rows: each pass's
+        return np.partition(D, k - 1, axis=1)[:, k - 1:k]                     # fixed cost outweighs the partition
     rows = np.arange(D.shape[0])
     taken = np.empty((k - 1, D.shape[0]), dtype=np.intp)
     saved = np.empty((k - 1, D.shape[0]), dtype=D.dtype)

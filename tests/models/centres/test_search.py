@@ -396,10 +396,10 @@ def test_a_search_outside_a_scope_keeps_no_chunk_of_distances_beyond_its_own():
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 8, 9, 40])
-def test_kth_smallest_equals_the_partition_with_repeats_and_leaves_the_distances_as_they_were(k):
-    """The k-th smallest of each row, repeats counted, by argmin passes (k <= 8, 16 rows or more) or the
-    partition; a row whose smallest values repeat, or whose tail is infinite, gets the partition's value; D is
-    restored."""
+def test_kth_smallest_equals_the_partition_with_repeats_and_leaves_the_distances_as_they_were(k, monkeypatch):
+    """The k-th smallest of each row, repeats counted, by argmin passes (k <= 8, 16 rows or more, or rows longer
+    than WHOLE_COLUMNS) or the partition; a row whose smallest values repeat, or whose tail is infinite, gets the
+    partition's value; D is restored."""
     rng = np.random.default_rng(k)
     D = rng.integers(0, 6, size=(50, 60)).astype(np.float64)  # many repeats
     D[3, :] = np.inf
@@ -408,6 +408,10 @@ def test_kth_smallest_equals_the_partition_with_repeats_and_leaves_the_distances
     np.testing.assert_array_equal(kth_smallest(D, k), np.partition(before, k - 1, axis=1)[:, k - 1:k])
     np.testing.assert_array_equal(D, before)
     np.testing.assert_array_equal(kth_smallest(D[:3], k), np.partition(before[:3], k - 1, axis=1)[:, k - 1:k])
+    monkeypatch.setattr(search, "WHOLE_COLUMNS", 10)  # a few long rows: the argmin passes
+    for rows in (D[3:5], D[:1]):
+        np.testing.assert_array_equal(kth_smallest(rows, k), np.partition(rows.copy(), k - 1, axis=1)[:, k - 1:k])
+    np.testing.assert_array_equal(D, before)
 
 
 # ---------------------------------------------------------------------------------- a few queries: heard columns
