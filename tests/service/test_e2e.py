@@ -68,6 +68,12 @@ def serving_client(log: Path, **env):
         proc.wait(timeout=20)
 
 
+def serving_repository(root: Path, default: str, logs: Path, **env):
+    """:func:`serving_client` on the model repository ``root`` whose default model is ``default``, logging
+    to ``logs/server.log``."""
+    return serving_client(logs / "server.log", LMVE_MODEL_REPOSITORY=str(root), LMVE_DEFAULT_MODEL=default, **env)
+
+
 @pytest.fixture(scope="module")
 def large_bundle(tmp_path_factory):
     """A 4,000-reading survey (800 positions) in the grouped protocol: about 72 calibration positions,

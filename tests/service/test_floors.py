@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import train_and_save
-from tests.service.test_e2e import serving_client
+from tests.service.test_e2e import serving_repository
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +33,7 @@ def floor_bundles(tmp_path_factory):
 def served(floor_bundles, tmp_path_factory):
     """``lmve-serve`` over a repository of the two floor bundles (the floor-only one the default)."""
     root, _ = floor_bundles
-    with serving_client(tmp_path_factory.mktemp("logs") / "server.log", LMVE_MODEL_REPOSITORY=str(root),
-                        LMVE_DEFAULT_MODEL="floors") as client:
+    with serving_repository(root, "floors", tmp_path_factory.mktemp("logs")) as client:
         yield client
 
 

@@ -13,7 +13,7 @@ import pyproj
 import pytest
 
 from tests.conftest import train_and_save
-from tests.service.test_e2e import serving_client
+from tests.service.test_e2e import serving_repository
 
 GEO = "application/geo+json"
 
@@ -45,8 +45,7 @@ def geo_repository(tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(geo_repository, tmp_path_factory):
     root, _ = geo_repository
-    with serving_client(tmp_path_factory.mktemp("logs") / "server.log", LMVE_MODEL_REPOSITORY=str(root),
-                        LMVE_DEFAULT_MODEL="mercator") as client:
+    with serving_repository(root, "mercator", tmp_path_factory.mktemp("logs")) as client:
         yield client
 
 

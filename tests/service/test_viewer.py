@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import train_and_save
-from tests.service.test_e2e import KEY, serving_client
+from tests.service.test_e2e import KEY, serving_repository
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -50,8 +50,7 @@ def viewer_repository(tmp_path_factory):
 def served(viewer_repository, tmp_path_factory):
     root, X, Y = viewer_repository
     logs = tmp_path_factory.mktemp("logs")
-    with serving_client(logs / "server.log", LMVE_MODEL_REPOSITORY=str(root), LMVE_DEFAULT_MODEL="floors",
-                        LMVE_STATE_DB=str(logs / "state.sqlite")) as client:
+    with serving_repository(root, "floors", logs, LMVE_STATE_DB=str(logs / "state.sqlite")) as client:
         # feedback: 40 true positions (mostly inside), 20 moved 40 m east (outside)
         far = Y[40:] + np.array([40.0, 0.0])
         r = client.post("/models/floors/feedback", json={"features": X.tolist(),

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from tests.conftest import train_and_save
-from tests.service.test_e2e import serving_client
+from tests.service.test_e2e import serving_repository
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +30,5 @@ def walk_repository(bundle_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def walk_server(walk_repository, tmp_path_factory):
     root, _ = walk_repository
-    with serving_client(tmp_path_factory.mktemp("walk-logs") / "server.log", LMVE_MODEL_REPOSITORY=str(root),
-                        LMVE_DEFAULT_MODEL="synthetic") as client:
+    with serving_repository(root, "synthetic", tmp_path_factory.mktemp("walk-logs")) as client:
         yield client
