@@ -37,6 +37,13 @@ def build_parser(env: ServiceSettings | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def access_log(level: str) -> bool:
+    """Whether uvicorn writes its access log at ``level``: only where the level shows it (info, debug).
+    uvicorn formats each request's access-log arguments (client, quoted path) before the logger checks
+    its level, a few microseconds of every request even when nothing is written."""
+    return level.lower() in ("debug", "info", "trace")
+
+
 def main(argv: list[str] | None = None) -> int:
     from service.settings import ServiceSettings
 
@@ -88,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             "lost on restart; set LMVE_STATE_URL to sqlite:////a/file/on/a/writable/volume or postgresql://...)", args.workers,
             os.environ["LMVE_STATE_DB"])
     uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
-                log_level=args.log_level, timeout_graceful_shutdown=20, proxy_headers=False)
+                log_level=args.log_level, timeout_graceful_shutdown=20, proxy_headers=False,
+                access_log=access_log(args.log_level))
     return 0
 
 

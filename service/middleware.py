@@ -14,12 +14,17 @@ One layer instead of five stacked middlewares: each layer costs an ASGI frame, a
 or ``send`` and a header scan per request, and the five took about a quarter of a single-row
 ``/predict-region`` (benchmarks/serving.py). The timeout is ``asyncio.timeout`` (uvicorn runs
 asyncio), about 10 us cheaper a request than anyio's ``fail_after``.
+
+One :class:`Guards` (one count of requests in flight) stands in front of two stacks:
+:meth:`Guards.around` is the middleware factory ``create_app`` gives FastAPI, and
+:class:`service.app.ServiceApp` puts the same guards in front of its short stack for the hot routes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 
 from service.auth import PUBLIC_PATHS, key_matches, presented_key
 from service.errors import error_response
@@ -37,7 +42,6 @@ class Guards:
 
     Parameters
     ----------
-    app : the ASGI app behind the guards
     metrics : service.metrics.Metrics
     api_key : str or None
         ``None``: no key is required.
@@ -49,14 +53,20 @@ class Guards:
         Longest request (``LMVE_REQUEST_TIMEOUT_S``).
     """
 
-    def __init__(self, app, *, metrics, api_key: str | None, max_bytes: int, limit: int, seconds: float):
-        self.app, self.metrics = app, metrics
+    def __init__(self, *, metrics, api_key: str | None, max_bytes: int, limit: int, seconds: float):
+        self.metrics = metrics
         self.api_key, self.max_bytes, self.limit, self.seconds = api_key, max_bytes, limit, seconds
         self.in_flight = 0
 
-    async def __call__(self, scope, receive, send):
+    def around(self, app):
+        """The ASGI app of these guards in front of ``app`` (a Starlette middleware factory: every app
+        it makes shares this instance's limits and count)."""
+        return partial(self.guard, app)
+
+    async def guard(self, app, scope, receive, send):
+        """Serve one request with ``app`` behind the guards."""
         if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+            return await app(scope, receive, send)
         start = time.perf_counter()
         status = 500
 
@@ -67,7 +77,7 @@ class Guards:
             await send(message)
 
         try:
-            await self._guarded(scope, receive, send_status)
+            await self._guarded(app, scope, receive, send_status)
         finally:
             path = scope["path"]
             route = getattr(scope.get("route"), "path", None) or (path if path in UNLIMITED else "unmatched")
@@ -82,7 +92,7 @@ class Guards:
         self.metrics.rejected.labels(reason).inc()
         await error_response(scope, status, title, detail, headers=headers)(scope, receive, send)
 
-    async def _guarded(self, scope, receive, send):
+    async def _guarded(self, app, scope, receive, send):
         path = scope["path"]
         x_api_key = authorization = declared = None
         for name, value in scope.get("headers") or ():
@@ -98,7 +108,7 @@ class Guards:
                                       "X-API-Key header (or Authorization: Bearer)", scope, receive, send,
                                       headers={"WWW-Authenticate": "Bearer"})
         if path in UNLIMITED:
-            return await self.app(scope, receive, send)
+            return await app(scope, receive, send)
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             return await self._refuse("body_too_large", 413, "Payload Too Large", f"request body is {int(declared)} "
                                       f"bytes; the limit is {self.max_bytes} (LMVE_MAX_BODY_BYTES)", scope, receive,
@@ -121,7 +131,7 @@ class Guards:
         self.in_flight += 1
         try:
             async with asyncio.timeout(self.seconds):
-                await self.app(scope, limited_receive, send)
+                await app(scope, limited_receive, send)
         except _BodyTooLarge:
             await self._refuse("body_too_large", 413, "Payload Too Large", f"request body exceeds {self.max_bytes} "
                                "bytes (LMVE_MAX_BODY_BYTES)", scope, receive, send)
