@@ -38,8 +38,9 @@ class ServiceSettings(BaseSettings):
                                  validation_alias=AliasChoices("compute_threads", "LMVE_COMPUTE_THREADS",
                                                                "LMVE_TORCH_THREADS"))
     search_threads: int | None = Field(default=None, ge=1, description="threads per request for the fingerprint "
-                                       "neighbour searches (kNN centre, NLE); default: the cores divided among the "
-                                       "workers, at least 1 and at most 4")
+                                       "neighbour searches (kNN centre, NLE) and the LMVE network's pass over a batch "
+                                       "of 128 rows or more; default: the cores divided among the workers, at least 1 "
+                                       "and at most 4")
     heap_keep_mb: int = Field(default=256, ge=0, description="freed memory a worker keeps for its next requests "
                               "instead of returning it to the kernel (glibc; service.memory); 0: glibc's defaults")
     otel: bool = Field(default=False, description="FastAPI's native OpenTelemetry (traces, metrics and logs through "

@@ -163,7 +163,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _map(fn, items: list) -> list:
+def map_chunks(fn, items: list) -> list:
     """``[fn(i) for i in items]``, on ``SEARCH_THREADS`` threads when there is more than one item."""
     global _pool
     if len(items) < 2 or SEARCH_THREADS < 2:
@@ -230,7 +230,7 @@ class ExactIndex:
         if scope is not None:
             hit = scope.get(self)
             if hit is not None and hit[0] is X:
-                return _map(select, hit[1])
+                return map_chunks(select, hit[1])
             if hit is not None:  # another query array: its distances replace these
                 del scope[self]
             kept = sum(D.nbytes for _, chunks in scope.values() for D in chunks)
@@ -240,7 +240,7 @@ class ExactIndex:
             D = self._distances(X[start:start + CHUNK_ROWS])
             return (D if keep else None), select(D)
 
-        done = _map(task, list(range(0, X.shape[0], CHUNK_ROWS)))
+        done = map_chunks(task, list(range(0, X.shape[0], CHUNK_ROWS)))
         if scope is not None and keep:
             scope[self] = (X, [D for D, _ in done])
         return [out for _, out in done]

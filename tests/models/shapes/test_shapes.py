@@ -437,6 +437,113 @@ def test_lmve_sparse_inputs_take_the_sparse_first_layer_and_answer_as_the_dense_
     assert LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X[:, :8], Y)._floor_out is None
 
 
+def _fingerprints(m=400, d=80, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.full((m, d), -110.0)  # most columns at the floor (nothing detected), a few heard per row
+    heard = rng.random((m, d)) < 0.05
+    X[heard] = rng.uniform(-95, -40, heard.sum())
+    X[0] = -30.0
+    return X, rng.normal(size=(m, 2)) * (1 + heard[:, :2])
+
+
+def test_lmve_float32_forward_is_the_float64_networks_to_float32_rounding():
+    X, Y = _fingerprints()
+    kw = dict(max_steps=50, eval_every=25, patience=2)
+    est = LMVEShape(**kw, forward_precision="float32").fit(X, Y)
+    assert est.forward_precision_ == "float32" and est._floor_out is not None
+    assert all(W.dtype == np.float32 and b.dtype == np.float32 for W, b in est.layers_)
+    wide = copy.deepcopy(est)  # the same weights (trained in float32: exact in float64) through float64
+    wide.layers_ = [(W.astype(np.float64), b.astype(np.float64)) for W, b in est.layers_]
+    wide._fold()
+    Q = np.vstack([X[1:60], np.full((3, X.shape[1]), -50.0)])  # sparse rows, and dense ones
+    C = est.predict_shape(Q)
+    assert C.dtype == np.float64
+    np.testing.assert_allclose(C, wide.predict_shape(Q), rtol=2e-5)
+    np.testing.assert_allclose(est.predict_shape(Q[:1]), C[:1], rtol=2e-5)  # one row: the gathered product
+    dense = copy.deepcopy(est)
+    dense._floor_out = None
+    np.testing.assert_allclose(dense.predict_shape(Q), C, rtol=2e-5)
+    # the bundle keeps the precision and the weights: the same shapes to the bit
+    params, arrays = est.to_arrays()
+    assert params["forward_precision"] == "float32" and arrays["W_1"].dtype == np.float32
+    back = LMVEShape.from_arrays(params, arrays)
+    assert back.forward_precision_ == "float32"
+    np.testing.assert_array_equal(back.predict_shape(Q), C)
+
+
+def test_lmve_forward_precision_auto_follows_the_networks_size(monkeypatch):
+    from models.shapes import lmve
+
+    X, Y = heteroscedastic(300, seed=2)
+    kw = dict(max_steps=25, eval_every=25, patience=1, n_ensemble=1)
+    small = LMVEShape(**kw).fit(X, Y)
+    weights = sum(W[0].size + b[0].size for W, b in small.layers_)
+    assert small.forward_precision_ == "float64" and weights <= lmve.FLOAT32_WEIGHTS
+    monkeypatch.setattr(lmve, "FLOAT32_WEIGHTS", weights - 1)
+    assert LMVEShape(**kw).fit(X, Y).forward_precision_ == "float32"
+    assert LMVEShape(**kw, forward_precision="float64").fit(X, Y).forward_precision_ == "float64"
+    with pytest.raises(InputError, match="forward_precision must be 'auto', 'float64' or 'float32'"):
+        LMVEShape(forward_precision="float16").fit(X, Y)
+
+
+def test_lmve_bundles_from_before_the_forward_precision_are_float64_and_a_wrong_one_is_refused():
+    from models.exceptions import BundleError
+
+    X, Y = heteroscedastic(300, seed=3)
+    est = LMVEShape(max_steps=25, eval_every=25, patience=1, forward_precision="float32").fit(X, Y)
+    params, arrays = est.to_arrays()
+    old = {k: v for k, v in params.items() if k != "forward_precision"}
+    back = LMVEShape.from_arrays(old, arrays)
+    assert back.forward_precision_ == "float64" and back.layers_[1][0].dtype == np.float64
+    with pytest.raises(BundleError, match="forward_precision 'float16' is not float64 or float32"):
+        LMVEShape.from_arrays({**params, "forward_precision": "float16"}, arrays)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_lmve_batches_go_through_the_network_in_slices_on_the_search_threads(precision, monkeypatch):
+    from models.centres import search
+    from models.shapes import lmve
+
+    X, Y = _fingerprints(m=500, seed=2)
+    est = LMVEShape(max_steps=25, eval_every=25, patience=1, forward_precision=precision).fit(X, Y)
+    Q = np.vstack([X, X[:37]])  # 537 rows: slices of 269 and 268
+    sliced = []
+
+    def spy(fn, items):
+        sliced.append([len(i) for i in items])
+        return [fn(i) for i in items]
+
+    try:
+        search.set_search_threads(1)
+        alone = est.predict_shape(Q)
+        rows = np.vstack([est.predict_shape(Q[i:i + 1]) for i in range(0, len(Q), 50)])
+        search.set_search_threads(2)
+        monkeypatch.setattr(search, "map_chunks", spy)
+        C = est.predict_shape(Q)
+        assert sliced == [[269, 268]]
+        est.predict_shape(Q[:lmve.THREAD_ROWS - 1])  # a small batch: on the caller's thread
+        assert sliced == [[269, 268]]
+        monkeypatch.undo()
+        np.testing.assert_array_equal(est.predict_shape(Q), C)  # the pool itself: the same numbers
+    finally:
+        search.set_search_threads(search.default_search_threads())
+    tol = 1e-12 if precision == "float64" else 2e-6
+    np.testing.assert_allclose(C, alone, rtol=tol)
+    np.testing.assert_allclose(C[::50], rows, rtol=tol)
+
+
+def test_a_float32_lmve_is_calibrated_on_the_scores_it_serves():
+    """The calibration's scores are the served pass's: recomputed at prediction, they are the same numbers."""
+    from models.predictor import SplitConformalRegressor
+
+    X, Y = _fingerprints(seed=1)
+    reg = SplitConformalRegressor(LMVEShape(max_steps=25, eval_every=25, patience=1, forward_precision="float32"),
+                                  ConstantCentre(), coverage=0.9)
+    reg.fit(X[:300], Y[:300]).conformalize(X[300:], Y[300:])
+    assert reg.shape_.forward_precision_ == "float32"
+    np.testing.assert_array_equal(np.sort(reg.conformity_scores(X[300:], Y[300:])), reg.calibrator_.scores_)
+
+
 def test_copula_numpy_forward_equals_scikit_learns_mlp():
     from sklearn.neural_network import MLPRegressor
 
