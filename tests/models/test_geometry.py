@@ -114,6 +114,23 @@ def test_2x2_closed_forms_match_the_general_linear_algebra():
                                rtol=1e-9, atol=1e-9)
 
 
+def test_one_shapes_closed_form_is_the_batchs_to_the_bit():
+    rng = np.random.default_rng(12)
+    C = random_spd(rng, 300, 2) * np.exp(rng.uniform(-30, 30, size=(300, 1, 1)))  # scales from 1e-13 to 1e13
+    C[0] = np.diag([1e-6, 1e6])
+    C[1] = np.array([[2.0, 0.0], [0.0, 5.0]])
+    C[2] = np.array([[3.0, 0.0], [0.0, 3.0]])  # a circle: orientation 0
+    area, semi, angle = geometry.ellipse_2d(C)
+    for i in range(len(C)):
+        one = geometry.ellipse_2d(C[i:i + 1])
+        assert one[0].shape == (1,) and one[1].shape == (1, 2) and one[2].shape == (1,)
+        assert one[0][0] == area[i] and np.array_equal(one[1][0], semi[i]) and one[2][0] == angle[i], i
+    for bad in ([[1.0, 2.0], [2.0, 1.0]], [[-1.0, 0.0], [0.0, -1.0]], [[np.nan, 0.0], [0.0, 1.0]],
+                [[np.inf, 0.0], [0.0, 1.0]], [[1.0, np.nan], [np.nan, 1.0]]):
+        with pytest.raises(InputError, match="positive-definite"):
+            geometry.ellipse_2d(np.array([bad]))
+
+
 def test_2x2_fast_paths_still_refuse_what_the_general_path_refuses():
     bad = np.array([[[1.0, 2.0], [2.0, 1.0]]])  # indefinite
     with pytest.raises(np.linalg.LinAlgError):
