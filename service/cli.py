@@ -38,7 +38,7 @@ def build_parser(env: ServiceSettings | None = None) -> argparse.ArgumentParser:
 
 
 def access_log(level: str) -> bool:
-    """Whether uvicorn writes its access log at ``level``: only where the level shows it (info, debug).
+    """Whether uvicorn writes its access log at ``level``: only where the level shows it (info, debug, trace).
     uvicorn formats each request's access-log arguments (client, quoted path) before the logger checks
     its level, a few microseconds of every request even when nothing is written."""
     return level.lower() in ("debug", "info", "trace")

@@ -448,7 +448,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         self._b0 = b0.reshape(-1)
         # clipped inputs of many columns (fingerprints) minus their lower bound are mostly zero; the constant
         # part in float64 from the exact weights, then in the forward's precision
-        self._floor_out = ((self.input_low_ @ self._W0.astype(np.float64) + self._b0).astype(W0.dtype)
+        self._floor_out = ((self.input_low_ @ self._W0.astype(np.float64, copy=False) + self._b0).astype(W0.dtype)
                            if np.isfinite(self.input_low_).all() and self._W0.shape[0] >= SPARSE_MIN_COLUMNS
                            else None)
 

@@ -64,7 +64,7 @@ def test_hot_routes_answer_as_the_full_stack(bundle_dir, test_rows):
         assert 'route="/v2/models/{name}/infer",status="400"' in metrics
 
 
-def test_a_streamed_body_over_the_limit_is_refused_on_the_hot_path(make_client, test_rows):
+def test_a_streamed_body_over_the_limit_is_refused_on_the_hot_path(make_client):
     client = make_client(max_body_bytes=4096)
     assert client.app.hot is not None
     chunks = iter([b'{"features": [', b"[1.0, 2.0]," * 400, b"[1.0]]}"])  # no Content-Length: chunked
