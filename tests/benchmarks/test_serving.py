@@ -1,0 +1,45 @@
+"""benchmarks.serving: which issue's target each result row is held to, and the table it writes."""
+
+import json
+from types import SimpleNamespace
+
+from benchmarks import serving
+
+
+def row(bundle, route, scenario, value, **extra):
+    return {"bundle": bundle, "centre": "KNNCentre", "route": route, "scenario": scenario, "value": value, **extra}
+
+
+def test_issue_74_targets_replace_issue_32s_where_both_set_one():
+    assert serving.target_of(row("default", "/predict-region", "single_over_noop", 0.5)) == (0.55, "min", 74)
+    assert serving.target_of(row("default", "/contains", "contains_over_noop", 0.5)) == (0.55, "min", 74)
+    assert serving.target_of(row("default", "/nle/predict-region", "single_over_noop", 0.5)) == (0.4, "min", 32)
+    assert serving.target_of(row("default", "/predict-region", "rows_per_s_1024", 1)) == (100_000.0, "min", 32)
+    assert serving.target_of(row("synthetic-knn", "/contains", "contains_over_noop", 0.5)) == (0.5, "min", 32)
+    assert serving.target_of(row("synthetic-knn", "/predict-region", "rows_per_s_1024", 1)) is None
+    # the repository's default route: issue 32's (issue 74 names the plain bundle's)
+    assert serving.target_of(row("default (repository of 3)", "/predict-region", "single_over_noop", 0.5)) \
+        == (0.5, "min", 32)
+
+
+def test_the_fingerprint_bundle_is_held_to_issue_74s_targets_only():
+    assert serving.target_of(row("uji-knn", "/predict-region", "single_over_noop", 0.3)) == (0.4, "min", 74)
+    assert serving.target_of(row("uji-knn", "/predict-region", "rows_per_s_1024", 1)) == (40_000.0, "min", 74)
+    assert serving.target_of(row("uji-knn", "/predict-region", "p99_256_ms", 1)) == (15.0, "max", 74)
+    assert serving.target_of(row("uji-knn", "/contains", "contains_over_noop", 0.3)) is None
+    assert serving.target_of(row("uji-knn", "/nle/predict-region", "single_over_noop", 0.3)) is None
+
+
+def test_the_table_marks_each_target_and_shows_the_no_ops_floor(tmp_path, monkeypatch):
+    monkeypatch.setattr(serving, "OUT", tmp_path)
+    rows = [row("uji-knn", "/predict-region", "p99_256_ms", 16.0, noop=9.5),
+            row("uji-knn", "/predict-region", "rows_per_s_1024", 41_000, noop=30_000),
+            row("default", "/predict-region", "single_over_noop", 0.56, rounds=[0.56], rps=[1], noop_rps=[2]),
+            row("synthetic-knn", "/predict-region", "rows_per_s_1024", 9, noop=10)]
+    serving.write(rows, "python -m benchmarks.serving", SimpleNamespace(rounds=1, seconds=2, latency_seconds=5))
+    lines = (tmp_path / "serving.md").read_text().splitlines()
+    assert "| uji-knn | KNNCentre | `/predict-region` | p99_256_ms | 16 | 9.5 | < 15 (74) | **no** |" in lines
+    assert "| uji-knn | KNNCentre | `/predict-region` | rows_per_s_1024 | 41000 | 30000 | >= 40000 (74) | yes |" in lines
+    assert "| default | KNNCentre | `/predict-region` | single_over_noop | 0.56 | - | >= 0.55 (74) | yes |" in lines
+    assert "| synthetic-knn | KNNCentre | `/predict-region` | rows_per_s_1024 | 9 | 10 | - | - |" in lines
+    assert json.loads((tmp_path / "serving.json").read_text())["rows"] == rows
