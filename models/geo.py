@@ -31,6 +31,7 @@ from functools import cached_property
 import numpy as np
 
 from models import geometry
+from models._validation import lookup
 from models.exceptions import InputError
 
 AXES = ("xy", "yx")
@@ -61,9 +62,7 @@ class TargetCRS:
             raise InputError(f"crs {self.crs!r} ({crs.name}) is not projected: ellipses need plane coordinates "
                              "(metres or feet), not degrees", field="crs", expected="a projected CRS (EPSG:3857, a "
                              "UTM zone)", received=f"{self.crs} ({crs.type_name})")
-        if self.axes not in AXES:
-            raise InputError(f"crs axes must be one of {', '.join(AXES)}; got {self.axes!r}", field="crs_axes",
-                             expected=" | ".join(AXES), received=repr(self.axes))
+        lookup(AXES, self.axes, "crs axes", field="crs_axes")
         if not (isinstance(self.scale, (int, float)) and math.isfinite(self.scale) and self.scale > 0):
             raise InputError(f"crs scale must be a positive number of CRS units per target unit; got {self.scale!r}",
                              field="crs_scale", expected="a finite number > 0", received=repr(self.scale))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models._validation import check_matrix
+from models._validation import check_matrix, lookup
 from models.exceptions import InputError, NotFittedError
 
 #: real RSSI readings lie in this range (dBm); values outside it in an RSSI column are "not detected" codes
@@ -90,10 +90,7 @@ class RSSIFloor:
         return X == self.not_detected
 
     def fit(self, X) -> "RSSIFloor":
-        if self.representation not in REPRESENTATIONS:
-            raise InputError(f"rssi_representation must be one of {', '.join(REPRESENTATIONS)}; got "
-                             f"{self.representation!r}", field="rssi_representation",
-                             expected=" | ".join(REPRESENTATIONS), received=repr(self.representation))
+        lookup(REPRESENTATIONS, self.representation, "rssi_representation")
         X = check_matrix(X, "X", owner="RSSIFloor.fit", min_rows=1)
         self.n_features_in_ = X.shape[1]
         codes = self._codes(X)

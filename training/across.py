@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models._validation import lookup
 from models.exceptions import InputError
 from training.splits import Split, count_units, groups_needed
 
@@ -116,9 +117,7 @@ def across_split(dataset, columns, seed: int, coverage: float, test_fraction: fl
     folds, :class:`UnitCrossFit`; the calibration rows are then the training units' rows at the
     drawn groups, or, ungrouped, the training rows themselves). ``Split.across`` says how many units
     each part holds, the rows set aside, the rule and the guarantee in words."""
-    if mode not in MODES:
-        raise InputError(f"the across mode must be one of {', '.join(MODES)}; got {mode!r}", field="--across-mode",
-                         expected=" | ".join(MODES), received=repr(mode))
+    lookup(MODES, mode, "the across mode", field="--across-mode")
     cols = check_columns(dataset, columns)
     codes = unit_codes(dataset, cols)
     name = ",".join(cols)

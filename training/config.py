@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from models import registry
+from models._validation import lookup
 from models.exceptions import InputError
 from training.primary import check_folds, check_primary, check_tolerance
 from training.selection import CRITERIA, MIN_SCREEN_ROWS
@@ -155,9 +156,7 @@ def check_config(config: TrainConfig) -> None:
         registry.centre(config.centre)
     for name in config.centre_candidates if config.centre == "auto" else ():
         registry.centre(name)
-    if config.centre_criterion not in CRITERIA:
-        raise InputError(f"centre_criterion must be one of {', '.join(CRITERIA)}; got {config.centre_criterion!r}",
-                         field="centre_criterion", expected=" | ".join(CRITERIA), received=repr(config.centre_criterion))
+    lookup(CRITERIA, config.centre_criterion, "centre_criterion")
     check_screen(config)
     others = [n for n in config.centre_candidates if n != "stack"]
     if config.centre == "auto" and "stack" in config.centre_candidates and len(others) < 2:
