@@ -58,6 +58,9 @@ CENTRES = ("paper", "scaled", "knn", "gp", "hgb", "stack", "mlp", "client")
 TARGETS = {"single_over_noop": (0.5, "min"), "contains_over_noop": (0.5, "min"), "p99_256_ms": (50.0, "max"),
            "rows_per_s_1024": (100_000.0, "min")}
 NLE_TARGET = 0.4
+#: the absolute scenarios: (scenario, request body key, wrk connections, the figure of a wrk result)
+LATENCY_SCENARIOS = (("p99_256_ms", "256", 1, lambda r: round(r["p99_ms"], 2)),
+                     ("rows_per_s_1024", "1024", 2, lambda r: round(1024 * r["rps"])))
 #: issue 74: (bundle, route, scenario) -> (target, sense); stricter than issue 32's where both set one
 ISSUE_74 = {("default", "/predict-region", "single_over_noop"): (0.55, "min"),
             ("default", "/contains", "contains_over_noop"): (0.55, "min"),
@@ -204,16 +207,12 @@ def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args, repo
                         # the absolute rates: a ratio that moves between runs says which side moved
                         "rps": [round(b) for b, _ in ratios], "noop_rps": [round(a) for _, a in ratios]})
         if not repository:  # the repository rows are the per-model routes' ratios only
-            r = wrk(base + "/predict-region", tmp / f"{name}-256.json", args.latency_seconds, 1)
-            a = wrk(noop + "/predict-region", tmp / f"{name}-256.json", args.latency_seconds, 1)
-            out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "p99_256_ms",
-                        "value": round(r["p99_ms"], 2), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"],
-                        "noop": round(a["p99_ms"], 2), "noop_p50_ms": round(a["p50_ms"], 2)})
-            r = wrk(base + "/predict-region", tmp / f"{name}-1024.json", args.latency_seconds, 2)
-            a = wrk(noop + "/predict-region", tmp / f"{name}-1024.json", args.latency_seconds, 2)
-            out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "rows_per_s_1024",
-                        "value": round(1024 * r["rps"]), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"],
-                        "noop": round(1024 * a["rps"]), "noop_p50_ms": round(a["p50_ms"], 2)})
+            for scenario, key, connections, figure in LATENCY_SCENARIOS:  # the bundle, then the no-op
+                r, a = (wrk(server + "/predict-region", tmp / f"{name}-{key}.json", args.latency_seconds, connections)
+                        for server in (base, noop))
+                out.append({"bundle": name, "centre": centre, "route": "/predict-region", "scenario": scenario,
+                            "value": figure(r), "p50_ms": round(r["p50_ms"], 2), "requests": r["requests"],
+                            "noop": figure(a), "noop_p50_ms": round(a["p50_ms"], 2)})
     finally:
         proc.terminate()
         proc.wait(timeout=30)
