@@ -155,7 +155,7 @@ def read_partition(part: Partition, names: list[str], columns: list[str], sep: s
 
         pf = pq.ParquetFile(part.path)
         meta, end = pf.metadata, part.first_row + part.n_rows
-        groups, tables, row = [], [], 0
+        groups, row = [], 0
         for g in range(meta.num_row_groups):
             n = meta.row_group(g).num_rows
             if row < end and row + n > part.first_row:

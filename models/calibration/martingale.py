@@ -37,7 +37,6 @@ less typical on average than the calibration rows by more than the tolerance.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
