@@ -32,6 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: variables read with ``os.environ`` rather than through a settings class
 OTHER_VARIABLES = {
     "LMVE_BENCH_THREADS": ("int", "1", "python -m benchmarks.bench: torch threads per split process"),
+    "LMVE_TEST_RUN": ("str", "set by scripts/test.sh", "a token every process of a test run inherits: what still "
+                      "carries it after pytest is stopped (tests/processes.py)"),
+    "LMVE_TEST_GROUPS": ("path", "set by scripts/test.sh", "the file in which the tests record the process groups "
+                         "of the servers they start, for the same sweep"),
+    "LMVE_SUITE_COSTS_OUT": ("path", "set by python -m benchmarks.suite_costs", "where its pytest plugin writes the "
+                             "measured run's times, test by test"),
 }
 
 #: settings classes, each with the page section it fills
@@ -90,7 +96,8 @@ def settings_variables() -> list[tuple[str, str, str, str, str]]:
                 if isinstance(choice, str) and choice.startswith(prefix) and choice.upper() not in names:
                     names.append(choice.upper())
             if field.default_factory is not None:
-                default = "computed" if field.default_factory.__name__ != "list" else "[]"
+                doc = (field.default_factory.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+                default = "[]" if field.default_factory.__name__ == "list" else f"computed: {doc}" if doc else "computed"
             elif field.default is PydanticUndefined or field.default is None:
                 default = "unset"
             else:
@@ -108,7 +115,9 @@ def configuration_markdown() -> str:
     lines = ["| variable | type | default | what | read by |", "|---|---|---|---|---|"]
     for var, kind, default, description, reader in settings_variables():
         cell = description.replace("|", "\\|")
-        lines.append(f"| `{var}` | `{kind}` | `{default}` | {cell} | {reader} |")
+        # a value in code type; words (a computed default, who sets it) as words, their ``literals`` as code
+        shown = default.replace("``", "`") if default.startswith(("computed:", "set by")) else f"`{default}`"
+        lines.append(f"| `{var}` | `{kind}` | {shown} | {cell} | {reader} |")
     return "\n".join(lines) + "\n"
 
 

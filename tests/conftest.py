@@ -80,3 +80,16 @@ def bundle_dir(trained_synthetic, tmp_path_factory):
     path = tmp_path_factory.mktemp("bundles") / "synthetic"
     save_bundle(result.model, path, dataset=ds.info, metrics=result.metrics)
     return path
+
+
+def pytest_configure(config):
+    """SIGTERM and SIGHUP interrupt the run as Ctrl-C does, so that it stops what it started (tests.processes)."""
+    from tests import processes
+
+    processes.interrupt_on_termination()
+
+
+def pytest_unconfigure(config):
+    from tests import processes
+
+    processes.stop_all()

@@ -13,6 +13,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from tests import processes
+
 
 def bindir() -> Path | None:
     """Where ``initdb`` and ``pg_ctl`` are (Debian keeps them out of PATH); ``None`` when not installed."""
@@ -45,6 +47,7 @@ class Cluster:
             shutil.chown(self.root, "postgres", "postgres")
             self._as = ["runuser", "-u", "postgres", "--"]
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "lmve", "--no-sync", "-E", "UTF8")
+        processes.on_exit(self.destroy)  # the server is a daemon, not a child: destroyed at the run's end at the latest
 
     def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run([*self._as, str(self.bin / tool), *args], capture_output=True, text=True,
@@ -54,6 +57,7 @@ class Cluster:
         options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off "
                    "-c full_page_writes=off -c max_connections=200")
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start")
+        processes.record_group(int((self.data / "postmaster.pid").read_text().split()[0]))  # pg_ctl's setsid
         return self
 
     def stop(self, mode: str = "fast") -> None:
@@ -76,5 +80,7 @@ class Cluster:
         return self.url(name)
 
     def destroy(self) -> None:
-        self.stop("immediate")
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Stop the server (``immediate``) and delete the cluster; a second call does nothing."""
+        if self.root.exists():
+            self.stop("immediate")
+            shutil.rmtree(self.root, ignore_errors=True)

@@ -24,4 +24,6 @@ class TrainingSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LMVE_")
 
-    data_dir: Path | None = Field(default_factory=default_data_dir)
+    data_dir: Path | None = Field(default_factory=default_data_dir, description=(
+        "the folder of the paper's datasets (its README lists them); the commands that read them say so when it "
+        "is unset"))

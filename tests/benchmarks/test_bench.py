@@ -27,6 +27,7 @@ def check_outputs(out, cache):
     assert record["n_test"] == 77 and record["lmve"]["history"]["train"]["steps"] <= 40
 
 
+@pytest.mark.slow
 @needs_data
 def test_local_backend_and_resume(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
@@ -52,6 +53,7 @@ def test_cached_only_tabulates_what_is_cached_and_runs_nothing(tmp_path, capsys)
     assert pd.read_csv(out / "runs.csv").seed.unique().tolist() == [0]
 
 
+@pytest.mark.slow
 @needs_data
 def test_dask_backend_on_a_local_cluster(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
@@ -84,6 +86,7 @@ def test_markdown_puts_scaled_datasets_in_the_papers_units():
     assert "residential_building: unit factor 1e+04" in text and "indoor_localization: unit" not in text
 
 
+@pytest.mark.slow
 def test_a_data_set_with_a_known_optimum_records_it_per_split(tmp_path):
     from training.datasets import load_dataset, oracle_volume
     from training.pipeline import paper_split
@@ -132,6 +135,7 @@ def test_true_centre_variant_gives_the_true_mean_and_refuses_data_without_one():
     assert (info.value.field, info.value.received) == ("variant", "synthetic")
 
 
+@pytest.mark.slow
 @needs_data
 def test_the_paper_variant_reads_its_split_off_the_reference_quantile_run(tmp_path):
     """reference-quantile calibrates the same fits by both rules: the paper variant's split is its exact half,

@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.benchmarks.test_index import benchmark_modules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +26,7 @@ def test_no_benchmark_edits_the_import_path():
     assert not edits, f"benchmarks that edit sys.path: {edits}"
 
 
+@pytest.mark.slow
 def test_every_benchmark_module_imports_from_the_repository_root():
     """Each module imports its siblings through the package: one interpreter, the root as its working folder."""
     names = sorted(benchmark_modules())
@@ -33,6 +36,7 @@ def test_every_benchmark_module_imports_from_the_repository_root():
     assert out.stdout.split() == [str(len(names))]
 
 
+@pytest.mark.slow
 def test_the_paper_benchmark_runs_as_a_module():
     out = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--help"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)

@@ -50,6 +50,7 @@ def test_peer_coverage_over_random_calibration_splits(peer_fit):
     assert 0.9 - 0.01 <= np.mean(cov) <= 0.9 + 1 / 301 + 0.01, np.mean(cov)
 
 
+@pytest.mark.slow
 @needs_data
 def test_bench_adds_the_peer_to_cached_splits_without_refitting_ours(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"

@@ -17,6 +17,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.processes import spawn, stop
 from tests.service.test_e2e import free_port, start_server, wait_alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,6 +133,7 @@ def _tree_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed (.ci/run installs nginx-light)")
 def test_compose_topology_on_loopback(tmp_path):
     # 1. the one-shot trainer (the real CLI, as the compose command runs it)
@@ -164,7 +166,7 @@ def test_compose_topology_on_loopback(tmp_path):
             f"http {{ access_log off; client_body_temp_path {tmp_path}/cb; proxy_temp_path {tmp_path}/pt;\n"
             f"  fastcgi_temp_path {tmp_path}/ft; uwsgi_temp_path {tmp_path}/ut; scgi_temp_path {tmp_path}/st;\n"
             f"  include {tmp_path}/site.conf; }}\n")
-        nginx = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
+        nginx = spawn(["nginx", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
                                  stderr=subprocess.PIPE)
         procs.append(nginx)
         base = f"http://127.0.0.1:{proxy_port}"
@@ -194,7 +196,5 @@ def test_compose_topology_on_loopback(tmp_path):
             assert httpx.post(f"{base}/contains", json=row, headers=h, timeout=10).status_code == 200
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(timeout=30)
+            stop(proc)
     assert _tree_digest(bundle) == before  # the API never writes to the bundle

@@ -15,6 +15,7 @@ import yaml
 from service.app import create_app
 from service.auth import PUBLIC_PATHS
 from service.settings import ServiceSettings
+from tests.processes import spawn, stop
 from tests.service.test_e2e import free_port, wait_alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +73,7 @@ def test_the_inference_service_matches_the_image_settings_and_routes(service):
     assert "secretKeyRef" in key["valueFrom"]  # never a literal key in the manifest
 
 
+@pytest.mark.slow
 def test_the_container_runs_as_kserve_runs_it(service, bundle_dir, tmp_path):
     """The container's command with its environment (the mount, the state volume and the port moved
     under tmp_path, the secret given), probed on its readiness and liveness paths, then a V2 call."""
@@ -88,7 +90,7 @@ def test_the_container_runs_as_kserve_runs_it(service, bundle_dir, tmp_path):
     (tmp_path / "state").mkdir()
     env.update(LMVE_PORT=str(port), LMVE_HOST="127.0.0.1", LMVE_API_KEY="kserve-key")
     full = {k: v for k, v in os.environ.items() if not k.startswith("LMVE_")} | env
-    proc = subprocess.Popen([str(Path(sys.executable).parent / c["command"][0]), *c["command"][1:]], env=full,
+    proc = spawn([str(Path(sys.executable).parent / c["command"][0]), *c["command"][1:]], env=full,
                             stdout=open(tmp_path / "server.log", "wb"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -101,5 +103,4 @@ def test_the_container_runs_as_kserve_runs_it(service, bundle_dir, tmp_path):
         assert r.status_code == 200 and [o["name"] for o in r.json()["outputs"]] == ["center", "shape", "volume",
                                                                                     "typicality"]
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)

@@ -52,6 +52,7 @@ def test_every_page_is_in_the_navigation_and_every_entry_exists():
     assert in_nav == on_disk, (sorted(on_disk - in_nav), sorted(in_nav - on_disk))
 
 
+@pytest.mark.slow
 def test_the_site_builds_strict_with_the_generated_openapi(site):
     from service.app import create_app
     from service.settings import ServiceSettings
@@ -68,6 +69,7 @@ def commands() -> list[str]:
     return sorted(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", commands())
 def test_every_flag_of_every_command_is_in_the_cli_reference(site, command):
     help_text = subprocess.run([str(BIN / command), "--help"], capture_output=True, text=True, timeout=120,

@@ -107,6 +107,7 @@ def test_overwrite_replaces_atomically(trained_synthetic, copy_of):
     assert [p.name for p in copy_of.parent.iterdir()] == ["bundle"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("centre", ["paper", "scaled", "knn", "hgb", "mlp", "stack"])
 def test_every_centre_kind_round_trips_through_a_bundle(centre, tmp_path):
     """Each registered centre, trained by the pipeline, stored and loaded: identical regions."""
@@ -126,6 +127,7 @@ def test_every_centre_kind_round_trips_through_a_bundle(centre, tmp_path):
     np.testing.assert_array_equal(a.regions.shapes, b.regions.shapes)
 
 
+@pytest.mark.slow
 def test_lmve_learned_centre_round_trips_through_a_bundle(tmp_path):
     """LMVE with a mean head (its own centre correction), stored and loaded: identical centres, shapes,
     containment and p-values, and the stored centre is not the shared one."""

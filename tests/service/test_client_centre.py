@@ -6,6 +6,7 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.processes import stop
 from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
 from training.cli import main
 
@@ -35,8 +36,7 @@ def served(tmp_path_factory):
         wait_alive(base, proc)
         yield base, X, P, est, root
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop(proc)
 
 
 def post(base, route, body):
@@ -46,6 +46,7 @@ def post(base, route, body):
                       headers={"X-API-Key": KEY, "Content-Type": "application/json"})
 
 
+@pytest.mark.slow
 def test_regions_are_centred_on_the_clients_estimate_and_cover(served):
     base, X, P, est, root = served
     rows = slice(0, 200)

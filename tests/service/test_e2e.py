@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import FAST_TRAIN_LMVE
+from tests.processes import spawn, stop
 
 KEY = "e2e-key"
 
@@ -28,13 +29,15 @@ def free_port() -> int:
 
 
 def start_server(bundle: Path | None, port: int, log: Path, **env) -> subprocess.Popen:
+    """``lmve-serve`` on ``port`` in a process group of its own (:func:`tests.processes.spawn`: stopped at the
+    end of the run at the latest, an interrupted run included)."""
     cmd = [str(Path(sys.executable).parent / "lmve-serve"), "--host", "127.0.0.1", "--port", str(port),
            "--log-level", "info"]
     if bundle is not None:
         cmd += ["--bundle", str(bundle)]
     full_env = {**os.environ, "LMVE_API_KEY": KEY, **env}
     full_env.pop("LMVE_BUNDLE", None)
-    return subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=full_env)
+    return spawn(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=full_env)
 
 
 def wait_alive(base: str, proc: subprocess.Popen, timeout: float = 60.0, path: str = "/livez") -> None:
@@ -64,8 +67,7 @@ def serving_client(log: Path, **env):
         with httpx.Client(base_url=base, timeout=30.0, headers={"X-API-Key": KEY}) as client:
             yield client
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop(proc, timeout=20)
 
 
 def serving_repository(root: Path, default: str, logs: Path, **env):
@@ -103,15 +105,14 @@ def server(large_bundle, tmp_path_factory):
         wait_alive(base, proc)
         yield base, proc, log
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=30)
+        stop(proc)
 
 
 def post(base, path, body, **kw):
     return httpx.post(f"{base}{path}", json=body, headers={"X-API-Key": KEY}, timeout=30.0, **kw)
 
 
+@pytest.mark.slow
 def test_ready_predict_contains_and_override(server):
     base, _, _ = server
     assert httpx.get(f"{base}/readyz").json()["status"] == "ready"
@@ -133,6 +134,7 @@ def test_ready_predict_contains_and_override(server):
     assert httpx.post(f"{base}/predict-region", json={"features": X[:1].tolist()}).status_code == 401
 
 
+@pytest.mark.slow
 def test_http_coverage_of_held_out_points_is_near_the_level(server):
     base, _, _ = server
     from training.synthetic import make_queries
@@ -149,6 +151,7 @@ def test_http_coverage_of_held_out_points_is_near_the_level(server):
         assert eta - 0.05 < np.mean(hits) < eta + 0.08, (eta, np.mean(hits))
 
 
+@pytest.mark.slow
 def test_reload_good_then_corrupt_then_sighup(server, large_bundle, tmp_path):
     base, proc, log = server
     h = {"X-API-Key": KEY}
@@ -178,6 +181,7 @@ def test_reload_good_then_corrupt_then_sighup(server, large_bundle, tmp_path):
     assert httpx.get(f"{base}/readyz").status_code == 200
 
 
+@pytest.mark.slow
 def test_start_without_bundle_stays_up_unready(tmp_path):
     port = free_port()
     log = tmp_path / "nobundle.log"
@@ -195,6 +199,7 @@ def test_start_without_bundle_stays_up_unready(tmp_path):
     assert "not ready" in text and "Application shutdown complete" in text
 
 
+@pytest.mark.slow
 def test_example_client_runs_against_the_server(server):
     base, _, _ = server
     root = Path(__file__).resolve().parents[2]
@@ -209,6 +214,7 @@ def _mapped_libraries(pid: int) -> set[str]:
             if len(line.split()) >= 6}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs /proc (Linux)")
 def test_serving_process_maps_no_libtorch(server):
     base, proc, _ = server

@@ -12,6 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.processes import stop
 from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
 
 H = {"X-API-Key": KEY}
@@ -36,11 +37,10 @@ def served(bundle_dir, tmp_path):
 
     yield _start
     for p in procs:
-        if p.poll() is None:
-            p.terminate()
-            p.wait(timeout=30)
+        stop(p)
 
 
+@pytest.mark.slow
 def test_concurrency_limit_answers_503_instead_of_queueing(served):
     base, _ = served(LMVE_MAX_CONCURRENCY="1")
     body = big_body()
@@ -54,6 +54,7 @@ def test_concurrency_limit_answers_503_instead_of_queueing(served):
     assert 'lmve_rejected_total{reason="overloaded"}' in httpx.get(f"{base}/metrics").text
 
 
+@pytest.mark.slow
 def test_request_timeout_answers_504(served):
     base, _ = served(LMVE_REQUEST_TIMEOUT_S="0.01")
     r = httpx.post(f"{base}/predict-region", json=big_body(), headers=H, timeout=60)
@@ -62,6 +63,7 @@ def test_request_timeout_answers_504(served):
     assert httpx.get(f"{base}/livez").status_code == 200  # the server is fine afterwards
 
 
+@pytest.mark.slow
 def test_reload_during_load_loses_no_request(served, bundle_dir, tmp_path, trained_synthetic):
     from models.bundle import save_bundle
 
@@ -98,6 +100,7 @@ def test_reload_during_load_loses_no_request(served, bundle_dir, tmp_path, train
     assert {v for _, v in outcomes} <= versions and len(versions) == 2
 
 
+@pytest.mark.slow
 def test_sigterm_drains_in_flight_requests(served):
     base, proc = served()
     result = {}
@@ -130,6 +133,5 @@ def test_tampered_bundle_at_start_keeps_process_up_and_unready(bundle_dir, tmp_p
         assert r.status_code == 503 and "centre.npz does not match the manifest" in r.json()["detail"]
         assert httpx.post(f"{base}/predict-region", json={"features": [[-70.0] * 16]}, headers=H).status_code == 503
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
     assert "centre.npz does not match the manifest" in (tmp_path / "bad.log").read_text()

@@ -15,6 +15,7 @@ def _counter(text: str, name: str, method: str) -> float:
     return 0.0
 
 
+@pytest.mark.slow
 def test_feedback_records_what_contains_says(make_client, test_rows, state_url):
     X, Y = test_rows
     c = make_client(api_key="k", state_url=state_url)
@@ -36,6 +37,7 @@ def test_feedback_records_what_contains_says(make_client, test_rows, state_url):
     assert _counter(text, "lmve_coverage_target", "lmve") == 0.9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad, field", [
     ({"points": "short"}, "points[0]"),
     ({"points": "nan"}, "points"),
@@ -68,6 +70,7 @@ def _json(body) -> bytes:
     return json.dumps(body, allow_nan=True).encode()
 
 
+@pytest.mark.slow
 def test_state_survives_a_restart(make_client, test_rows, state_url):
     X, Y = test_rows
     first = make_client(api_key="k", state_url=state_url)
@@ -79,6 +82,7 @@ def test_state_survives_a_restart(make_client, test_rows, state_url):
     assert _counter(again.get("/metrics").text, "lmve_feedback_rows_total", "lmve") == 30
 
 
+@pytest.mark.slow
 def test_adaptive_mode_moves_the_served_level_and_reports_it(make_client, test_rows, state_url):
     X, Y = test_rows
     c = make_client(api_key="k", state_url=state_url, adaptive="aci", adaptive_gamma=0.05)
@@ -123,6 +127,7 @@ def test_the_service_exports_every_metric_the_rules_use(make_client, test_rows):
         assert re.search(rf"^{name}\{{(method|model)=", text, flags=re.M), name
 
 
+@pytest.mark.slow
 def test_quantile_mode_moves_the_threshold_and_reports_its_level(make_client, test_rows, state_url):
     X, Y = test_rows
     c = make_client(api_key="k", state_url=state_url, adaptive="quantile", adaptive_lr=0.05)

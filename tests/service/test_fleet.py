@@ -96,6 +96,7 @@ def fleet(request, bundle_dir, tmp_path_factory):
             fleet.stop(i)
 
 
+@pytest.mark.slow
 def test_feedback_from_three_processes_lands_in_one_count_and_one_adaptive_level(fleet, test_rows):
     X, Y = test_rows
     sent, errors = [0, 0, 0], []
@@ -136,6 +137,7 @@ def test_feedback_from_three_processes_lands_in_one_count_and_one_adaptive_level
     assert level != {fleet.model(0)["coverage"]}  # 180 rows moved it off the bundle's level
 
 
+@pytest.mark.slow
 def test_a_recalibration_posted_to_one_process_is_served_by_all_three_within_2s(fleet, test_rows):
     X, Y = test_rows
     old = fleet.model(0)["version"]
@@ -149,6 +151,7 @@ def test_a_recalibration_posted_to_one_process_is_served_by_all_three_within_2s(
         assert version, f"process {i} still serves {fleet.model(i)['version']} after {seconds:.1f} s"
 
 
+@pytest.mark.slow
 def test_a_restarted_process_keeps_the_fleets_bundle_counts_and_level(fleet):
     before = [fleet.model(i) for i in range(3)]
     rows = counter(fleet.get(0, "/metrics").text, "lmve_feedback_rows_total")
@@ -175,6 +178,7 @@ def published(fleet):
         state.close()
 
 
+@pytest.mark.slow
 def test_two_recalibrations_at_once_publish_one_child_and_tell_the_other(fleet, test_rows):
     """Both processes calibrate against the same parent; the compare-and-set publish lets one through. Requests
     that do not overlap (the second starts after the first was followed) chain instead: never two children of
@@ -219,6 +223,7 @@ def test_two_recalibrations_at_once_publish_one_child_and_tell_the_other(fleet, 
     assert not [p for p in store.iterdir() if p.name.startswith(".") and ".tmp-" in p.name]
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_recalibration_publishes_nothing_half_written(fleet, test_rows):
     """The recalibration is timed once, then process 0 is killed at three points of another one (parsing,
     calibrating, writing): what is published is always a complete bundle, the other two never fail a request,
@@ -274,6 +279,7 @@ def _quietly(send) -> None:
         pass  # the process was killed under the request
 
 
+@pytest.mark.slow
 def test_postgres_stopped_and_started_under_load(fleet, test_rows, request):
     """Region routes answer through the outage from the loaded bundle; feedback in the outage is refused with
     503 and the database's reason (never a 500, never lost silently); the totals are exact after."""

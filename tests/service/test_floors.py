@@ -37,6 +37,7 @@ def served(floor_bundles, tmp_path_factory):
         yield client
 
 
+@pytest.mark.slow
 def test_predict_region_answers_floor_sets_with_the_joint_ellipse(served, floor_bundles):
     from models.bundle import load_bundle
 

@@ -6,6 +6,7 @@ Uses schemathesis's per-operation hypothesis strategies directly (its pytest plu
 
 from __future__ import annotations
 
+import pytest
 import schemathesis  # a dev dependency: CI must fuzz, never skip
 from hypothesis import HealthCheck, given, settings
 
@@ -16,6 +17,7 @@ from service.store import ModelStore
 EXAMPLES_PER_OPERATION = 60
 
 
+@pytest.mark.slow
 def test_no_server_error_for_any_generated_request(bundle_dir, capsys, tmp_path):
     store = ModelStore(bundle_dir)
     store.reload()

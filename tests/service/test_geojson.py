@@ -68,6 +68,7 @@ def assert_rfc7946(collection: dict, rows: int, wgs84: bool) -> None:
             assert (np.abs(ring[:, 0]) <= 180).all() and (np.abs(ring[:, 1]) <= 90).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ask", ["accept", "format"])
 def test_mercator_geojson_is_rfc7946_wgs84_and_round_trips_within_a_centimetre(served, geo_repository, ask):
     _, rows = geo_repository

@@ -7,6 +7,7 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.processes import stop
 from tests.service.test_client_centre import post
 from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
 from training.cli import main
@@ -37,10 +38,10 @@ def served(tmp_path_factory):
         wait_alive(base, proc)
         yield base
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop(proc)
 
 
+@pytest.mark.slow
 def test_learned_centre_corrects_the_clients_bias_and_covers(served):
     base = served
     X, P, est = biased_rows(1000, seed=1)  # fresh rows (at most LMVE_MAX_ROWS per request)

@@ -59,6 +59,7 @@ def test_each_answer_carries_its_rows_typicality_p_value(client, bundle_dir, tes
     assert all(0.0 < r["typicality"] <= 1.0 for r in regions)
 
 
+@pytest.mark.slow
 def test_exchangeable_queries_stay_quiet_and_shifted_ones_raise_the_alarm(make_client, test_rows, state_url):
     """Held-out survey rows: every query tested, no alarm (false alarms <= delta = 0.001); then rows 3 sigma
     off: the alarm within 40 queries, its evidence at 1/delta, in GET /model and the metrics."""
@@ -81,6 +82,7 @@ def test_exchangeable_queries_stay_quiet_and_shifted_ones_raise_the_alarm(make_c
     assert f'lmve_shift_queries{{model="{model}"}} {float(2 * len(X))}' in metrics
 
 
+@pytest.mark.slow
 def test_the_evidence_survives_a_restart_and_a_recalibration_starts_a_new_test(make_client, served, test_rows,
                                                                               state_url):
     """A worker started again on the same state reports the same test; /admin/recalibrate ends it (a new

@@ -225,6 +225,7 @@ def test_postgres_migrates_once_when_replicas_start_together(pg_cluster):
         s.close()
 
 
+@pytest.mark.slow
 def test_postgres_unreachable_is_said_within_the_timeout_and_heals(tmp_path):
     """A server down at start: the state opens anyway, says why it cannot write (naming the server, never the
     password), and migrates and writes once the server is up."""

@@ -19,7 +19,8 @@ from open_inference.openapi.types import InferenceRequest, RequestInput
 from tritonclient.utils import InferenceServerException
 
 from tests.service.test_e2e import free_port, start_server, wait_alive
-from tests.service.test_workers import H, SYNC, stop
+from tests.processes import stop
+from tests.service.test_workers import H, SYNC
 
 SITES = ("site=0", "site=1", "site=2")
 # every call gets its own copy of the key header H: tritonclient writes Inference-Header-Content-Length into
@@ -58,6 +59,7 @@ def _reference(port: int, site: str, X, Y) -> tuple[dict, dict]:
     return ref, refc
 
 
+@pytest.mark.slow
 def test_tritonclient_health_metadata_index_and_infer(v2_server):
     port, rows = v2_server
     client = _triton(port)

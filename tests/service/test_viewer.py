@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests import processes
 from tests.conftest import train_and_save
 from tests.service.test_e2e import KEY, serving_repository
 
@@ -59,6 +61,7 @@ def served(viewer_repository, tmp_path_factory):
         yield client
 
 
+@pytest.mark.slow
 def test_the_reads_behind_the_page(served, viewer_repository):
     X_COLUMNS = viewer_repository[1].shape[1]
     survey = served.get("/models/floors/survey").json()
@@ -90,8 +93,11 @@ def test_the_page_is_public_and_the_reads_are_not(served):
     assert r.status_code == 404 and r.json()["errors"][0]["field"] == "method"
 
 
-@pytest.fixture(scope="module")
-def browser():
+@contextmanager
+def chromium():
+    """A headless Chromium driven by selenium (chromedriver and Chromium in a process group of their own, so
+    that tests.processes stops them at the end of the run at the latest, should ``quit()`` never come); skips
+    where they are not installed."""
     if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip("no chromium/chromedriver on PATH (Debian: apt-get install chromium chromium-driver; .ci/run "
                     "installs them)")
@@ -105,9 +111,20 @@ def browser():
                 "--window-size=1400,900", "--force-device-scale-factor=1"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
+    service = Service(CHROMEDRIVER, popen_kw={"start_new_session": True})
+    driver = webdriver.Chrome(service=service, options=options)
+    processes.adopt(service.process)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        processes.stop(service.process)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as driver:
+        yield driver
 
 
 def expected_box(served, survey: dict, row: int, coverage: float, origin: tuple[float, float]) -> dict:
@@ -146,6 +163,7 @@ def stroke_pixels(png: bytes, rect: dict, inside: bool) -> int:
     return int(within.sum() if inside else (~within).sum())
 
 
+@pytest.mark.slow
 def test_viewer_draws_the_survey_feedback_and_the_ellipse_and_follows_the_slider(served, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys

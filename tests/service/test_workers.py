@@ -8,7 +8,6 @@ reach every worker within seconds, with no failed request under load.
 from __future__ import annotations
 
 import shutil
-import signal
 import threading
 import time
 
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.service.conftest import features
+from tests.processes import stop
 from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
 
 H = {"X-API-Key": KEY}
@@ -25,12 +25,6 @@ SYNC = "0.3"
 
 def wait_ready(base: str, proc, timeout: float = 90.0) -> None:
     wait_alive(base, proc, timeout, path="/readyz")
-
-
-def stop(proc) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def fresh_get(base: str, path: str) -> httpx.Response:
@@ -81,6 +75,7 @@ def cluster(bundle_dir, tmp_path_factory):
             stop(p)
 
 
+@pytest.mark.slow
 def test_feedback_to_both_workers_lands_in_one_state_and_survives_a_restart(cluster, test_rows):
     base, _, start, procs = cluster
     X, Y = test_rows
@@ -106,6 +101,7 @@ def test_feedback_to_both_workers_lands_in_one_state_and_survives_a_restart(clus
     assert counter(fresh_get(base, "/metrics").text, "lmve_feedback_rows_total") == sent
 
 
+@pytest.mark.slow
 def test_queries_to_both_workers_step_one_shift_test(cluster, test_rows):
     """Region requests answered by either worker feed one shift test in the shared state: within a few sync
     intervals both workers report every query, and the same evidence."""
@@ -126,6 +122,7 @@ def test_queries_to_both_workers_step_one_shift_test(cluster, test_rows):
     assert next(iter(reports.values()))[0] == before + sent
 
 
+@pytest.mark.slow
 def test_recalibrate_under_load_reaches_every_worker_and_a_bad_body_changes_nothing(cluster, test_rows):
     base, served, _, _ = cluster
     X, Y = test_rows

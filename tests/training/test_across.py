@@ -183,6 +183,7 @@ def test_unknown_column_lists_those_there_are():
         across_split(survey(8), ["PHONEID", "FLOOR"], 0, 0.9)
 
 
+@pytest.mark.slow
 def test_train_calibrates_on_the_units_with_the_split_rule():
     ds = survey(12)
     for mode in ("cross-fit", "held-out"):
@@ -240,7 +241,9 @@ def test_group_weighted_reaches_levels_the_few_units_cannot_with_the_finite_samp
         SplitConformalCalibrator("group-pooled").fit(scores, groups).check_level(0.9)
 
 
+@pytest.mark.slow
 def test_cli_states_the_guarantee_in_the_report_the_manifest_and_get_model(tmp_path, capsys):
+    from tests.processes import stop
     from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
 
     ds = survey(10, n_points=80, readings=8)
@@ -268,8 +271,7 @@ def test_cli_states_the_guarantee_in_the_report_the_manifest_and_get_model(tmp_p
         info = httpx.get(f"{base}/model", headers={"X-API-Key": KEY}).json()
         assert info["calibration"]["guarantee"] == words and info["calibration"]["across"]["exact"] is False
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 def test_csv_label_columns_are_checked(tmp_path):
@@ -324,6 +326,7 @@ def test_the_served_method_choice_reads_the_unit_folds_train_rows_without_fittin
     assert "evidence" not in sel and "primary" in result.stages
 
 
+@pytest.mark.slow
 def test_lmve_unit_folds_refit_the_served_configurations_without_a_new_search():
     """Cross-fit mode: every unit fold's LMVE fits the configurations the served LMVE chose (its members'),
     not the grid; GE, which has no search, is made as configured."""
@@ -392,6 +395,7 @@ def test_across_units_the_representation_is_fitted_on_the_train_rows_and_served_
     np.testing.assert_array_equal(served.predict_region(weaker).regions.centers, a.centers)
 
 
+@pytest.mark.slow
 def test_across_phones_a_device_offset_survey_holds_the_level_over_fifty_splits():
     """Issue 70's target for the across rows: at 0.9, coverage at new phones in [88, 93] %, not the 95 % of
     an over-covering calibration. 50 surveys of 10 phones (offset sd 6 dB), each split over its phones;

@@ -23,6 +23,7 @@ def fingerprints(m: int = 600, seed: int = 0) -> Dataset:
     return Dataset("fp", X, P, names, ["x", "y"], sha256="0" * 64)
 
 
+@pytest.mark.slow
 def test_auto_centre_picks_the_smallest_cross_validated_error_and_says_so():
     ds = fingerprints()
     config = TrainConfig(centre="auto", methods=("ge", "nle"), rssi="auto", seed=1)
@@ -66,6 +67,7 @@ def _write_csv(path, ds):
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_cli_reports_the_centre_choice_and_the_rssi_step(tmp_path, capsys):
     csv = tmp_path / "fp.csv"
     _write_csv(csv, fingerprints())
@@ -95,6 +97,7 @@ def test_cli_rssi_flag_errors_write_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_cli_centre_candidates_choose_among_the_named_ones_and_bad_names_write_nothing(tmp_path, capsys):
     csv = tmp_path / "fp.csv"
     _write_csv(csv, fingerprints())
@@ -113,6 +116,7 @@ def test_cli_centre_candidates_choose_among_the_named_ones_and_bad_names_write_n
     assert manifest["centre"]["type"] in ("KNNCentre", "HGBCentre")
 
 
+@pytest.mark.slow
 def test_auto_centre_stacks_complementary_candidates_with_an_honest_error(tmp_path):
     """One target is smooth (the SVR's), the other a step (the trees'): the per-target blend beats
     both, its recorded error is its nested out-of-fold one, and the bundle stores the blend."""
@@ -177,6 +181,7 @@ def test_stack_needs_two_other_candidates_and_writes_nothing(tmp_path, capsys):
         assert not out.exists()
 
 
+@pytest.mark.slow
 def test_quantile_criterion_chooses_the_smallest_error_at_the_coverage_level(tmp_path, capsys):
     """--centre-criterion quantile: every candidate's recorded out-of-fold error quantile at the run's
     coverage is recomputable, the choice is the smallest one, the report says so; the flag with a

@@ -1,9 +1,12 @@
 import json
 
+import pytest
+
 from models.bundle import load_bundle
 from training.cli import main
 
 
+@pytest.mark.slow
 def test_synthetic_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["--dataset", "synthetic", "--n-samples", "1000", "--out", str(out), "--quiet"]) == 0
@@ -33,6 +36,7 @@ def test_bad_csv_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_csv_run_trains_a_bundle(tmp_path):
     import numpy as np
 
@@ -65,6 +69,7 @@ def test_variant_options_reach_the_bundle(tmp_path):
     assert model.methods["lmve"].shape_.output_ == "cholesky"
 
 
+@pytest.mark.slow
 def test_bad_lmve_batch_size_is_named_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["--n-samples", "300", "--out", str(out), "--quiet", "--methods", "ge,nle,lmve", "--groups", "none",

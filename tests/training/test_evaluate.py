@@ -35,6 +35,7 @@ def errors(e):
     return {"mean": e.mean(), "median": p50, "rmse": np.sqrt((e ** 2).mean()), "p75": p75, "cep": p50, "ce95": p95}
 
 
+@pytest.mark.slow
 def test_figures_equal_those_from_predict_region_answers(walk_repository, walk_server, tmp_path, capsys):
     from training.synthetic import make_queries
 

@@ -63,6 +63,7 @@ def summary(results):
     return {k: float(np.mean([r[k] for r in results])) for k in results[0]}
 
 
+@pytest.mark.slow
 def test_joint_coverage_over_200_random_row_splits_and_bonferroni_is_larger(survey):
     rng = np.random.default_rng(0)
     joint, bonf = [], []
@@ -81,6 +82,7 @@ def test_joint_coverage_over_200_random_row_splits_and_bonferroni_is_larger(surv
     assert j["set_size_mean"] > 1.0 and j["floor_hit_rate"] < 0.99  # floors are uncertain enough to matter
 
 
+@pytest.mark.slow
 def test_joint_coverage_at_new_groups_over_200_random_group_splits(survey):
     """Grouped calibration (one random reading per calibration point): the joint guarantee for a reading at
     a new point."""
@@ -107,6 +109,7 @@ def floor_bundle(tmp_path_factory):
     return out / "bundle"
 
 
+@pytest.mark.slow
 def test_lmve_train_writes_a_floor_bundle_that_answers_floor_sets(floor_bundle, capsys):
     from models.bundle import load_bundle
     from training.datasets import load_dataset

@@ -72,6 +72,7 @@ def train_csv(csv, out, *extra) -> int:
     return main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--methods", "ge,nle", *extra])
 
 
+@pytest.mark.slow
 def test_positions_that_repeat_are_grouped_automatically(tmp_path, capsys):
     csv = write_survey_csv(tmp_path / "survey.csv")
     out = tmp_path / "run"
@@ -98,6 +99,7 @@ def test_positions_that_repeat_are_grouped_automatically(tmp_path, capsys):
     assert model.methods["ge"].calibrator_.weights_.sum() == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_group_columns_of_any_type_are_never_features(tmp_path):
     csv = write_survey_csv(tmp_path / "survey.csv")
     out = tmp_path / "run"
@@ -122,6 +124,7 @@ def test_bad_groups_are_named_and_write_nothing(tmp_path, capsys, groups, messag
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_survey_of_40_positions_moves_positions_into_calibration(tmp_path, capsys):
     csv = write_survey_csv(tmp_path / "survey.csv", n_points=40)
     out = tmp_path / "run"
@@ -144,6 +147,7 @@ def write_visits_csv(path, n_subjects: int, visits=(4, 12)):
     return path
 
 
+@pytest.mark.slow
 def test_a_study_of_28_subjects_trains_at_90_with_its_guarantee_stated(tmp_path, capsys):
     csv = write_visits_csv(tmp_path / "visits.csv", 28)
     out = tmp_path / "run"
@@ -159,6 +163,7 @@ def test_a_study_of_28_subjects_trains_at_90_with_its_guarantee_stated(tmp_path,
     assert model.manifest["training"]["cross_fit"] == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("subjects", "highest"), [(5, "2/3 = 0.6667"), (11, "8/9 = 0.8889")])
 def test_too_few_groups_are_refused_naming_the_highest_level(tmp_path, capsys, subjects, highest):
     csv = write_visits_csv(tmp_path / "visits.csv", subjects, visits=(15, 20))
@@ -180,6 +185,7 @@ def test_too_few_groups_are_refused_naming_the_highest_level(tmp_path, capsys, s
         assert "could not run" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_served_model_states_its_grouping_and_guarantee(tmp_path):
     from fastapi.testclient import TestClient
 

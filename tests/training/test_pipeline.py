@@ -35,6 +35,7 @@ def test_unknown_method_is_refused():
         train(ds, TrainConfig(methods=("ge", "magic")))
 
 
+@pytest.mark.slow
 @needs_data
 def test_enb_short_budget_coverage_is_near_eta():
     ds = load_dataset("enb")

@@ -87,6 +87,7 @@ def test_floor_rows_and_geojson_equal_the_answers(walk_repository, walk_server, 
         assert p["floor_set_size"] == len(q["floors"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_dask_on_a_local_cluster_writes_what_the_local_path_writes(walk_repository, tmp_path, suffix):
     from training.synthetic import make_queries
@@ -105,6 +106,7 @@ def test_dask_on_a_local_cluster_writes_what_the_local_path_writes(walk_reposito
     pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_scheduler_address_is_used_and_each_worker_loads_the_bundle_once(walk_repository, tmp_path):
     from dask.distributed import Client, LocalCluster
 
@@ -124,6 +126,7 @@ def test_a_scheduler_address_is_used_and_each_worker_loads_the_bundle_once(walk_
     assert all(len(v) <= 1 for v in loads.values()) and sum(len(v) for v in loads.values()) >= 1  # 18 partitions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["local", "dask"])
 def test_bad_cells_name_the_column_and_line_and_leave_no_file(walk_repository, tmp_path, capsys, engine):
     from training.synthetic import make_queries

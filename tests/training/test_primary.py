@@ -36,6 +36,7 @@ def trained(survey):
     return train(ds, CONFIG, split=split)
 
 
+@pytest.mark.slow
 def test_auto_serves_the_method_of_smallest_held_out_volume(trained, survey):
     ds, split = survey
     model, sel = trained.model, trained.model.selection
@@ -120,6 +121,7 @@ def test_bad_fold_counts_and_tolerances_are_refused_before_fitting(survey, field
     assert err.value.field == field
 
 
+@pytest.mark.slow
 def test_auto_never_reads_calibration_rows(trained, survey):
     """Change the calibration rows (their labels, and which rows they are, keeping the groups' count, the
     one thing the choice reads): the choice and every figure it read stay; the calibrated thresholds
@@ -143,6 +145,7 @@ def test_auto_never_reads_calibration_rows(trained, survey):
         assert other.model.methods["ge"].alpha_q_ != trained.model.methods["ge"].alpha_q_
 
 
+@pytest.mark.slow
 def test_forced_primary_goes_first_and_the_rest_keep_their_rank(trained, survey):
     ds, split = survey
     auto = trained.model.selection["order"]
@@ -339,6 +342,7 @@ def test_folds_that_cannot_settle_anything_run_side_by_side_with_the_same_figure
             np.testing.assert_array_equal(side[m][k], in_order[m][k])
 
 
+@pytest.mark.slow
 def test_a_settled_test_part_skips_the_cross_fit_and_says_why(trained, survey):
     """A tolerance no resample can exceed stops before any fold: the choice is then the test part's,
     recorded with the evidence read; the full cross-fit's record is kept otherwise."""
@@ -356,6 +360,7 @@ def test_a_settled_test_part_skips_the_cross_fit_and_says_why(trained, survey):
     assert sel["order"] == alone["order"] and sel["held_out"] == alone["held_out"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tolerance", [0.05, 0.0])
 def test_the_cross_fit_runs_fold_by_fold_until_the_leader_is_settled(survey, tolerance):
     """Each fold's rows join the held-out rows; the cross-fit stops once the leader's excess is within the

@@ -32,6 +32,7 @@ def survey_csv(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_split_by_writes_one_bundle_per_value_and_a_manifest(survey_csv, tmp_path, capsys):
     out = tmp_path / "repo"
     code = main(["--csv", str(survey_csv), "--targets", "x,y", "--split-by", "building", "--split-names", "A=west",

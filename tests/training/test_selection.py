@@ -65,6 +65,7 @@ def test_the_race_drops_a_candidate_behind_after_a_fold_and_the_leader_completes
     np.testing.assert_array_equal(oof["scaled"], out_of_fold_centers(X, Y, config, 5, name="scaled"))
 
 
+@pytest.mark.slow
 def test_below_the_screen_size_the_race_starts_once_its_folds_hold_race_rows():
     """900 rows, folds of 180: with race_rows 300 the race first judges after fold 2 (360 held-out
     rows), then drops knn; with race_rows 100 (fold 1 holds 180) not before fold 2 either; without
@@ -136,6 +137,7 @@ def _write_csv(path, X, Y):
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_cli_manifest_and_report_list_every_candidate_with_what_it_was_fitted_on(tmp_path, capsys):
     from training.cli import main
 
@@ -174,6 +176,7 @@ def test_cli_manifest_and_report_list_every_candidate_with_what_it_was_fitted_on
     assert all(r["status"] == "kept" and r["folds"] == 5 for r in manifest["training"]["centre"]["cv"].values())
 
 
+@pytest.mark.slow
 def test_the_candidates_of_a_fold_are_fitted_side_by_side_with_the_same_figures():
     """With two workers each fold's candidates (and the screen's) run on two worker threads at once (a barrier
     only two threads inside fits can pass); the records and out-of-fold centres are those of one after the
@@ -216,6 +219,7 @@ def _same(a, b) -> bool:
     return a == b
 
 
+@pytest.mark.slow
 def test_a_dominant_candidate_fits_alone_after_the_others_with_the_same_figures(monkeypatch):
     """A candidate slower than ``DOMINANT`` times the others together goes last, alone; otherwise the
     slowest goes first, in one run (so too when the dominant one took under ``DOMINANT_SECONDS``). ``hgb``
@@ -248,6 +252,7 @@ def test_a_dominant_candidate_fits_alone_after_the_others_with_the_same_figures(
         np.testing.assert_allclose(oof[name], out_of_fold_centers(X, Y, TrainConfig(**kw), 4, name=name), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("screen", [200, 1000])  # 1000: no screen; the race from 500 rows scored (fold 3)
 def test_without_a_use_for_out_of_fold_centres_the_last_one_standing_stops_there(screen):
     """``complete=False``: the same choice and the same records for the dropped, but the survivor stops where the
@@ -340,6 +345,7 @@ def test_over_unit_folds_the_screen_judges_every_fold_and_a_candidate_it_wrongly
     assert plain == "shrunk" and plain_records["knn3"]["scored_folds"] == [1] and folds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_over_unit_folds_the_chosen_centre_never_trails_a_dropped_one_where_both_were_scored(seed):
     X, Y, units = _units_survey(m=900, seed=seed)

@@ -11,6 +11,7 @@ from tests.conftest import needs_data
 from training.cli import main
 
 
+@pytest.mark.slow
 def test_crs_flags_reach_the_bundle_with_the_survey(tmp_path):
     out = tmp_path / "run"
     assert main(["--n-samples", "600", "--methods", "ge,nle", "--crs", "EPSG:32630", "--crs-axes", "yx",
@@ -24,6 +25,7 @@ def test_crs_flags_reach_the_bundle_with_the_survey(tmp_path):
     assert len(survey.example_points) == min(100, model.manifest["training"]["rows"]["test"])
 
 
+@pytest.mark.slow
 def test_a_plane_run_has_no_crs(tmp_path):
     assert main(["--n-samples", "600", "--methods", "ge", "--out", str(tmp_path / "run"), "--quiet"]) == 0
     model = load_bundle(tmp_path / "run" / "bundle")
@@ -42,6 +44,7 @@ def test_bad_crs_flags_fail_before_any_fit_and_write_nothing(tmp_path, capsys, f
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_floor_bundle_keeps_each_position_with_its_floor(tmp_path):
     out = tmp_path / "run"
     assert main(["--dataset", "floors", "--methods", "ge", "--floor-column", "floor", "--out", str(out),

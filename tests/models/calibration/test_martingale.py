@@ -55,6 +55,7 @@ def test_a_shifted_stream_raises_the_alarm_and_it_stays():
                               "tolerance": 0.075}
 
 
+@pytest.mark.slow
 def test_the_tolerance_lets_a_slightly_less_typical_stream_be_and_keeps_the_bound_for_it():
     """p-values of mean 0.45 (within a tolerance of 0.075): no test alarms more often than delta; without the
     tolerance most do."""

@@ -37,6 +37,7 @@ def test_numpy_evaluation_matches_sklearn_posterior_mean():
     assert again.get_params() == centre.get_params() and again.n_features_in_ == 5 and again.n_targets_ == 2
 
 
+@pytest.mark.slow
 def test_irrelevant_features_get_long_length_scales():
     """With one length scale per feature the one that carries the signal keeps a short scale and
     those that carry nothing are stretched; above ``ard_max_features`` one scale is shared."""

@@ -5,6 +5,7 @@ import pytest
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leaves", [7, 31])  # 6 splits per tree: leaf tables; 30: the level walk
 def test_hgb_centre_numpy_trees_match_sklearn_and_round_trip(leaves):
     from sklearn.ensemble import HistGradientBoostingRegressor
@@ -26,6 +27,7 @@ def test_hgb_centre_numpy_trees_match_sklearn_and_round_trip(leaves):
     assert c.predict(Q[:1]).shape == (1, 2)
 
 
+@pytest.mark.slow
 def test_hgb_centre_plan_pads_targets_and_sends_rows_at_a_threshold_left():
     """Targets stopped early at different numbers of trees (padding trees worth 0), rows whose features sit
     exactly at split thresholds (``x <= t`` goes left), batches binned by broadcast comparison and by
@@ -89,6 +91,7 @@ def test_hgb_centre_fits_its_targets_side_by_side_on_two_idle_cores_with_the_sam
     np.testing.assert_array_equal(small.predict(X), one.predict(X))
 
 
+@pytest.mark.slow
 def test_hgb_centre_leaves_constant_columns_out_of_the_fit_with_the_same_trees(monkeypatch):
     """Constant columns (among them the first and the last) are left out of the boosters' input, the trees'
     split features still name the caller's columns, and the predictions are scikit-learn's on every column;

@@ -85,6 +85,7 @@ def paths(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 3, 16, 17, 200, 1499, 1500, 2000])
 def test_fingerprint_index_finds_the_exact_neighbours_batch_independently(data, k, paths):
     """Every k (one partition of whole rows; repeated argmin up to 16, the sampled cut above; all rows at

@@ -49,6 +49,7 @@ def test_fold_splits_partition_the_rows_and_keep_groups_whole():
                 assert not set(groups[rest]) & set(groups[fold])
 
 
+@pytest.mark.slow
 def test_stack_centre_blends_refitted_members_and_round_trips():
     from models import registry
 

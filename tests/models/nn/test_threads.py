@@ -2,7 +2,6 @@
 environment, the count restored after a phase, and the guard that drops a slowed phase to one thread."""
 
 import re
-import subprocess
 import sys
 import time
 
@@ -13,6 +12,7 @@ import torch
 from models.exceptions import InputError
 from models.nn import threads
 from models.nn.threads import SMALL_STEP_MACS, ContentionGuard, available_cores, fit_threads, idle_cores, torch_threads
+from tests.processes import spawn, stop
 
 
 def test_small_steps_run_on_one_thread_and_large_ones_on_at_most_the_callers_count(monkeypatch):
@@ -74,14 +74,13 @@ def test_idle_cores_sees_busy_processes():
     least one and at most the available cores."""
     cores = available_cores()
     assert 1 <= idle_cores() <= cores
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    busy = [spawn([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
     try:
         time.sleep(0.3)
         assert idle_cores(0.2) == 1
     finally:
         for p in busy:
-            p.kill()
-            p.wait()
+            stop(p)
 
 
 def test_guard_drops_a_slowed_phase_to_one_thread(monkeypatch):

@@ -57,6 +57,7 @@ def gaussian_fit():
     return out, Y[te], Sigma
 
 
+@pytest.mark.slow
 def test_theorem1_ge_shape_is_the_conditional_covariance(gaussian_fit):
     regions, Y, Sigma = gaussian_fit
     ge = regions["ge"]
@@ -102,6 +103,7 @@ def coverage_over_random_splits(reg, X, Y, pool, seed: int, centers=None, m_c: i
     return float(np.mean(cov))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["ge", "nle", "lmve", "copula"])
 def test_conformal_validity_over_random_splits(hetero_fit, method):
     """Mean coverage over 200 random calibration/test splits lies in [eta - tol, eta + 1/(m_c+1) + tol]."""
@@ -499,6 +501,7 @@ def test_lmve_bundles_from_before_the_forward_precision_are_float64_and_a_wrong_
         LMVEShape.from_arrays({**params, "forward_precision": "float16"}, arrays)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_lmve_batches_go_through_the_network_in_slices_on_the_search_threads(precision, monkeypatch):
     from models.centres import search
@@ -599,6 +602,7 @@ def mean_head_fit():
     return fitted, X, Y, mean, pool
 
 
+@pytest.mark.slow
 def test_lmve_mean_head_learns_the_mean_the_centre_misses(mean_head_fit):
     """The head's regions are centred much nearer the true mean and are much smaller, at the level."""
     fitted, X, Y, mean, pool = mean_head_fit

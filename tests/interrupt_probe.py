@@ -1,0 +1,72 @@
+"""Run by tests/test_processes.py through ``scripts/test.sh``, never collected on its own (its name is not
+``test_*.py``): one test that starts each kind of server the suite starts -- ``lmve-serve`` with two uvicorn
+workers, nginx in front of it, a PostgreSQL cluster, chromedriver with its headless Chromium on the proxy --
+writes what it started to the file ``$LMVE_PROBE_READY`` names, and then waits to be interrupted, or fails
+once a file of that name with the suffix ``.fail`` appears. lmve-serve and nginx are left to the run's record
+(tests.processes.stop_all), the cluster and the browser are stopped by the test's own ``finally``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests import processes
+from tests.postgres import Cluster, bindir
+from tests.service.test_e2e import free_port, start_server, wait_alive
+from tests.service.test_viewer import chromium
+
+
+def nginx_in_front_of(port: int, root: Path):
+    """nginx on a free loopback port proxying to ``port``; the process and its address."""
+    listen = free_port()
+    (root / "nginx.conf").write_text(
+        f"daemon off; pid {root}/nginx.pid; error_log {root}/nginx.err warn; worker_processes 2;\n"
+        f"events {{ worker_connections 64; }}\n"
+        f"http {{ access_log off; client_body_temp_path {root}/cb; proxy_temp_path {root}/pt;\n"
+        f"  fastcgi_temp_path {root}/ft; uwsgi_temp_path {root}/ut; scgi_temp_path {root}/st;\n"
+        f"  server {{ listen 127.0.0.1:{listen}; location / {{ proxy_pass http://127.0.0.1:{port}; }} }} }}\n")
+    proc = processes.spawn(["nginx", "-c", str(root / "nginx.conf"), "-p", str(root)], stderr=open(root / "nginx.log", "wb"))
+    base = f"http://127.0.0.1:{listen}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if httpx.get(f"{base}/livez", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "nginx did not come up"
+        time.sleep(0.1)
+
+
+def test_start_every_kind_of_server_and_wait(tmp_path):
+    ready = Path(os.environ["LMVE_PROBE_READY"])
+    if shutil.which("nginx") is None or bindir() is None:
+        pytest.skip("nginx or PostgreSQL's server is not installed")
+    port = free_port()
+    serve = start_server(None, port, tmp_path / "serve.log", LMVE_WORKERS="2")
+    wait_alive(f"http://127.0.0.1:{port}", serve, 90.0)
+    nginx, proxy = nginx_in_front_of(port, tmp_path)
+    cluster = Cluster().start()
+    try:
+        with chromium() as driver:
+            driver.get(f"{proxy}/livez")
+            assert "\"status\":\"ok\"" in driver.page_source
+            started = {"pytest": os.getpid(), "lmve-serve": serve.pid, "nginx": nginx.pid,
+                       "postgres": int((cluster.data / "postmaster.pid").read_text().split()[0]),
+                       "chromedriver": driver.service.process.pid, "cluster": str(cluster.root)}
+            tmp = ready.with_suffix(".tmp")
+            tmp.write_text(json.dumps(started))
+            tmp.rename(ready)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                assert not ready.with_suffix(".fail").exists(), "failing on purpose, with every server up"
+                time.sleep(0.1)
+            pytest.fail("no interrupt came within 120 s")
+    finally:
+        cluster.destroy()
