@@ -115,6 +115,15 @@ def mostly(rec: dict) -> str:
     return max((cpu, "computing in pytest"), (kids, "child processes"), (waiting, "waiting"))[1]
 
 
+def shares(rec: dict) -> dict[str, float]:
+    """A test's wall time split three ways, adding up to it: CPU in pytest first (capped at the wall time:
+    two threads count double), then the children's CPU (capped at what is left), then waiting."""
+    wall = total(rec)
+    cpu = min(total(rec, "cpu"), wall)
+    kids = min(total(rec, "children"), wall - cpu)
+    return {"computing in pytest": cpu, "child processes": kids, "waiting": wall - cpu - kids}
+
+
 def package(nodeid: str) -> str:
     parts = nodeid.split("::")[0].split("/")
     return parts[1] if len(parts) > 2 else "tests (the runner)"
@@ -132,10 +141,8 @@ def summarise(tests: dict[str, dict]) -> dict:
             row["quick_tests"] += 1
             row["quick_wall_s"] += total(rec)
         by_module[nodeid.split("::")[0]] += total(rec)
-        cpu, kids = total(rec, "cpu"), total(rec, "children")
-        kinds["computing in pytest"] += min(cpu, total(rec))
-        kinds["child processes"] += kids
-        kinds["waiting"] += max(0.0, total(rec) - cpu - kids)
+        for kind, seconds in shares(rec).items():
+            kinds[kind] += seconds
     return {"packages": dict(sorted(by_package.items())),
             "modules": dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
             "kinds": dict(kinds)}
@@ -163,8 +170,9 @@ def _markdown(result: dict, top: int) -> str:
     all_wall = sum(total(r) for r in tests.values())
     lines += ["", "## Where the time goes", "",
               "Over all tests: " + ", ".join(f"{k} {v:.0f} s ({v / all_wall:.0%})" for k, v in s["kinds"].items())
-              + ". CPU time in pytest counts every thread (torch and numpy use two), so a test computing on "
-              "both cores shows more CPU than wall time; the share above caps it at the wall time.", "",
+              + ": each test's wall time split in that order, CPU in pytest first (capped at the wall time: "
+              "torch and numpy compute on two threads, so a test's CPU time can exceed it), the children's CPU "
+              "next, waiting the rest. The table's columns give the raw CPU times.", "",
               f"## The {top} costliest tests", "",
               "| test | wall | setup | call | teardown | CPU in pytest | children's CPU | mostly | quick |",
               "|---|---|---|---|---|---|---|---|---|"]
