@@ -77,8 +77,9 @@ def test_the_summary_and_the_page_add_up():
     assert list(s["modules"]) == ["tests/models/test_a.py", "tests/service/test_b.py", "tests/test_processes.py"]
     assert s["kinds"] == pytest.approx({"computing in pytest": 1.4, "child processes": 2.5, "waiting": 2.6})
     result = {"command": "python -m benchmarks.suite_costs", "commit": "abc", "date": "d", "machine": {"cores": 2},
-              "full": {"wall_s": 700.0, "pytest_s": 690.0}, "quick": {"wall_s": 90.0}, "tests": tests, "summary": s}
+              "full": {"wall_s": 700.0, "pytest_s": 690.0, "summary_line": "4 passed"}, "quick": {"wall_s": 90.0},
+              "tests": tests, "summary": s}
     page = suite_costs._markdown(result, top=2)
-    assert "| `bash scripts/test.sh` (CI) | 4 | 700 s | 600 s | no |" in page
-    assert "| `bash scripts/test.sh --quick` | 3 | 90 s | 120 s | yes |" in page
+    assert "| `bash scripts/test.sh` (CI) | 4 | 700 s | 600 s | no | 4 passed |" in page
+    assert "| `bash scripts/test.sh --quick` | 3 | 90 s | 120 s | yes |  |" in page
     assert "`tests/models/test_a.py::test_y` | 3.0 s" in page and "test_w" not in page.split("costliest tests")[1]
