@@ -47,6 +47,11 @@ def _cpu() -> tuple[float, float]:
     return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
+def blank(slow: bool) -> dict:
+    """A test's record before its phases: ``slow`` and a zero for each phase's wall, CPU and children's CPU."""
+    return {"slow": slow, **{f"{p}_{k}": 0.0 for p in PHASES for k in ("wall", "cpu", "children")}}
+
+
 def _timed(item, phase: str):
     """The body of a new-style hook wrapper: the phase's result, its wall and CPU times recorded (a failing
     phase included)."""
@@ -55,8 +60,7 @@ def _timed(item, phase: str):
         return (yield)
     finally:
         s1, c1 = _cpu()
-        rec = _records.setdefault(item.nodeid, {"slow": item.get_closest_marker("slow") is not None,
-                                                **{f"{p}_{k}": 0.0 for p in PHASES for k in ("wall", "cpu", "children")}})
+        rec = _records.setdefault(item.nodeid, blank(item.get_closest_marker("slow") is not None))
         rec[f"{phase}_wall"] += time.perf_counter() - t0
         rec[f"{phase}_cpu"] += s1 - s0
         rec[f"{phase}_children"] += c1 - c0

@@ -13,35 +13,12 @@ import shutil
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests import processes
+from tests.deploy.test_deploy import start_nginx
 from tests.postgres import Cluster, bindir
 from tests.service.test_e2e import free_port, start_server, wait_alive
 from tests.service.test_viewer import chromium
-
-
-def nginx_in_front_of(port: int, root: Path):
-    """nginx on a free loopback port proxying to ``port``; the process and its address."""
-    listen = free_port()
-    (root / "nginx.conf").write_text(
-        f"daemon off; pid {root}/nginx.pid; error_log {root}/nginx.err warn; worker_processes 2;\n"
-        f"events {{ worker_connections 64; }}\n"
-        f"http {{ access_log off; client_body_temp_path {root}/cb; proxy_temp_path {root}/pt;\n"
-        f"  fastcgi_temp_path {root}/ft; uwsgi_temp_path {root}/ut; scgi_temp_path {root}/st;\n"
-        f"  server {{ listen 127.0.0.1:{listen}; location / {{ proxy_pass http://127.0.0.1:{port}; }} }} }}\n")
-    proc = processes.spawn(["nginx", "-c", str(root / "nginx.conf"), "-p", str(root)], stderr=open(root / "nginx.log", "wb"))
-    base = f"http://127.0.0.1:{listen}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(f"{base}/livez", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "nginx did not come up"
-        time.sleep(0.1)
 
 
 def test_start_every_kind_of_server_and_wait(tmp_path):
@@ -51,7 +28,11 @@ def test_start_every_kind_of_server_and_wait(tmp_path):
     port = free_port()
     serve = start_server(None, port, tmp_path / "serve.log", LMVE_WORKERS="2")
     wait_alive(f"http://127.0.0.1:{port}", serve, 90.0)
-    nginx, proxy = nginx_in_front_of(port, tmp_path)
+    listen = free_port()
+    site = f"server {{ listen 127.0.0.1:{listen}; location / {{ proxy_pass http://127.0.0.1:{port}; }} }}"
+    nginx = start_nginx(tmp_path, site, workers=2)
+    proxy = f"http://127.0.0.1:{listen}"
+    wait_alive(proxy, nginx, 20.0)
     cluster = Cluster().start()
     try:
         with chromium() as driver:

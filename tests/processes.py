@@ -112,6 +112,12 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
+def running(pid: int) -> bool:
+    """``pid`` exists and is no zombie (a container's init may never reap one)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
 def start_time(pid: int) -> str | None:
     fields = _stat(pid)
     return None if fields is None else fields[19]
@@ -133,7 +139,7 @@ def leftovers(token: str, groups: Path | None, variable: str = RUN_ENV) -> dict[
         if not entry.name.isdigit() or int(entry.name) in (os.getpid(), os.getppid()):
             continue
         pid, fields = int(entry.name), _stat(int(entry.name))
-        if fields is None or fields[0] == "Z":
+        if fields is None or fields[0] == "Z":  # gone, or a zombie: nothing left to stop
             continue
         try:
             ours = int(fields[2]) in recorded or wanted in (entry / "environ").read_bytes().split(b"\0")
@@ -151,7 +157,7 @@ def sweep(token: str, groups: Path | None, grace: float = 5.0) -> dict[int, str]
     for pid in found:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while (left := [p for p in found if (f := _stat(p)) is not None and f[0] != "Z"]) and time.monotonic() < deadline:
+    while (left := [p for p in found if running(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     for pid in left:
         _signal(pid, signal.SIGKILL)

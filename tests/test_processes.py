@@ -2,7 +2,8 @@
 its process group), fails, or whose pytest is killed outright leaves no process behind: not the
 ``lmve-serve`` and its workers, nginx and its workers, PostgreSQL's server nor chromedriver and Chromium
 that tests/interrupt_probe.py starts. Each process of the run is found by an environment variable only it
-carries, so the check sees daemons (the postmaster) as well as children."""
+carries, or by the process group of a server the probe started (nginx and PostgreSQL rewrite their
+environment), so the check sees daemons (the postmaster) as well as children."""
 
 from __future__ import annotations
 
@@ -36,14 +37,6 @@ def until_gone(token: str, groups: Path, seconds: float) -> dict[int, str]:
     return left
 
 
-def running(pid: int) -> bool:
-    """``pid`` exists and is no zombie (a container's init may never reap one)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_stop_reaches_what_the_spawned_process_forked():
     """``stop`` ends the whole group: the spawned process and the child it started."""
     proc = processes.Processes().spawn([sys.executable, "-c", "import subprocess, sys, time; "
@@ -51,12 +44,12 @@ def test_stop_reaches_what_the_spawned_process_forked():
                             "print(p.pid, flush=True); time.sleep(600)"], stdout=subprocess.PIPE)
     grandchild = int(proc.stdout.readline())
     assert os.getpgid(grandchild) == proc.pid != os.getpgid(0)  # a group of its own, the grandchild in it
-    assert running(grandchild)
+    assert processes.running(grandchild)
     assert processes.stop(proc, timeout=5) == -signal.SIGTERM
     deadline = time.monotonic() + 5
-    while running(grandchild) and time.monotonic() < deadline:
+    while processes.running(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not running(grandchild)
+    assert not processes.running(grandchild)
 
 
 def test_stop_all_runs_each_cleanup_once_and_stops_what_is_left():

@@ -64,8 +64,7 @@ def test_the_plugin_records_each_phase_and_where_the_time_went(tmp_path):
 
 def test_the_summary_and_the_page_add_up():
     def rec(slow, wall, cpu=0.0, children=0.0):
-        zero = {f"{p}_{k}": 0.0 for p in suite_costs.PHASES for k in ("wall", "cpu", "children")}
-        return {**zero, "slow": slow, "call_wall": wall, "call_cpu": cpu, "call_children": children}
+        return {**suite_costs.blank(slow), "call_wall": wall, "call_cpu": cpu, "call_children": children}
 
     tests = {"tests/models/test_a.py::test_x": rec(False, 1.0, cpu=0.9),
              "tests/models/test_a.py::test_y": rec(True, 3.0, children=2.5),

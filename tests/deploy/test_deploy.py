@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -133,6 +132,19 @@ def _tree_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def start_nginx(root: Path, site: str, workers: int = 1) -> subprocess.Popen:
+    """nginx in the foreground with the ``server`` blocks ``site`` (written to ``root/site.conf``), its pid,
+    logs and temporary files under ``root``, in a process group of its own (:func:`tests.processes.spawn`)."""
+    (root / "site.conf").write_text(site)
+    (root / "nginx.conf").write_text(
+        f"daemon off; pid {root}/nginx.pid; error_log {root}/nginx.err warn; worker_processes {workers};\n"
+        f"events {{ worker_connections 256; }}\n"
+        f"http {{ access_log off; client_body_temp_path {root}/cb; proxy_temp_path {root}/pt;\n"
+        f"  fastcgi_temp_path {root}/ft; uwsgi_temp_path {root}/ut; scgi_temp_path {root}/st;\n"
+        f"  include {root}/site.conf; }}\n")
+    return spawn(["nginx", "-c", str(root / "nginx.conf"), "-p", str(root)], stderr=open(root / "nginx.log", "wb"))
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed (.ci/run installs nginx-light)")
 def test_compose_topology_on_loopback(tmp_path):
@@ -159,26 +171,10 @@ def test_compose_topology_on_loopback(tmp_path):
         conf = re.sub(r"^\s*server api-pool:8000[^;]*;", servers, conf, flags=re.M)
         proxy_port = free_port()
         conf = conf.replace("listen 8080;", f"listen 127.0.0.1:{proxy_port};")
-        (tmp_path / "site.conf").write_text(conf)
-        (tmp_path / "nginx.conf").write_text(
-            f"daemon off; pid {tmp_path}/nginx.pid; error_log {tmp_path}/nginx.err warn; worker_processes 1;\n"
-            f"events {{ worker_connections 256; }}\n"
-            f"http {{ access_log off; client_body_temp_path {tmp_path}/cb; proxy_temp_path {tmp_path}/pt;\n"
-            f"  fastcgi_temp_path {tmp_path}/ft; uwsgi_temp_path {tmp_path}/ut; scgi_temp_path {tmp_path}/st;\n"
-            f"  include {tmp_path}/site.conf; }}\n")
-        nginx = spawn(["nginx", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
-                                 stderr=subprocess.PIPE)
+        nginx = start_nginx(tmp_path, conf)
         procs.append(nginx)
         base = f"http://127.0.0.1:{proxy_port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "nginx did not come up"
-            time.sleep(0.2)
+        wait_alive(base, nginx, 20.0, path="/readyz")
         h = {"X-API-Key": "e2e-key"}
         row = {"features": [[-65.0] * 16], "points": [[20.0, 12.0]]}
         for _ in range(20):
