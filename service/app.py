@@ -172,13 +172,15 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
                 task.cancel()
             state.close()
 
-    app = ServiceApp(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, **_telemetry(settings))
+    app = ServiceApp(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                     docs_url=None, redoc_url=None,  # service.routers.docs serves them without a CDN
+                     **_telemetry(settings))
     app.state.settings, app.state.repository, app.state.metrics = settings, repository, metrics
     app.state.service_state, app.state.monitor, app.state.follower = state, monitor, follower
     app.state.shift = shift
     install_error_handlers(app)
 
-    from service.routers import admin, dispatch, feedback, health, model, models, regions, v2, viewer
+    from service.routers import admin, dispatch, docs, feedback, health, model, models, regions, v2, viewer
 
     # the API key is checked by service.middleware.Guards for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
@@ -193,6 +195,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.include_router(feedback.router)
     app.include_router(admin.router)
     app.include_router(viewer.router)
+    app.include_router(docs.router)
     if settings.enable_noop:
         app.include_router(health.noop_router)
     _document_request_bodies(app, (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS, *feedback.REQUEST_MODELS,

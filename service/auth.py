@@ -12,6 +12,9 @@ import secrets
 #: never behind the key: probes (the V2 protocol's too), metrics scrapes and the API documentation
 PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/v2/health/live", "/v2/health/ready", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc",
                           "/openapi.json",
+                          # the API docs' assets (service.routers.docs: Swagger UI and ReDoc, installed with the package)
+                          "/docs/assets/swagger-ui-bundle.js", "/docs/assets/swagger-ui.css",
+                          "/docs/assets/redoc.standalone.js", "/docs/assets/favicon.png",
                           # the viewer's page and assets (static, no data: what it draws comes from routes behind the key)
                           "/viewer", "/viewer/viewer.js", "/viewer/viewer.css"})
 

@@ -90,6 +90,39 @@ def _loc(loc) -> str:
     return out or "body"
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _flat_rows(errors: list[dict]) -> list[dict]:
+    """``errors`` with each matrix field sent as one flat row (``"features": [x1, ..., xd]``, which pydantic
+    reports as d errors "Input should be a valid array", one per number) told as one error that says to wrap
+    the row. A field is folded when its every error is that one, on a number, at indices 0, 1, ..."""
+    by_field: dict[str, list[dict]] = {}
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        if len(loc) >= 2 and loc[0] == "body" and isinstance(loc[1], str):
+            by_field.setdefault(loc[1], []).append(e)
+    flat = {name for name, es in by_field.items()
+            if all(e.get("type") == "list_type" and len(e["loc"]) == 3 and e["loc"][2] == i and _is_number(e.get("input"))
+                   for i, e in enumerate(es))}
+    out, told = [], set()
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        name = loc[1] if len(loc) >= 2 and loc[0] == "body" else None
+        if name not in flat:
+            out.append(e)
+        elif name not in told:
+            told.add(name)
+            numbers = [x.get("input") for x in by_field[name]]
+            out.append({"loc": ("body", name), "type": "flat_rows", "input": numbers,
+                        "msg": f"a list of rows ([[x1, ..., xd], ...]): wrap a single row in brackets, "
+                               f"{{\"{name}\": [[...]]}}",
+                        "received": f"{len(numbers)} number{'s' * (len(numbers) != 1)} where rows belong, "
+                                    f"{_short(numbers, 60)}"})
+    return out
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(V2Error)
     async def _v2(request: Request, exc: V2Error):
@@ -122,10 +155,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
         errors = []
-        for e in exc.errors():
-            expected = e.get("msg", "")
-            errors.append({"field": _loc(e.get("loc", ())), "expected": expected,
-                           "received": _short(e.get("input"))})
+        for e in _flat_rows(list(exc.errors())):
+            errors.append({"field": _loc(e.get("loc", ())), "expected": e.get("msg", ""),
+                           "received": e.get("received") or _short(e.get("input"))})
         first = errors[0] if errors else {"field": "body", "expected": "a valid JSON body", "received": "?"}
         detail = f"{first['field']}: {first['expected']}; received {first['received']}"
         if is_v2(request.scope):

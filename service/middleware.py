@@ -80,7 +80,9 @@ class Guards:
             await self._guarded(app, scope, receive, send_status)
         finally:
             path = scope["path"]
-            route = getattr(scope.get("route"), "path", None) or (path if path in UNLIMITED else "unmatched")
+            # a route's template, else the path itself where it is one of a known few (the probes, the docs
+            # and /openapi.json, whose Starlette routes set no scope["route"]): a bounded label set
+            route = getattr(scope.get("route"), "path", None) or (path if path in PUBLIC_PATHS else "unmatched")
             method = scope.get("method", "")
             method = method if method in _METHODS else "other"  # bounded label set
             model = scope.get("lmve.model", "")  # set by the route once it found a model of that name

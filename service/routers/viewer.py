@@ -26,6 +26,8 @@ router = APIRouter(tags=["viewer"])
 ASSETS = Path(__file__).resolve().parent.parent / "viewer"
 #: the page's files (only these names: no path from the request reaches the disk)
 FILES = {"viewer.js": "text/javascript", "viewer.css": "text/css"}
+#: pyproj's unit names, as the scale bar writes them
+UNITS = {"metre": "m", "foot": "ft", "US survey foot": "US ft", "kilometre": "km"}
 NOT_SERVED = {404: {"description": "unknown model"}, 503: {"description": "the model has no verified bundle"}}
 
 
@@ -44,15 +46,16 @@ async def asset(asset: str):
 
 def display(model) -> dict:
     """How target coordinates become the drawing's (x to the right, y up): with a CRS, its easting and
-    northing in CRS units (``x = targets[x_index] * scale``); without, the first and second target."""
+    northing in CRS units (``x = targets[x_index] * scale``; ``unit``, short, labels the scale bar); without,
+    the first and second target (``unit`` None: the targets' own)."""
     crs = model.crs
     names = model.target_names
     if crs is None:
-        return {"x_index": 0, "y_index": 1, "scale": 1.0, "x_label": names[0], "y_label": names[1]}
+        return {"x_index": 0, "y_index": 1, "scale": 1.0, "x_label": names[0], "y_label": names[1], "unit": None}
     unit = crs.to_manifest()["unit"]
     x, y = (0, 1) if crs.axes == "xy" else (1, 0)
     return {"x_index": x, "y_index": y, "scale": crs.scale, "x_label": f"easting ({unit}, {crs.crs})",
-            "y_label": f"northing ({unit}, {crs.crs})"}
+            "y_label": f"northing ({unit}, {crs.crs})", "unit": UNITS.get(unit, unit)}
 
 
 @router.get("/models/{name}/survey", responses=NOT_SERVED,

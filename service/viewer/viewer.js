@@ -78,8 +78,50 @@ function widen(xy) {
   const pad = 0.04 * Math.max(x1 - x0, y1 - y0);
   view.box = [x0 - pad, y0 - pad, x1 - x0 + 2 * pad, y1 - y0 + 2 * pad];
   $("map").setAttribute("viewBox", view.box.join(" "));
+  drawGrid();
   drawSurvey();
   drawFeedback();
+}
+
+// a grid step of 1, 2 or 5 times a power of ten, about a sixth of ``span``
+function niceStep(span) {
+  const raw = span / 6;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  const m = raw / p;
+  return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+}
+
+function num(v) { return Number(v.toPrecision(12)).toLocaleString("en-US", { maximumFractionDigits: 6 }); }
+
+function drawGrid() {
+  // grid lines every ``step`` drawing units (target units times the display's scale: metres in a metric CRS),
+  // labelled with the absolute coordinate, and a scale bar of one step in the lower right corner
+  const g = $("grid");
+  g.replaceChildren();
+  const [bx, by, bw, bh] = view.box;
+  const [ox, oy] = view.origin;
+  const step = niceStep(Math.max(bw, bh));
+  const fs = Math.max(bw, bh) / 75;
+  g.dataset.step = String(step);
+  for (let k = Math.ceil((bx + ox) / step); k * step - ox <= bx + bw; k++) {
+    const x = k * step - ox;
+    el("line", { x1: x, y1: by, x2: x, y2: by + bh, class: "grid-x" }, g);
+    const label = num(k * step);
+    if (x + (0.3 + 0.62 * label.length) * fs > bx + bw) continue;  // it would run off the right edge
+    el("text", { x: x + 0.3 * fs, y: by + bh - 0.4 * fs, "font-size": fs, class: "tick-x" }, g).textContent = label;
+  }
+  for (let k = Math.ceil((oy - by - bh) / step); oy - k * step >= by; k++) {  // drawing y = -(north - oy)
+    const y = oy - k * step;
+    el("line", { x1: bx, y1: y, x2: bx + bw, y2: y, class: "grid-y" }, g);
+    el("text", { x: bx + 0.3 * fs, y: y - 0.3 * fs, "font-size": fs, class: "tick-y" }, g).textContent = num(k * step);
+  }
+  const unit = view.survey.display.unit;
+  const x1 = bx + 0.96 * bw, x0 = x1 - step, y = by + bh - 2.2 * fs;
+  const bar = el("g", { id: "scale-bar" }, g);
+  el("line", { x1: x0, y1: y, x2: x1, y2: y }, bar);
+  for (const x of [x0, x1]) el("line", { x1: x, y1: y - 0.4 * fs, x2: x, y2: y + 0.4 * fs }, bar);
+  el("text", { x: (x0 + x1) / 2, y: y - 0.6 * fs, "font-size": fs, "text-anchor": "middle" }, bar).textContent =
+    `${num(step)} ${unit || "(target units)"}`;
 }
 
 function dotRadius() { return Math.max(view.box[2], view.box[3]) / 300; }
@@ -204,6 +246,7 @@ async function loadModel(name) {
   $("axes").textContent = `x: ${survey.display.x_label}; y: ${survey.display.y_label} (equal scales)`;
   frame([...survey.positions, ...survey.examples.map((e) => e.point),
     ...feedback.rows.filter((row) => row.point).map((row) => row.point)]);
+  drawGrid();
   drawSurvey();
   drawFeedback();
   if (survey.note) status(survey.note, false);

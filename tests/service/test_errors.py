@@ -89,6 +89,22 @@ def test_schema_errors_name_the_field(client):
     assert body["errors"][0]["field"] == "features"
 
 
+def test_a_flat_row_gets_one_error_that_says_to_wrap_it(client):
+    body = problem(client.post("/predict-region", json={"features": ROW}), 422)
+    assert len(body["errors"]) == 1 and body["errors"][0]["field"] == "features"
+    assert 'wrap a single row in brackets, {"features": [[...]]}' in body["errors"][0]["expected"]
+    assert body["errors"][0]["received"].startswith("16 numbers where rows belong, [-60.0, -60.0")
+    assert body["detail"].startswith("features: a list of rows")
+    # the same for /contains' points, beside a right features field
+    body = problem(client.post("/contains", json={"features": [ROW], "points": [1.0, 2.0]}), 422)
+    assert [e["field"] for e in body["errors"]] == ["points"] and "2 numbers" in body["errors"][0]["received"]
+    # anything else keeps pydantic's own errors, one per element: booleans, strings, a wrong nesting
+    body = problem(client.post("/predict-region", json={"features": [True, "x"]}), 422)
+    assert [e["field"] for e in body["errors"]] == ["features[0]", "features[1]"]
+    body = problem(client.post("/predict-region", json={"features": [[ROW]]}), 422)
+    assert body["errors"][0]["field"].startswith("features[0][0]")
+
+
 def test_body_size_limit(make_client):
     client = make_client(max_body_bytes=4096)
     payload = json.dumps({"features": [ROW] * 100})

@@ -66,6 +66,7 @@ def test_the_reads_behind_the_page(served, viewer_repository):
     X_COLUMNS = viewer_repository[1].shape[1]
     survey = served.get("/models/floors/survey").json()
     assert survey["display"]["x_label"].startswith("easting") and survey["crs"]["crs"] == "EPSG:32630"
+    assert survey["display"]["unit"] == "m"  # the scale bar's
     assert len(survey["positions"]) == len(survey["floors"]) == len(survey["counts"]) > 0
     assert {f["floor"] for f in survey["floors"]} == {f["floor"] for f in survey["floor_labels"]}
     assert len(survey["examples"]) == 100 and len(survey["examples"][0]["features"]) == X_COLUMNS
@@ -75,6 +76,7 @@ def test_the_reads_behind_the_page(served, viewer_repository):
     assert len(outside) >= 20 and all(len(r["point"]) == 2 for r in recent["rows"])
     plane = served.get("/models/plane/survey").json()
     assert plane["positions"] == [] and "keeps no survey" in plane["note"] and plane["crs"] is None
+    assert plane["display"]["unit"] is None
 
 
 def test_the_page_is_public_and_the_reads_are_not(served):
@@ -94,10 +96,10 @@ def test_the_page_is_public_and_the_reads_are_not(served):
 
 
 @contextmanager
-def chromium():
+def chromium(*args: str):
     """A headless Chromium driven by selenium (chromedriver and Chromium in a process group of their own, so
-    that tests.processes stops them at the end of the run at the latest, should ``quit()`` never come); skips
-    where they are not installed."""
+    that tests.processes stops them at the end of the run at the latest, should ``quit()`` never come), with
+    ``args`` besides its own; skips where they are not installed."""
     if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip("no chromium/chromedriver on PATH (Debian: apt-get install chromium chromium-driver; .ci/run "
                     "installs them)")
@@ -108,7 +110,7 @@ def chromium():
     options = Options()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1400,900", "--force-device-scale-factor=1"):
+                "--window-size=1400,900", "--force-device-scale-factor=1", *args):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = Service(CHROMEDRIVER, popen_kw={"start_new_session": True})
@@ -218,6 +220,25 @@ def test_viewer_draws_the_survey_feedback_and_the_ellipse_and_follows_the_slider
     png = browser.get_screenshot_as_png()
     assert stroke_pixels(png, rect, inside=True) > 20   # the stroke is drawn there ...
     assert stroke_pixels(png, rect, inside=False) == 0  # ... and nowhere else
+    # the grid and the scale bar, in the CRS's metres: each tick names its line's absolute coordinate, a
+    # multiple of the step, and the bar is one step long
+    grid = browser.execute_script("""
+        const g = document.getElementById('grid'), bar = document.querySelector('#scale-bar line');
+        const at = (cls, a) => [...g.querySelectorAll(cls)].map(e => Number(e.getAttribute(a)));
+        const text = (cls) => [...g.querySelectorAll(cls)].map(e => Number(e.textContent.replaceAll(',', '')));
+        const fs = Number(g.querySelector('text').getAttribute('font-size'));
+        return {step: Number(g.dataset.step), xs: at('text.tick-x', 'x').map(x => x - 0.3 * fs),
+                ys: at('text.tick-y', 'y').map(y => y + 0.3 * fs), lines: at('line.grid-x', 'x1'),
+                xticks: text('text.tick-x'), yticks: text('text.tick-y'),
+                bar: Number(bar.getAttribute('x2')) - Number(bar.getAttribute('x1')),
+                label: document.querySelector('#scale-bar text').textContent};""")
+    step = grid["step"]
+    assert len(grid["xs"]) >= 3 and len(grid["ys"]) >= 2, grid
+    assert all(min(abs(x - line) for line in grid["lines"]) < 1e-6 for x in grid["xs"]), grid  # labels on lines
+    assert grid["xticks"] == pytest.approx([x + origin[0] for x in grid["xs"]], abs=1e-3)
+    assert grid["yticks"] == pytest.approx([origin[1] - y for y in grid["ys"]], abs=1e-3)
+    assert all(abs(v / step - round(v / step)) < 1e-9 for v in grid["xticks"] + grid["yticks"])
+    assert grid["bar"] == pytest.approx(step) and grid["label"] == f"{step:g} m"
     shot = Path(os.environ.get("LMVE_VIEWER_SCREENSHOT") or tmp_path / "viewer.png")
     shot.write_bytes(png)
 
