@@ -160,13 +160,48 @@ class RowFigures:
     floor: dict | None = None   # a floor bundle's per-row arrays: floor_inside, position_inside, hit, difference, set_size
 
 
-def binomial(hits: int, n: int, level: float) -> dict:
-    """``{"interval": exact 95 % interval of hits / n, "p_value": P(Binomial(n, level) <= hits)}``."""
-    from scipy.stats import binomtest
+def binomial(hits: float, n: int, level: float, confidence: float = 0.95) -> dict:
+    """``{"interval": exact (Clopper-Pearson) interval of hits / n at ``confidence``, "p_value": P(Binomial(n,
+    level) <= hits)}``, from the beta distribution, so that ``hits`` may be a real number (a mean of shares
+    times their count, :func:`coverage_interval`); for whole hits both equal ``scipy.stats.binomtest``'s."""
+    from scipy.stats import beta
 
-    test = binomtest(int(hits), int(n), float(level), alternative="less")
-    ci = binomtest(int(hits), int(n), float(level)).proportion_ci(0.95, method="exact")
-    return {"interval": [float(ci.low), float(ci.high)], "p_value": float(test.pvalue)}
+    x, n = float(hits), int(n)
+    tail = (1.0 - confidence) / 2
+    low = 0.0 if x <= 0 else float(beta.ppf(tail, x, n - x + 1))
+    high = 1.0 if x >= n else float(beta.ppf(1 - tail, x + 1, n - x))
+    p_value = 1.0 if x >= n else float(beta.cdf(1.0 - level, n - x, x + 1))  # I_{1-p}(n - k, k + 1)
+    return {"interval": [low, high], "p_value": p_value}
+
+
+def coverage_interval(inside: np.ndarray, level: float, groups: np.ndarray | None = None,
+                      confidence: float = 0.95) -> dict:
+    """Test coverage as the guarantee counts it, its exact interval, and where ``level`` lies against it.
+
+    Without ``groups`` the unit is the row: ``hits`` of ``inside`` out of n rows. With ``groups`` (each row's
+    unit: a position, a phone) the guarantee is for a row of a new group, so the estimate is the mean of the
+    groups' inside shares (each group weighs the same) and n the number of groups; the interval is
+    :func:`binomial`'s with the real-valued hits estimate x n. A mean of n shares in [0, 1] has a variance
+    of at most p (1 - p) / n, the binomial's: the interval is at least as wide as the groups need, where one
+    over rows would be far too narrow (ten readings of one position are one draw, not ten).
+
+    The interval counts the test rows' chance alone (the calibration's own draw adds to it, which is what the
+    guarantee averages over). ``verdict``: ``"within"`` (the level lies inside: a shortfall this size can be
+    chance), ``"short"`` (the interval ends below the level: a shortfall beyond chance), ``"above"`` (it
+    starts above: more coverage than asked, regions larger than needed).
+    """
+    inside = np.asarray(inside, dtype=bool)
+    if groups is None:
+        unit, n, estimate = "rows", int(inside.size), float(inside.mean()) if inside.size else float("nan")
+    else:
+        codes = np.unique(np.asarray(groups), return_inverse=True)[1].ravel()
+        shares = np.bincount(codes, weights=inside) / np.bincount(codes)
+        unit, n, estimate = "groups", int(shares.size), float(shares.mean())
+    test = binomial(estimate * n, n, level, confidence)
+    low, high = test["interval"]
+    verdict = "short" if high < level else "above" if low > level else "within"
+    return {"unit": unit, "n": n, "estimate": estimate, "level": float(level), "confidence": confidence,
+            "interval": [low, high], "p_value": test["p_value"], "verdict": verdict}
 
 
 def error_figures(error: np.ndarray) -> dict:

@@ -204,7 +204,7 @@ def test_part_stage(s: TrainState) -> None:
     test = s.split.test
     centers = None if s.dataset.centers is None else s.dataset.centers[test]
     with s.meter.stage("test"):
-        s.metrics = evaluate(s.model, s.dataset.X[test], s.Y[test], centers=centers)
+        s.metrics = evaluate(s.model, s.dataset.X[test], s.Y[test], centers=centers, groups=s.groups_of(test))
         if s.floor_classes is not None:
             from training.floors import held_out_floor_metrics
 
@@ -222,24 +222,31 @@ def served_stage(s: TrainState) -> None:
 
 
 def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None,
-             centers: np.ndarray | None = None, thresholds: dict | None = None) -> dict:
+             centers: np.ndarray | None = None, thresholds: dict | None = None, groups: np.ndarray | None = None) -> dict:
     """Per method: test coverage, mean volume (paper convention and true), the RMSE of the regions'
     centres (the shared centre, or LMVE's corrected one), rows (``centers``: the client's estimates,
-    for a client-centre model). ``thresholds`` (``method -> (alpha_q, level)``) replaces the calibrated
-    thresholds of the methods it names (:meth:`RegionModel.predict_region`'s)."""
+    for a client-centre model), and the coverage's interval over the rows or, with ``groups`` (each row's
+    unit), over the groups (``coverage_test``, :func:`training.evaluation.coverage_interval`).
+    ``thresholds`` (``method -> (alpha_q, level)``) replaces the calibrated thresholds of the methods it
+    names (:meth:`RegionModel.predict_region`'s)."""
     return {name: region_metrics(model.predict_region(X_raw, method=name, coverage=coverage, centers=centers,
-                                                      thresholds=thresholds, typicality=False).regions, Y)
+                                                      thresholds=thresholds, typicality=False).regions, Y, groups)
             for name in model.methods}
 
 
-def region_metrics(region, Y: np.ndarray) -> dict:
+def region_metrics(region, Y: np.ndarray, groups: np.ndarray | None = None) -> dict:
     """A batch of regions against the true points ``Y``: coverage, mean volume (paper convention and
-    true), the threshold, rows, and the RMSE of the regions' centres."""
-    return {"coverage": float(region.contains(Y).mean()),
-            "volume_paper": float(region.volume("paper").mean()),
-            "volume": float(region.volume("lebesgue").mean()),
-            "alpha_q": float(region.alpha_q), "n_test": int(len(Y)),
-            "centre_rmse": centre_errors(Y, region.centers)["rmse"]}
+    true), the threshold, rows, the RMSE of the regions' centres, and the coverage's interval against the
+    regions' level, over the rows or the ``groups`` (``coverage_test``)."""
+    from training.evaluation import coverage_interval
+
+    inside = region.contains(Y)
+    return {"coverage": float(inside.mean()),
+           "volume_paper": float(region.volume("paper").mean()),
+           "volume": float(region.volume("lebesgue").mean()),
+           "alpha_q": float(region.alpha_q), "n_test": int(len(Y)),
+           "centre_rmse": centre_errors(Y, region.centers)["rmse"],
+           "coverage_test": coverage_interval(inside, region.coverage, groups)}
 
 
 def check_calibration_groups(groups, split: Split, eta: float) -> None:

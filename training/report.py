@@ -36,6 +36,14 @@ def _grouping(calibration: dict) -> str:
     return f"by {g['by']} ({g['n_groups']} groups; {how}); calibration rule {calibration.get('rule')}"
 
 
+def _units(calibration: dict) -> str:
+    """What one test group is, in words: ``"positions"``, ``"PHONEID units"``."""
+    if calibration.get("across"):
+        return f"{','.join(calibration['across']['columns'])} units"
+    g = calibration.get("grouping") or {}
+    return "positions" if g.get("by") == "position" else f"{g.get('by', '')} groups".strip()
+
+
 def phase_line(history: dict | None) -> str:
     """``phases: init 350 steps 2.1 s, train 900 steps 6.3 s, selection 0.1 s`` from an LMVE ``history_``."""
     if not history:
@@ -136,54 +144,132 @@ def stages_table(stages: dict) -> str:
     return "\n".join(lines)
 
 
+#: where the target lies against the interval, in the plot's titles
+VERDICT_WORDS = {"within": "within", "short": "above it: short", "above": "below it: more than asked"}
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}"
+
+
 def metrics_table(metrics: dict, coverage: float) -> str:
-    """A fixed-width table: method, test coverage, mean volume (true and paper convention), the RMSE
-    of the regions' centres, fit time."""
-    head = f"{'method':<8} {'coverage':>9} {'area (true)':>14} {'sqrt det C':>14} {'centre RMSE':>12} {'fit s':>7}"
+    """A fixed-width table: method, test coverage and its exact 95 % interval (over the rows, or the test
+    groups when grouped: :func:`training.evaluation.coverage_interval`) with where the target lies against it,
+    mean volume (true and paper convention), the RMSE of the regions' centres, fit time."""
+    head = (f"{'method':<8} {'coverage':>9} {'95 % interval':>14} {'target':>7} {'area (true)':>12} "
+            f"{'sqrt det C':>11} {'centre RMSE':>12} {'fit s':>7}")
     lines = [head, "-" * len(head)]
     for name, m in metrics.items():
-        lines.append(f"{label(name):<8} {100 * m['coverage']:>8.1f}% {m['volume']:>14.4g} "
-                     f"{m['volume_paper']:>14.4g} {m.get('centre_rmse', float('nan')):>12.4g} "
+        test = m.get("coverage_test")
+        interval = f"{_pct(test['interval'][0])}-{_pct(test['interval'][1])}%" if test else "-"
+        lines.append(f"{label(name):<8} {100 * m['coverage']:>8.1f}% {interval:>14} "
+                     f"{test['verdict'] if test else '-':>7} {m['volume']:>12.4g} "
+                     f"{m['volume_paper']:>11.4g} {m.get('centre_rmse', float('nan')):>12.4g} "
                      f"{m.get('fit_seconds', float('nan')):>7.1f}")
-    lines.append(f"target coverage {100 * coverage:.1f}%; 'sqrt det C' is the paper's volume convention "
+    test = next((m["coverage_test"] for m in metrics.values() if "coverage_test" in m), None)
+    over = f"the {test['n']} test {test['unit']}" if test else "the test rows"
+    lines.append(f"target coverage {100 * coverage:.1f}%; intervals exact (Clopper-Pearson) over {over}, 'target': "
+                 "within the interval, short of it or above it; 'sqrt det C' is the paper's volume convention "
                  "(no unit-ball constant); Copula regions are boxes; 'centre RMSE': the regions' centres against "
                  "the true points (LMVE's own with --learned-centre)")
     return "\n".join(lines)
 
 
+def coverage_words(metrics: dict, units: str = "rows") -> list[str]:
+    """Per method, in words: its test coverage, the interval, and whether the target lies within it (a
+    shortfall that chance explains) or beyond it (a shortfall chance does not explain, or more coverage
+    than asked). ``units``: what the test counts when it counts groups (``"positions"``)."""
+    lines = []
+    for name, m in metrics.items():
+        t = m.get("coverage_test")
+        if not t:
+            continue
+        what = "rows" if t["unit"] == "rows" else units
+        stated = (f"**{label(name)}**: {_pct(t['estimate'])} % over {t['n']} test {what}, 95 % interval "
+                  f"{_pct(t['interval'][0])}-{_pct(t['interval'][1])} %")
+        target, p = f"{_pct(t['level'])} % target", t["p_value"]
+        if t["verdict"] == "short":
+            lines.append(f"- {stated}: **short of the {target} beyond its interval**: a shortfall that chance over "
+                         f"{t['n']} test {what} does not explain (one-sided p = {p:.2g}). The calibration rows do not "
+                         "stand for the test rows (a unit split across parts, or a drift between them), or the "
+                         "calibration is too small to be steady; check the grouping before serving this method.")
+        elif t["verdict"] == "above":
+            lines.append(f"- {stated}: above the {target} beyond its interval: the regions hold more than asked "
+                         "(larger than the level needs).")
+        elif t["estimate"] < t["level"]:
+            lines.append(f"- {stated}: the {target} is within the interval: a shortfall of this size is what "
+                         f"{t['n']} test {what} give by chance (one-sided p = {p:.2g}); more test {what} would "
+                         "tell.")
+        else:
+            lines.append(f"- {stated}: the {target} is within the interval and the coverage at or above it: "
+                         "no shortfall.")
+    return lines
+
+
 def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_regions: int = 25, seed: int = 0,
                       centers: np.ndarray | None = None):
-    """PNG: test points with their calibrated GE and LMVE (or best available) ellipses side by side."""
+    """PNG: each method's test coverage where it happens, with a sample of its calibrated regions.
+
+    One point per test position (the distinct true positions of the rows), coloured by the share of its rows
+    whose region holds it (so ten readings of one position are one point, not ten overdrawn crosses), the
+    worst on top; when every position has one row, green dots inside and red crosses outside. Each panel's
+    title gives the coverage over the positions with its exact 95 % interval
+    (:func:`training.evaluation.coverage_interval`). The regions drawn are those of ``max_regions`` positions
+    picked at random, one row each, with a line from each centre to its true position. Returns, per method, the
+    title's interval (:func:`training.evaluation.coverage_interval`) and ``points``, the points drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(reversed(model.served_methods))
-    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.8), sharex=True, sharey=True,
-                             squeeze=False)
+    from training.evaluation import coverage_interval
+
+    positions, where, counts = np.unique(np.round(np.asarray(Y, dtype=np.float64), 9), axis=0,
+                                         return_inverse=True, return_counts=True)
+    where = where.ravel()
+    grouped = bool(counts.max() > 1)
     rng = np.random.default_rng(seed)
-    pick = rng.choice(len(Y), size=min(max_regions, len(Y)), replace=False)
+    chosen = rng.choice(len(positions), size=min(max_regions, len(positions)), replace=False)
+    pick = np.array([rng.choice(np.flatnonzero(where == k)) for k in chosen], dtype=np.int64)
+    names = list(reversed(model.served_methods))
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names) + (0.8 if grouped else 0), 5.2), sharex=True,
+                             sharey=True, squeeze=False, layout="constrained")
+    drawn = {}
     for ax, name in zip(axes[0], names):
         region = model.predict_region(X_raw, method=name, centers=centers, typicality=False).regions
         inside = region.contains(Y)
-        ax.scatter(Y[inside, 0], Y[inside, 1], s=6, c="tab:green", label="inside", alpha=0.6)
-        ax.scatter(Y[~inside, 0], Y[~inside, 1], s=10, c="tab:red", marker="x", label="outside")
+        if grouped:
+            share = np.bincount(where, weights=inside) / counts
+            order = np.argsort(-share, kind="stable")  # the lowest share drawn last, on top
+            dots = ax.scatter(positions[order, 0], positions[order, 1], c=share[order], cmap="RdYlGn", vmin=0.0,
+                              vmax=1.0, s=18, edgecolors="k", linewidths=0.3)
+        else:
+            ax.scatter(Y[inside, 0], Y[inside, 1], s=6, c="tab:green", label="inside", alpha=0.6)
+            ax.scatter(Y[~inside, 0], Y[~inside, 1], s=10, c="tab:red", marker="x", label="outside")
         if region.bounded:
             poly = region.boundary(64)[pick]
             for i, p in enumerate(poly):
                 ax.plot(p[:, 0], p[:, 1], lw=0.8, color="tab:blue", alpha=0.7)
                 ax.plot([region.centers[pick[i], 0], Y[pick[i], 0]], [region.centers[pick[i], 1], Y[pick[i], 1]],
                         lw=0.5, color="grey")
-        ax.set_title(f"{label(name)}: coverage {100 * inside.mean():.1f}%, "
-                     f"mean area {region.volume().mean():.3g}", fontsize=10)
+        test = coverage_interval(inside, region.coverage, where if grouped else None)
+        drawn[name] = {**test, "points": len(positions) if grouped else len(Y)}
+        over = f"{test['n']} positions" if grouped else f"{test['n']} rows"
+        ax.set_title(f"{label(name)}: coverage {_pct(test['estimate'])}% over {over}\n95% interval "
+                     f"{_pct(test['interval'][0])}-{_pct(test['interval'][1])}%: target {_pct(test['level'])}% "
+                     f"{VERDICT_WORDS[test['verdict']]}\nmean area {region.volume().mean():.3g}", fontsize=9)
         ax.set_xlabel(model.target_names[0])
     axes[0][0].set_ylabel(model.target_names[1])
-    axes[0][0].legend(loc="best", fontsize=8)
-    fig.suptitle(f"test points and {len(pick)} calibrated {100 * model.coverage:.0f}% regions", fontsize=11)
-    fig.tight_layout()
+    if grouped:
+        fig.colorbar(dots, ax=axes[0].tolist(), shrink=0.8, fraction=0.03, pad=0.01,
+                     label="share of the position's rows inside their region")
+    else:
+        axes[0][0].legend(loc="best", fontsize=8)
+    fig.suptitle(f"test {'positions' if grouped else 'points'} and {len(pick)} calibrated "
+                 f"{100 * model.coverage:.0f}% regions", fontsize=11)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return drawn
 
 
 def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: float, manifest: dict,
@@ -210,6 +296,8 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
              f"- RSSI preprocessing: {manifest.get('training', {}).get('preprocess', 'none')}",
              f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",
              "```", metrics_table(metrics, coverage), "```", "", "![test regions](test_regions.png)", ""]
+    lines += ["## Test coverage against the target", "", *coverage_words(metrics, _units(manifest.get("calibration", {}))),
+              ""]
     candidates = candidates_table(manifest.get("training", {}).get("centre"))
     if candidates:
         lines += ["## Centre candidates", "", candidates, ""]

@@ -3,6 +3,8 @@ protocol of lmve-train (automatic grouping, --groups errors), and what the bundl
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -85,7 +87,14 @@ def test_positions_that_repeat_are_grouped_automatically(tmp_path, capsys):
     assert cal["rule"] == "group-subsample" and cal["grouping"]["by"] == "position" and cal["grouping"]["automatic"]
     assert cal["n_calibration"] == cal["n_groups"] >= 9 and cal["n_rows"] == 6 * cal["n_groups"]
     assert m["training"]["cross_fit"] == 5
-    assert "position not in the survey" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "position not in the survey" in report
+    # the test coverage is counted over the test positions, each method's interval and verdict in the report
+    n_test = m["training"]["rows"]["test"] // 6
+    for name, figures in json.loads((out / "metrics.json").read_text())["metrics"].items():
+        test = figures["coverage_test"]
+        assert test["unit"] == "groups" and test["n"] == n_test and test["verdict"] in ("within", "short", "above")
+        assert f"**{name.upper()}**: {100 * test['estimate']:.1f} % over {n_test} test positions" in report
     # --groups none: the paper's row protocol
     assert train_csv(csv, tmp_path / "rows", "--features", BEACONS, "--groups", "none") == 0
     cal = load_bundle(tmp_path / "rows" / "bundle").manifest["calibration"]
