@@ -94,22 +94,25 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _body_field(error: dict) -> str | None:
+    loc = tuple(error.get("loc", ()))
+    return loc[1] if len(loc) >= 2 and loc[0] == "body" and isinstance(loc[1], str) else None
+
+
 def _flat_rows(errors: list[dict]) -> list[dict]:
     """``errors`` with each matrix field sent as one flat row (``"features": [x1, ..., xd]``, which pydantic
     reports as d errors "Input should be a valid array", one per number) told as one error that says to wrap
     the row. A field is folded when its every error is that one, on a number, at indices 0, 1, ..."""
     by_field: dict[str, list[dict]] = {}
     for e in errors:
-        loc = tuple(e.get("loc", ()))
-        if len(loc) >= 2 and loc[0] == "body" and isinstance(loc[1], str):
-            by_field.setdefault(loc[1], []).append(e)
+        if (name := _body_field(e)) is not None:
+            by_field.setdefault(name, []).append(e)
     flat = {name for name, es in by_field.items()
             if all(e.get("type") == "list_type" and len(e["loc"]) == 3 and e["loc"][2] == i and _is_number(e.get("input"))
                    for i, e in enumerate(es))}
     out, told = [], set()
     for e in errors:
-        loc = tuple(e.get("loc", ()))
-        name = loc[1] if len(loc) >= 2 and loc[0] == "body" else None
+        name = _body_field(e)
         if name not in flat:
             out.append(e)
         elif name not in told:
