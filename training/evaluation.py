@@ -174,6 +174,12 @@ def binomial(hits: float, n: int, level: float, confidence: float = 0.95) -> dic
     return {"interval": [low, high], "p_value": p_value}
 
 
+def group_shares(inside: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each group's share of rows ``inside``, in the order of the sorted distinct ``groups`` (``np.unique``'s)."""
+    codes = np.unique(np.asarray(groups), return_inverse=True)[1].ravel()
+    return np.bincount(codes, weights=inside) / np.bincount(codes)
+
+
 def coverage_interval(inside: np.ndarray, level: float, groups: np.ndarray | None = None,
                       confidence: float = 0.95) -> dict:
     """Test coverage as the guarantee counts it, its exact interval, and where ``level`` lies against it.
@@ -194,8 +200,7 @@ def coverage_interval(inside: np.ndarray, level: float, groups: np.ndarray | Non
     if groups is None:
         unit, n, estimate = "rows", int(inside.size), float(inside.mean()) if inside.size else float("nan")
     else:
-        codes = np.unique(np.asarray(groups), return_inverse=True)[1].ravel()
-        shares = np.bincount(codes, weights=inside) / np.bincount(codes)
+        shares = group_shares(inside, groups)
         unit, n, estimate = "groups", int(shares.size), float(shares.mean())
     test = binomial(estimate * n, n, level, confidence)
     low, high = test["interval"]

@@ -166,8 +166,8 @@ def metrics_table(metrics: dict, coverage: float) -> str:
                      f"{test['verdict'] if test else '-':>7} {m['volume']:>12.4g} "
                      f"{m['volume_paper']:>11.4g} {m.get('centre_rmse', float('nan')):>12.4g} "
                      f"{m.get('fit_seconds', float('nan')):>7.1f}")
-    test = next((m["coverage_test"] for m in metrics.values() if "coverage_test" in m), None)
-    over = f"the {test['n']} test {test['unit']}" if test else "the test rows"
+    first = next((m["coverage_test"] for m in metrics.values() if "coverage_test" in m), None)
+    over = f"the {first['n']} test {first['unit']}" if first else "the test rows"
     lines.append(f"target coverage {100 * coverage:.1f}%; intervals exact (Clopper-Pearson) over {over}, 'target': "
                  "within the interval, short of it or above it; 'sqrt det C' is the paper's volume convention "
                  "(no unit-ball constant); Copula regions are boxes; 'centre RMSE': the regions' centres against "
@@ -222,7 +222,7 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from training.evaluation import coverage_interval
+    from training.evaluation import coverage_interval, group_shares
 
     positions, where, counts = np.unique(np.round(np.asarray(Y, dtype=np.float64), 9), axis=0,
                                          return_inverse=True, return_counts=True)
@@ -239,7 +239,7 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
         region = model.predict_region(X_raw, method=name, centers=centers, typicality=False).regions
         inside = region.contains(Y)
         if grouped:
-            share = np.bincount(where, weights=inside) / counts
+            share = group_shares(inside, where)  # where: 0 .. len(positions) - 1, every code present
             order = np.argsort(-share, kind="stable")  # the lowest share drawn last, on top
             dots = ax.scatter(positions[order, 0], positions[order, 1], c=share[order], cmap="RdYlGn", vmin=0.0,
                               vmax=1.0, s=18, edgecolors="k", linewidths=0.3)

@@ -29,8 +29,9 @@ ASSETS = Path(str(files("fastapi_offline").joinpath("static")))
 FILES = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css",
          "redoc.standalone.js": "text/javascript", "favicon.png": "image/png"}
 PREFIX = "/docs/assets/"
+REDIRECT = "/docs/oauth2-redirect"  #: Swagger UI's OAuth2 redirect page
 #: the paths of the pages and their assets (public: :data:`service.auth.PUBLIC_PATHS`)
-PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", *(PREFIX + name for name in FILES)})
+PATHS = frozenset({"/docs", REDIRECT, "/redoc", *(PREFIX + name for name in FILES)})
 #: the assets belong to the installed package's version: a browser may keep them a day
 CACHE = {"Cache-Control": "public, max-age=86400"}
 #: this server only (inline: the pages' own start-up script and the styles both UIs inject; blob: ReDoc's
@@ -52,14 +53,14 @@ def _root(request: Request) -> str:
 async def swagger_ui(request: Request):
     root, app = _root(request), request.app
     return _confined(get_swagger_ui_html(openapi_url=root + app.openapi_url, title=f"{app.title} - Swagger UI",
-                               oauth2_redirect_url=root + "/docs/oauth2-redirect",
+                               oauth2_redirect_url=root + REDIRECT,
                                swagger_js_url=root + PREFIX + "swagger-ui-bundle.js",
                                swagger_css_url=root + PREFIX + "swagger-ui.css",
                                swagger_favicon_url=root + PREFIX + "favicon.png",
                                swagger_ui_parameters=app.swagger_ui_parameters))
 
 
-@router.get("/docs/oauth2-redirect")
+@router.get(REDIRECT)
 async def swagger_ui_redirect():
     return get_swagger_ui_oauth2_redirect_html()
 

@@ -78,6 +78,11 @@ function widen(xy) {
   const pad = 0.04 * Math.max(x1 - x0, y1 - y0);
   view.box = [x0 - pad, y0 - pad, x1 - x0 + 2 * pad, y1 - y0 + 2 * pad];
   $("map").setAttribute("viewBox", view.box.join(" "));
+  drawBox();
+}
+
+// everything drawn to the viewBox's scale: the grid, the survey, the feedback
+function drawBox() {
   drawGrid();
   drawSurvey();
   drawFeedback();
@@ -246,9 +251,7 @@ async function loadModel(name) {
   $("axes").textContent = `x: ${survey.display.x_label}; y: ${survey.display.y_label} (equal scales)`;
   frame([...survey.positions, ...survey.examples.map((e) => e.point),
     ...feedback.rows.filter((row) => row.point).map((row) => row.point)]);
-  drawGrid();
-  drawSurvey();
-  drawFeedback();
+  drawBox();
   if (survey.note) status(survey.note, false);
   await drawRegion();
   await drawShift();
