@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "any type, the targets too): test and calibration then hold whole groups and the "
                         "guarantee is for rows from new groups. Default: by position when most rows share their "
                         "position with another row; 'none' keeps the paper's row protocol")
+    p.add_argument("--calibration", choices=("auto", "split", "cross-fit"), default="auto",
+                   help="with groups (positions): how the calibration scores are drawn. split: positions held out "
+                        "of training score the served model (exact, P >= level); cross-fit: every training position "
+                        "is scored by a centre and shapes fitted without it and the served model trains on all "
+                        "(approximate; far more positions calibrate and train). auto (default): cross-fit when a "
+                        "split would calibrate on fewer than 30 positions (docs/guides/guarantee.md)")
     p.add_argument("--group-rule", choices=("subsample", "pooled"), default="subsample",
                    help="with groups: one calibration score per group drawn at random (subsample, default: P >= "
                         "coverage at new groups, exactly) or every score with each group weighted equally (pooled: "
@@ -231,6 +237,7 @@ def _run(args) -> int:
     config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
                          method_params={"lmve": lmve_params}, centre=args.centre or "auto", progress=not args.quiet,
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
+                         calibration_mode=args.calibration,
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
                          rssi_floor=args.rssi_floor, rssi_representation=args.rssi_representation,
@@ -424,8 +431,16 @@ def guarantee(dataset, result, grouped: bool) -> dict:
     g = dataset.grouping
     unit = "reading at a position not in the survey" if g["by"] == "position" else f"row from a {g['by']} group " \
         "not in the training data"
+    cross = result.split.cross_fit
+    if cross:
+        from training.cross_fit import guarantee_words
+
+        return {"grouping": g, "n_groups": cal.n_calibration_, "mode": "cross-fit", "exact": False,
+                "mode_why": cross["why"], "bound": {"cross_fit": 1 - 2 * (1 - eta), "split": eta},
+                "guarantee": guarantee_words(eta, unit, cal.n_calibration_, cal.n_rows_,
+                                             result.centre.get("cross_fit", 0), result.centre.get("centre_folds", 0))}
     bound = f"P >= {eta}" if cal.rule == "group-subsample" else f"P ~ {eta} (asymptotically: pooled rule)"
-    out = {"grouping": g, "n_groups": cal.n_calibration_,
+    out = {"grouping": g, "n_groups": cal.n_calibration_, "mode": "split", "exact": cal.rule == "group-subsample",
            "guarantee": f"{bound} for a {unit} (calibrated on {cal.n_calibration_} held-out groups, "
                         f"{cal.n_rows_} rows; rule {cal.rule})"}
     if result.split.adjustment:

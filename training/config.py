@@ -36,6 +36,10 @@ class TrainConfig:
     cross_fit: int | None = None
     #: the calibration rule (models.calibration.conformal.RULES); None: "rows", or "group-subsample" with groups
     calibration: str | None = None
+    #: how a grouped survey's calibration scores are drawn (training.cross_fit.MODES): "split" (held-out
+    #: positions, exact), "cross-fit" (every training position scored out of fold, approximate) or "auto"
+    #: (cross-fit below training.cross_fit.CROSS_FIT_BELOW calibration groups)
+    calibration_mode: str = "auto"
     #: with groups: whether the split and calibration use them (False: the paper's row protocol)
     use_groups: bool = True
     #: "auto": map the "not detected" codes of RSSI columns to a floor (models.preprocessing); "off": no step
@@ -163,6 +167,9 @@ def check_config(config: TrainConfig) -> None:
         raise InputError(f"the candidate stack blends the other candidates, so it needs at least two of them; got "
                          f"{', '.join(config.centre_candidates)}", field="centre_candidates",
                          expected="stack with at least two other candidates", received=", ".join(others) or "none")
+    from training.cross_fit import check_mode
+
+    check_mode(config.calibration_mode)
     check_primary(config.primary, config.methods)
     check_folds(config.primary_folds)
     check_tolerance(config.primary_tolerance)

@@ -192,9 +192,11 @@ def coverage_interval(inside: np.ndarray, level: float, groups: np.ndarray | Non
     over rows would be far too narrow (ten readings of one position are one draw, not ten).
 
     The interval counts the test rows' chance alone (the calibration's own draw adds to it, which is what the
-    guarantee averages over). ``verdict``: ``"within"`` (the level lies inside: a shortfall this size can be
-    chance), ``"short"`` (the interval ends below the level: a shortfall beyond chance), ``"above"`` (it
-    starts above: more coverage than asked, regions larger than needed).
+    guarantee averages over). ``verdict``: ``"short"`` (the interval ends below the level: a shortfall beyond
+    chance), ``"above"`` (it starts above: more coverage than asked, regions larger than needed),
+    ``"inconclusive"`` (the level lies inside, but so does a shortfall of more than ``tolerance``: too few test
+    units to tell; ``needed``: how many would tell, :func:`units_to_tell`) or ``"within"`` (the level lies
+    inside and the interval rules out a shortfall beyond ``tolerance``, :func:`shortfall_tolerance`).
     """
     inside = np.asarray(inside, dtype=bool)
     if groups is None:
@@ -204,9 +206,32 @@ def coverage_interval(inside: np.ndarray, level: float, groups: np.ndarray | Non
         unit, n, estimate = "groups", int(shares.size), float(shares.mean())
     test = binomial(estimate * n, n, level, confidence)
     low, high = test["interval"]
-    verdict = "short" if high < level else "above" if low > level else "within"
+    tolerance = shortfall_tolerance(level)
+    verdict = "short" if high < level else "above" if low > level else \
+        "inconclusive" if low < level - tolerance - 1e-12 else "within"
     return {"unit": unit, "n": n, "estimate": estimate, "level": float(level), "confidence": confidence,
-            "interval": [low, high], "p_value": test["p_value"], "verdict": verdict}
+            "interval": [low, high], "p_value": test["p_value"], "verdict": verdict, "tolerance": tolerance,
+            "needed": units_to_tell(level, confidence) if verdict == "inconclusive" else None}
+
+
+def shortfall_tolerance(level: float) -> float:
+    """The shortfall a verdict of "no shortfall" must rule out: half the promised miscoverage, at most 5 points
+    (0.05 at 0.9: the error rate at most 1.5 times the promised one)."""
+    return min(0.05, (1.0 - float(level)) / 2)
+
+
+def units_to_tell(level: float, confidence: float = 0.95, most: int = 100_000) -> int:
+    """The fewest test units (rows, or groups) whose exact interval, at a coverage equal to ``level``, rules out
+    a shortfall beyond :func:`shortfall_tolerance`: the size at which a test part can say "no shortfall"."""
+    floor = level - shortfall_tolerance(level)
+    lo, hi = 1, most
+    while lo < hi:  # the interval's low end at hits = level n rises with n
+        mid = (lo + hi) // 2
+        if binomial(level * mid, mid, level, confidence)["interval"][0] >= floor:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def error_figures(error: np.ndarray) -> dict:

@@ -89,7 +89,9 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
 def plan(dataset: Dataset, config: TrainConfig, split: Split | None, meter: StageMeter) -> TrainState:
     """Every check that needs no fit (a bad value costs nothing), then the split (``split``, or
     :func:`default_split`), each row's unit, the calibration rule and the shapes' folds."""
+    from models.calibration.conformal import check_rule
     from training.across import plan_across
+    from training.cross_fit import CROSS_FIT_RULE, cross_fit_split, resolve_mode
     from training.floors import floor_classes
 
     eta = check_coverage(config.coverage)
@@ -99,11 +101,17 @@ def plan(dataset: Dataset, config: TrainConfig, split: Split | None, meter: Stag
         split = split or default_split(dataset, config)
         groups, rule, cross = plan_across(dataset, config, split, eta)
     else:
-        grouped, cross = config.grouped(dataset), False
-        groups, rule = (dataset.groups if grouped else None), config.resolved_rule(grouped)
+        grouped = config.grouped(dataset)
+        mode, why = resolve_mode(dataset, config) if split is None or config.calibration_mode == "cross-fit" \
+            else ("split", "the caller's split")
+        cross = mode == "cross-fit"
+        groups = dataset.groups if grouped else None
+        rule = config.resolved_rule(grouped) if not cross else check_rule(config.calibration or CROSS_FIT_RULE)
         if rule != "rows" and not grouped:
             raise InputError(f"calibration rule {rule!r} needs groups; the rows have none (name them with --groups)",
                              field="calibration", expected="rows", received=rule)
+        if cross:
+            split = cross_fit_split(groups, config.seed, eta, split, why)
         split = split or default_split(dataset, config)
     n_units = count_units(split.train, groups)
     k = config.resolved_cross_fit(groups is not None, n_units)
@@ -179,8 +187,8 @@ def model_stage(s: TrainState) -> None:
                           coverage=s.eta, preprocess=s.preprocess)
     if s.config.typicality:
         with s.meter.stage("typicality"):
-            s.model.typicality = fit_typicality(s.Xs, s.split, s.groups if s.config.calibrate_across else None,
-                                                s.config.seed)
+            units = s.groups if s.config.calibrate_across or s.cross else None  # scored without their own unit
+            s.model.typicality = fit_typicality(s.Xs, s.split, units, s.config.seed)
 
 
 @_stage("floors", idle_cores=True)

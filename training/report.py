@@ -145,7 +145,8 @@ def stages_table(stages: dict) -> str:
 
 
 #: where the target lies against the interval, in the plot's titles
-VERDICT_WORDS = {"within": "within", "short": "above it: short", "above": "below it: more than asked"}
+VERDICT_WORDS = {"within": "within", "short": "above it: short", "above": "below it: more than asked",
+                 "inconclusive": "within, inconclusive"}
 
 
 def _pct(v: float) -> str:
@@ -156,20 +157,21 @@ def metrics_table(metrics: dict, coverage: float) -> str:
     """A fixed-width table: method, test coverage and its exact 95 % interval (over the rows, or the test
     groups when grouped: :func:`training.evaluation.coverage_interval`) with where the target lies against it,
     mean volume (true and paper convention), the RMSE of the regions' centres, fit time."""
-    head = (f"{'method':<8} {'coverage':>9} {'95 % interval':>14} {'target':>7} {'area (true)':>12} "
+    head = (f"{'method':<8} {'coverage':>9} {'95 % interval':>14} {'target':>12} {'area (true)':>12} "
             f"{'sqrt det C':>11} {'centre RMSE':>12} {'fit s':>7}")
     lines = [head, "-" * len(head)]
     for name, m in metrics.items():
         test = m.get("coverage_test")
         interval = f"{_pct(test['interval'][0])}-{_pct(test['interval'][1])}%" if test else "-"
         lines.append(f"{label(name):<8} {100 * m['coverage']:>8.1f}% {interval:>14} "
-                     f"{test['verdict'] if test else '-':>7} {m['volume']:>12.4g} "
+                     f"{test['verdict'] if test else '-':>12} {m['volume']:>12.4g} "
                      f"{m['volume_paper']:>11.4g} {m.get('centre_rmse', float('nan')):>12.4g} "
                      f"{m.get('fit_seconds', float('nan')):>7.1f}")
     first = next((m["coverage_test"] for m in metrics.values() if "coverage_test" in m), None)
     over = f"the {first['n']} test {first['unit']}" if first else "the test rows"
     lines.append(f"target coverage {100 * coverage:.1f}%; intervals exact (Clopper-Pearson) over {over}, 'target': "
-                 "within the interval, short of it or above it; 'sqrt det C' is the paper's volume convention "
+                 "within the interval (a shortfall beyond the tolerance ruled out), inconclusive (within, and so is "
+                 "such a shortfall: too few test units), short of it or above it; 'sqrt det C' is the paper's volume convention "
                  "(no unit-ball constant); Copula regions are boxes; 'centre RMSE': the regions' centres against "
                  "the true points (LMVE's own with --learned-centre)")
     return "\n".join(lines)
@@ -196,13 +198,17 @@ def coverage_words(metrics: dict, units: str = "rows") -> list[str]:
         elif t["verdict"] == "above":
             lines.append(f"- {stated}: above the {target} beyond its interval: the regions hold more than asked "
                          "(larger than the level needs).")
+        elif t["verdict"] == "inconclusive":
+            lines.append(f"- {stated}: **inconclusive**: the {target} lies within the interval, and so does a "
+                         f"shortfall of more than {_pct(t['tolerance'])} points; {t['n']} test {what} cannot tell "
+                         f"(about {t['needed']} would, at a coverage on target).")
         elif t["estimate"] < t["level"]:
             lines.append(f"- {stated}: the {target} is within the interval: a shortfall of this size is what "
                          f"{t['n']} test {what} give by chance (one-sided p = {p:.2g}); more test {what} would "
                          "tell.")
         else:
             lines.append(f"- {stated}: the {target} is within the interval and the coverage at or above it: "
-                         "no shortfall.")
+                         f"no shortfall (one of more than {_pct(t['tolerance'])} points is ruled out).")
     return lines
 
 

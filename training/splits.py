@@ -22,7 +22,9 @@ class Split:
     """Row indices of each part. ``selection``: the rows that choose the served method (``None``: the
     test rows); never calibration rows. ``adjustment``: what :func:`group_split` changed to reach
     the level, in figures and words (``None``: the default fractions). ``across``: for a split over units
-    held out of training (:func:`training.across.across_split`), its units, rows dropped, rule and guarantee."""
+    held out of training (:func:`training.across.across_split`), its units, rows dropped, rule and guarantee.
+    ``cross_fit``: for the ``cross-fit`` calibration mode (:func:`training.cross_fit.cross_fit_split`, whose
+    calibration rows are the training rows, scored out of fold), its counts and why it was chosen."""
 
     train: np.ndarray
     calibration: np.ndarray
@@ -30,6 +32,7 @@ class Split:
     selection: np.ndarray | None = None
     adjustment: dict | None = None
     across: dict | None = None
+    cross_fit: dict | None = None
 
 
 def paper_split(m: int, seed: int, test_fraction: float = 0.1, calibration_fraction: float = 0.1) -> Split:

@@ -92,18 +92,47 @@ def make_survey(n_points: int = 100, readings: int = 20, n_beacons: int = 16, n_
         raise InputError(f"n_points, readings, n_beacons and n_devices must be positive; got {n_points}, "
                          f"{readings}, {n_beacons}, {n_devices}")
     rng = np.random.default_rng(seed)
+    device_offset = np.random.default_rng([seed, 1]).normal(0.0, device_sd_db, size=n_devices)
+    X, Y, point_id, device_id = _readings(_survey_points(n_points, rng), readings, n_beacons, device_offset, rng)
+    return X, Y, point_id, device_id, [f"beacon_{i + 1:02d}" for i in range(n_beacons)], ["x_m", "y_m"]
+
+
+def make_new_positions(n_points: int = 100, readings: int = 20, n_beacons: int = 16, n_devices: int = 5,
+                       device_sd_db: float = 3.0, survey_seed: int = 0, seed: int = 1, where: str = "floor"):
+    """Readings at ``n_points`` positions the survey :func:`make_survey` ``(..., seed=survey_seed)`` did not
+    visit, ``readings`` at each, read by the survey's devices through its beacons: what the guarantee "at a
+    position not in the survey" is about. ``where="floor"``: positions uniform over the whole floor (where a
+    user may stand, corners beyond the outermost surveyed points included); ``"grid"``: a fresh jitter of the
+    survey's own grid (one position per cell, as the survey draws them, so each lies near a surveyed one).
+    Returns ``(X, Y, point_id, device_id)``."""
+    if n_points < 1 or readings < 1 or n_beacons < 1 or n_devices < 1:
+        raise InputError(f"n_points, readings, n_beacons and n_devices must be positive; got {n_points}, "
+                         f"{readings}, {n_beacons}, {n_devices}")
+    if where not in ("floor", "grid"):
+        raise InputError(f"where must be 'floor' or 'grid'; got {where!r}", field="where", expected="floor | grid",
+                         received=repr(where))
+    device_offset = np.random.default_rng([survey_seed, 1]).normal(0.0, device_sd_db, size=n_devices)
+    rng = np.random.default_rng([survey_seed, seed, 97])
+    points = _survey_points(n_points, rng) if where == "grid" else rng.uniform([0.0, 0.0], FLOOR, size=(n_points, 2))
+    return _readings(points, readings, n_beacons, device_offset, rng)
+
+
+def _survey_points(n_points: int, rng) -> np.ndarray:
+    """(n_points, 2) reference points: one in the middle 60 % of each cell of a grid over the floor."""
     cols = int(np.ceil(np.sqrt(n_points * FLOOR[0] / FLOOR[1])))
     rows = int(np.ceil(n_points / cols))
     grid = np.array([((i + 0.5) / cols * FLOOR[0], (j + 0.5) / rows * FLOOR[1]) for j in range(rows)
                      for i in range(cols)])[:n_points]
-    points = grid + rng.uniform(-0.3, 0.3, size=grid.shape) * (np.array(FLOOR) / [cols, rows])
-    point_id = np.repeat(np.arange(n_points), readings)
-    device_offset = np.random.default_rng([seed, 1]).normal(0.0, device_sd_db, size=n_devices)
-    device_id = rng.integers(0, n_devices, size=point_id.size)
+    return grid + rng.uniform(-0.3, 0.3, size=grid.shape) * (np.array(FLOOR) / [cols, rows])
+
+
+def _readings(points: np.ndarray, readings: int, n_beacons: int, device_offset: np.ndarray, rng):
+    """``readings`` readings at each of ``points``, each by a random device: ``(X, Y, point_id, device_id)``."""
+    point_id = np.repeat(np.arange(len(points)), readings)
+    device_id = rng.integers(0, len(device_offset), size=point_id.size)
     Y = points[point_id]
     X = _rssi(Y, beacon_layout(n_beacons), rng, _shadowing(Y), device_offset[device_id])
-    return (X, np.round(Y, 2), point_id, device_id, [f"beacon_{i + 1:02d}" for i in range(n_beacons)],
-            ["x_m", "y_m"])
+    return X, np.round(Y, 2), point_id, device_id
 
 
 def make_floor_survey(n_points: int = 60, readings: int = 10, n_floors: int = 3, beacons_per_floor: int = 8,

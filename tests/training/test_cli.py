@@ -9,7 +9,8 @@ from training.cli import main
 @pytest.mark.slow
 def test_synthetic_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["--dataset", "synthetic", "--n-samples", "1000", "--out", str(out), "--quiet"]) == 0
+    assert main(["--dataset", "synthetic", "--n-samples", "1000", "--out", str(out), "--quiet",
+                 "--calibration", "split"]) == 0  # 200 positions: auto would cross-fit (tests/training/test_cross_fit.py)
     printed = capsys.readouterr().out
     assert "LMVE" in printed and "GE" in printed and "coverage" in printed
     for f in ("bundle/manifest.json", "report.md", "metrics.json", "test_regions.png"):
@@ -59,7 +60,8 @@ def test_csv_run_trains_a_bundle(tmp_path):
 def test_variant_options_reach_the_bundle(tmp_path):
     out = tmp_path / "run"
     assert main(["--n-samples", "600", "--out", str(out), "--quiet", "--methods", "ge,nle,lmve", "--lmve-loss", "nll",
-                 "--centre", "paper", "--lmve-max-steps", "30", "--cross-fit", "3", "--lmve-batch-size", "64"]) == 0
+                 "--centre", "paper", "--lmve-max-steps", "30", "--cross-fit", "3", "--lmve-batch-size", "64",
+                 "--calibration", "split"]) == 0
     model = load_bundle(out / "bundle")
     assert model.manifest["training"]["cross_fit"] == 3
     assert sum(model.manifest["training"]["rows"].values()) == 600

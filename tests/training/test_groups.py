@@ -71,7 +71,10 @@ BEACONS = ",".join(f"beacon_{i:02d}" for i in range(1, 17))
 
 
 def train_csv(csv, out, *extra) -> int:
-    return main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--methods", "ge,nle", *extra])
+    """lmve-train on ``csv`` with held-out calibration positions (the split mode these tests are about; a survey
+    this small would cross-fit under auto: tests/training/test_cross_fit.py)."""
+    return main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--methods", "ge,nle",
+                 "--calibration", "split", *extra])
 
 
 @pytest.mark.slow
@@ -93,7 +96,8 @@ def test_positions_that_repeat_are_grouped_automatically(tmp_path, capsys):
     n_test = m["training"]["rows"]["test"] // 6
     for name, figures in json.loads((out / "metrics.json").read_text())["metrics"].items():
         test = figures["coverage_test"]
-        assert test["unit"] == "groups" and test["n"] == n_test and test["verdict"] in ("within", "short", "above")
+        assert test["unit"] == "groups" and test["n"] == n_test
+        assert test["verdict"] in ("within", "short", "above", "inconclusive")
         assert f"**{name.upper()}**: {100 * test['estimate']:.1f} % over {n_test} test positions" in report
     # --groups none: the paper's row protocol
     assert train_csv(csv, tmp_path / "rows", "--features", BEACONS, "--groups", "none") == 0
@@ -161,7 +165,7 @@ def test_a_study_of_28_subjects_trains_at_90_with_its_guarantee_stated(tmp_path,
     csv = write_visits_csv(tmp_path / "visits.csv", 28)
     out = tmp_path / "run"
     assert main(["--csv", str(csv), "--targets", "measure_a,measure_b", "--groups", "subject", "--out", str(out),
-                 "--quiet", "--methods", "ge,nle"]) == 0
+                 "--quiet", "--methods", "ge,nle", "--calibration", "split"]) == 0
     printed = capsys.readouterr().out
     assert "few groups:" in printed and "so that its 9 groups attain 0.9" in printed
     model = load_bundle(out / "bundle")
@@ -178,7 +182,7 @@ def test_too_few_groups_are_refused_naming_the_highest_level(tmp_path, capsys, s
     csv = write_visits_csv(tmp_path / "visits.csv", subjects, visits=(15, 20))
     out = tmp_path / "run"
     assert main(["--csv", str(csv), "--targets", "measure_a,measure_b", "--groups", "subject", "--out", str(out),
-                 "--quiet", "--methods", "ge,nle"]) == 2
+                 "--quiet", "--methods", "ge,nle", "--calibration", "split"]) == 2
     err = capsys.readouterr().err
     assert f"the rows form {subjects} groups; coverage 0.9 needs 9 calibration groups" in err
     assert f"The highest level {subjects} groups attain is {highest}" in err
@@ -186,7 +190,7 @@ def test_too_few_groups_are_refused_naming_the_highest_level(tmp_path, capsys, s
     # and at that level, it trains
     level = highest.split("= ")[1]
     assert main(["--csv", str(csv), "--targets", "measure_a,measure_b", "--groups", "subject", "--out", str(out),
-                 "--quiet", "--methods", "ge,nle", "--coverage", str(float(level) - 1e-4)]) == 0
+                 "--quiet", "--methods", "ge,nle", "--calibration", "split", "--coverage", str(float(level) - 1e-4)]) == 0
     if subjects == 5:  # 2 training subjects: folds too small for NLE; the test part alone chooses, and says so
         sel = load_bundle(out / "bundle").selection
         assert sel["folds"] == 0 and sel["rows"] == "test part"

@@ -25,17 +25,21 @@ def test_the_table_gives_each_interval_and_the_words_say_where_the_target_lies()
     metrics = metrics_of(
         nle=(np.repeat(np.arange(20) < 16, 10), groups),            # 80 % of 20 positions: chance can do it
         copula=(np.repeat(np.arange(20) < 10, 10), groups),         # 50 %: beyond chance
-        ge=(np.repeat(np.arange(20) < 19, 10), groups))             # 95 %: holds
+        ge=(np.repeat(np.arange(20) < 19, 10), groups),             # 95 % of 20: too few to tell
+        ball=(np.arange(2000) % 10 != 0, np.repeat(np.arange(400), 5)))  # 90 % of 400 positions: holds
     table = metrics_table(metrics, 0.9)
-    rows = {line.split()[0]: line for line in table.splitlines()[2:5]}
-    assert "80.0% " in rows["NLE"] and "56.3-94.3%" in rows["NLE"] and rows["NLE"].split()[3] == "within"
-    assert rows["Copula"].split()[3] == "short" and rows["GE"].split()[3] == "within"
+    rows = {line.split()[0]: line for line in table.splitlines()[2:6]}
+    assert "80.0% " in rows["NLE"] and "56.3-94.3%" in rows["NLE"] and rows["NLE"].split()[3] == "inconclusive"
+    assert rows["Copula"].split()[3] == "short" and rows["GE"].split()[3] == "inconclusive"
+    assert rows["Ball"].split()[3] == "within"
     assert "over the 20 test groups" in table
-    words = dict(zip(("nle", "copula", "ge"), coverage_words(metrics, "positions")))
+    words = dict(zip(("nle", "copula", "ge", "ball"), coverage_words(metrics, "positions")))
     assert "80.0 % over 20 test positions, 95 % interval 56.3-94.3 %" in words["nle"]
-    assert "90.0 % target is within the interval" in words["nle"] and "by chance" in words["nle"]
+    assert "**inconclusive**" in words["nle"] and "20 test positions cannot tell" in words["nle"]
+    assert f"about {metrics['nle']['coverage_test']['needed']} would" in words["nle"]
     assert "short of the 90.0 % target beyond its interval" in words["copula"]
-    assert "no shortfall" in words["ge"] and "short of" not in words["ge"]
+    assert "inconclusive" in words["ge"] and "no shortfall" not in words["ge"]
+    assert "no shortfall (one of more than 5.0 points is ruled out)" in words["ball"]
     # counted over rows, the same 80 % is a shortfall beyond chance
     rows_only = metrics_of(nle=(np.repeat(np.arange(20) < 16, 10), None))
     (line,) = coverage_words(rows_only, "positions")

@@ -23,3 +23,24 @@ def test_extra_visit_features_carry_nothing_and_leave_the_rest_unchanged():
     assert np.abs(r).max() < 0.25
     with pytest.raises(InputError, match="extra_features >= 0"):
         make_visits(28, extra_features=-1)
+
+
+def test_new_positions_are_fresh_positions_of_the_same_site():
+    from training.synthetic import FLOOR, make_new_positions, make_survey
+
+    X, Y, point, device, _, _ = make_survey(n_points=30, readings=5, n_beacons=8, seed=3)
+    for where in ("floor", "grid"):
+        Xn, Yn, pn, dn = make_new_positions(30, 5, 8, survey_seed=3, seed=1, where=where)
+        assert Xn.shape == (150, 8) and np.array_equal(pn, np.repeat(np.arange(30), 5))
+        assert ((Yn >= 0) & (Yn <= FLOOR)).all()
+        assert not (Yn[:, None, :] == Y[None, :, :]).all(axis=2).any()  # none is a surveyed position
+        # another seed, other positions; the same seed, the same readings
+        assert not np.array_equal(Yn, make_new_positions(30, 5, 8, survey_seed=3, seed=2, where=where)[1])
+        assert np.array_equal(Xn, make_new_positions(30, 5, 8, survey_seed=3, seed=1, where=where)[0])
+    # "grid": one position in each cell of the survey's grid, so each lies within a cell of a surveyed one
+    _, Yg, _, _ = make_new_positions(30, 1, 8, survey_seed=3, seed=1, where="grid")
+    surveyed = Y[::5]
+    cell = np.array(FLOOR) / [7, 5]  # 30 points on a 7 x 5 grid over 40 x 25 m
+    assert (np.abs(Yg - surveyed) <= 0.6 * cell + 0.01).all()
+    with pytest.raises(InputError, match="where must be 'floor' or 'grid'"):
+        make_new_positions(5, 1, where="walls")
