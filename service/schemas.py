@@ -151,6 +151,11 @@ class ModelInfo(BaseModel):
     metrics: dict
     calibration: dict = Field(default_factory=dict, description="the calibration rule, the grouping, the number "
                                                                 "of calibration groups and the guarantee in words")
+    scale: dict | None = Field(default=None, description="a survey's served regions against its extent: `mean_area` "
+                               "(the served method over the survey's rows), the surveyed positions' `bbox_area` and "
+                               "`hull_area`, `share_of_bbox`, `share_of_hull`, `warn_share` and `warning` (words "
+                               "when the share exceeds it), and `survey_size` (a subsampling estimate of the area "
+                               "with half and twice the positions); null for a bundle that is not a survey")
     centre: dict = Field(default_factory=dict, description="the centre: its type, how it was chosen (candidates' "
                                                            "cross-validated errors), or the client's estimate columns")
     requires_centers: bool = Field(default=False, description="true: every request must bring `centers`, the "

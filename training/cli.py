@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     from models.shapes.lmve import PAPER_GRID
     from training.primary import selection_line
-    from training.report import across_line, centre_line, metrics_table
+    from training.report import centre_line, metrics_table
 
     t0 = time.perf_counter()
     meter = StageMeter()
@@ -279,11 +279,7 @@ def _run(args) -> int:
           f"{meter.peak():.0f} MiB (per stage: {out / 'report.md'})")
     print(metrics_table(result.metrics, config.coverage))
     print(f"served: {selection_line(result.model.selection)}")
-    if result.split.adjustment:
-        print(f"few groups: {result.split.adjustment['words']}")
-    if result.split.across:
-        print(f"calibrated across: {across_line(result.split.across)}")
-    print(f"guarantee: {calibration['guarantee']}")
+    _print_calibration(result.split, calibration)
     if result.model.floors is not None:
         print(f"floors: {floor_line(result.model)}")
     print(f"centre: {centre_line(result.centre)}")
@@ -293,11 +289,28 @@ def _run(args) -> int:
     return 0
 
 
+def _print_calibration(split, calibration: dict) -> None:
+    """The terminal's calibration lines: few groups, units, the guarantee, the scale and the survey-size estimate."""
+    from training.report import across_line
+    from training.scale import scale_line, size_line
+
+    if split.adjustment:
+        print(f"few groups: {split.adjustment['words']}")
+    if split.across:
+        print(f"calibrated across: {across_line(split.across)}")
+    print(f"guarantee: {calibration['guarantee']}")
+    for what, line in (("scale", scale_line(calibration.get("scale"))),
+                       ("survey size", size_line(calibration.get("scale")))):
+        if line:
+            print(f"{what}: {line}")
+
+
 def _fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: StageMeter):
     """Train on ``dataset``, write the bundle to ``bundle`` and the report and plot under ``report``;
     ``(result, manifest, calibration, training)``."""
     from models.bundle import save_bundle
     from training.report import plot_test_regions, write_report
+    from training.scale import survey_scale
 
     result = train(dataset, config, meter=meter)
     grouped = config.grouped(dataset)
@@ -308,6 +321,10 @@ def _fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Sta
                 "rows": {"train": len(result.split.train), "calibration": len(result.split.calibration),
                          "test": len(result.split.test)}}
     calibration = guarantee(dataset, result, grouped)
+    with meter.stage("scale"):
+        scale = survey_scale(result.model, dataset, seed=args.seed, size=result.survey_size)
+    if scale:
+        calibration["scale"] = scale
     _attach_survey(result, dataset, config, args)
     if result.model.floors is not None:
         what = " and ".join(result.model.floors.labels.columns)
@@ -320,7 +337,7 @@ def _fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Sta
     report.mkdir(parents=True, exist_ok=True)
     with meter.stage("plot"):
         plot_test_regions(report / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed,
-                          centers=None if dataset.centers is None else dataset.centers[test])
+                          centers=None if dataset.centers is None else dataset.centers[test], extent=scale)
     write_report(report, dataset.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
     return result, manifest, calibration, training
 

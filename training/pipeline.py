@@ -83,6 +83,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
         floors_stage(s)
     test_part_stage(s)
     served_stage(s)
+    size_stage(s)
     return s.result()
 
 
@@ -227,6 +228,14 @@ def test_part_stage(s: TrainState) -> None:
 def served_stage(s: TrainState) -> None:
     """The method the plain routes serve (:func:`training.served.choose_served`): ``model.selection``."""
     s.model.selection = choose_served(s)
+
+
+@_stage("survey size", idle_cores=True)
+def size_stage(s: TrainState) -> None:
+    """Survey-size guidance (:func:`training.survey_size.survey_size`): ``s.survey_size``."""
+    from training.survey_size import survey_size
+
+    s.survey_size = survey_size(s)
 
 
 def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None,

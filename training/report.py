@@ -10,6 +10,7 @@ import numpy as np
 from models import registry
 from training.pipeline import CRITERIA
 from training.primary import selection_line
+from training.scale import scale_line, size_line
 
 
 def label(name: str) -> str:
@@ -213,7 +214,7 @@ def coverage_words(metrics: dict, units: str = "rows") -> list[str]:
 
 
 def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_regions: int = 25, seed: int = 0,
-                      centers: np.ndarray | None = None):
+                      centers: np.ndarray | None = None, extent: dict | None = None):
     """PNG: each method's test coverage where it happens, with a sample of its calibrated regions.
 
     One point per test position (the distinct true positions of the rows), coloured by the share of its rows
@@ -221,7 +222,9 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
     worst on top; when every position has one row, green dots inside and red crosses outside. Each panel's
     title gives the coverage over the positions with its exact 95 % interval
     (:func:`training.evaluation.coverage_interval`). The regions drawn are those of ``max_regions`` positions
-    picked at random, one row each, with a line from each centre to its true position. Returns, per method, the
+    picked at random, one row each, with a line from each centre to its true position. ``extent`` (a survey's
+    :func:`training.scale.survey_scale`) draws the surveyed positions' bounding box and convex hull, and says
+    in the title what share of the box the method's mean region is. Returns, per method, the
     title's interval (:func:`training.evaluation.coverage_interval`) and ``points``, the points drawn."""
     import matplotlib
 
@@ -261,14 +264,21 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
         test = coverage_interval(inside, region.coverage, where if grouped else None)
         drawn[name] = {**test, "points": len(positions) if grouped else len(Y)}
         over = f"{test['n']} positions" if grouped else f"{test['n']} rows"
+        area = region.volume().mean()
+        if extent:
+            _draw_extent(ax, extent)
+        share = f" ({100 * area / extent['bbox_area']:.0f}% of the survey's box)" if extent and extent["bbox_area"] \
+            else ""
         ax.set_title(f"{label(name)}: coverage {_pct(test['estimate'])}% over {over}\n95% interval "
                      f"{_pct(test['interval'][0])}-{_pct(test['interval'][1])}%: target {_pct(test['level'])}% "
-                     f"{VERDICT_WORDS[test['verdict']]}\nmean area {region.volume().mean():.3g}", fontsize=9)
+                     f"{VERDICT_WORDS[test['verdict']]}\nmean area {area:.3g}{share}", fontsize=9)
         ax.set_xlabel(model.target_names[0])
     axes[0][0].set_ylabel(model.target_names[1])
     if grouped:
         fig.colorbar(dots, ax=axes[0].tolist(), shrink=0.8, fraction=0.03, pad=0.01,
                      label="share of the position's rows inside their region")
+        if extent:
+            axes[0][0].legend(loc="best", fontsize=7)
     else:
         axes[0][0].legend(loc="best", fontsize=8)
     fig.suptitle(f"test {'positions' if grouped else 'points'} and {len(pick)} calibrated "
@@ -276,6 +286,16 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return drawn
+
+
+def _draw_extent(ax, extent: dict) -> None:
+    """The survey's bounding box (dashed) and convex hull (dotted) on ``ax``."""
+    (x0, y0), (x1, y1) = extent["bbox"]
+    ax.plot([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0], ls="--", lw=0.9, color="0.35", label="survey bounding box")
+    hull = np.asarray(extent["hull"], dtype=np.float64)
+    if len(hull) >= 3:
+        ring = np.vstack([hull, hull[:1]])
+        ax.plot(ring[:, 0], ring[:, 1], ls=":", lw=1.0, color="0.2", label="survey convex hull")
 
 
 def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: float, manifest: dict,
@@ -298,6 +318,9 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
              *([f"- calibrated across: {across_line(manifest['calibration']['across'])}"]
                if manifest.get("calibration", {}).get("across") else []),
              f"- served: {selection_line(manifest.get('selection') or {})}",
+             *[f"- {what}: {line}" for what, line in (("scale", scale_line(manifest.get("calibration", {}).get("scale"))),
+                                                      ("survey size", size_line(manifest.get("calibration", {})
+                                                                                .get("scale")))) if line],
              f"- centre: {centre_line(manifest.get('training', {}).get('centre'))}",
              f"- RSSI preprocessing: {manifest.get('training', {}).get('preprocess', 'none')}",
              f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",

@@ -26,6 +26,8 @@ class TrainResult:
     centre: dict = field(default_factory=dict)
     #: wall seconds and peak resident MiB per stage (training.stages.StageMeter)
     stages: dict = field(default_factory=dict)
+    #: survey-size guidance (training.survey_size), None where it does not apply
+    survey_size: dict | None = None
 
 
 @dataclass
@@ -66,6 +68,7 @@ class TrainState:
     timings: dict = field(default_factory=dict)
     model: RegionModel | None = None
     metrics: dict = field(default_factory=dict)
+    survey_size: dict | None = None
 
     @property
     def Y(self) -> np.ndarray:
@@ -82,4 +85,5 @@ class TrainState:
 
     def result(self) -> TrainResult:
         return TrainResult(model=self.model, split=self.split, metrics=self.metrics, timings=self.timings,
-                           centre=self.centre_info, stages=self.meter.stages)
+                           centre=self.centre_info, stages=self.meter.stages,
+                           survey_size=self.survey_size)

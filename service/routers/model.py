@@ -30,13 +30,20 @@ async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, reposito
                                   "max_coverage": model.methods[k].calibrator_.max_coverage,
                                   "learned_centre": bool(getattr(model.methods[k].shape_, "moves_centre", False))}
                               for k, v in m["methods"].items()},
-                     metrics=m.get("metrics", {}), calibration=m.get("calibration", {}),
+                     metrics=m.get("metrics", {}), calibration={k: v for k, v in m.get("calibration", {}).items() if k != "scale"},
+                     scale=_scale(m),
                      centre={"type": m["centre"]["type"], **_centre_choice(m)},
                      requires_centers=model.requires_centers, floors=_floors(model),
                      preprocess=(m.get("preprocess") or {}).get("description"),
                      created_at=m.get("created_at"), versions=m.get("versions", {}),
                      feedback=await anyio.to_thread.run_sync(monitor.summary, loaded),
                      shift=await anyio.to_thread.run_sync(_shift, shift, repository, loaded), worker_pid=os.getpid())
+
+
+def _scale(manifest: dict) -> dict | None:
+    """The survey's scale, without the extent's coordinates (GET /model stays small; the viewer has the survey)."""
+    scale = (manifest.get("calibration") or {}).get("scale")
+    return None if scale is None else {k: v for k, v in scale.items() if k not in ("bbox", "hull")}
 
 
 def _shift(shift: ShiftAlarm, repository: ModelRepository, loaded: Loaded) -> dict:

@@ -119,6 +119,14 @@ def test_lmve_train_states_the_cross_fit_guarantee_in_the_report_and_get_model(t
     with TestClient(app) as client:
         body = client.get("/model").json()
     assert body["calibration"]["guarantee"] == cal["guarantee"] and body["calibration"]["mode"] == "cross-fit"
+    # the scale: the served regions against the survey's extent, warned (30 positions of 8 beacons), with the
+    # survey-size estimate; GET /model gives it without the extent's coordinates
+    scale = cal["scale"]
+    assert scale["warning"] and scale["share_of_bbox"] > scale["warn_share"]
+    assert f"WARNING: {scale['warning']}" in report and "survey size: estimate (subsampling" in report
+    assert body["scale"] == {k: v for k, v in scale.items() if k not in ("bbox", "hull")}
+    assert body["scale"]["survey_size"]["twice_area"] < body["scale"]["mean_area"]
+    assert "scale" not in body["calibration"]
     # asked for, the split mode states the exact form on its held-out positions
     split = tmp_path / "split"
     assert main(["--csv", str(tmp_path / "survey.csv"), "--targets", "x,y", "--out", str(split), "--quiet",
