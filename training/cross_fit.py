@@ -37,7 +37,10 @@ from training.splits import Split, group_split, groups_needed
 
 #: the calibration modes ``--calibration`` names
 MODES = ("auto", "split", "cross-fit")
-#: ``auto`` cross-fits while a split would calibrate on fewer groups than this
+#: ``auto`` cross-fits while a split would calibrate on fewer groups than this: below it the split's threshold
+#: (the largest or near-largest of a few scores) swings its coverage by tens of points between draws and its
+#: regions run 1.6-2x the cross-fit's; above it the gap narrows while the cross-fit's extra fits (20 of the
+#: centre) grow with the survey, and the split keeps the exact form (docs/benchmarks/small-survey.md)
 CROSS_FIT_BELOW = 30
 #: the rule over the out-of-fold scores: every group weighted the same, the level corrected by (m + 1) / m
 CROSS_FIT_RULE = "group-pooled"
