@@ -1,15 +1,16 @@
 """Few groups: a study of 35 subjects trained at 90 %, its coverage at new subjects over many splits.
 
-    python -m benchmarks.groups_few [--seeds 0-99] [--subjects 35] [--jobs 2]
+    python -m benchmarks.groups_few [--seeds 0-99] [--subjects 35] [--modes split,auto] [--jobs 2]
 
 Per seed ``s``: a new study (``training.synthetic.make_visits(subjects, seed=s)``: 4 to 12 visits per subject),
 ``lmve-train``'s default run on it grouped by subject (``--dataset visits``: ``--centre auto``, group-subsample
-calibration, GE, NLE and LMVE), whose default fractions leave 3 or 4 calibration subjects, so whole subjects
-move into calibration until 9 attain 0.9. Coverage at new groups is measured on 1,000 fresh subjects of the
+calibration, GE, NLE and LMVE) under each ``--calibration`` mode named: ``split``, whose default fractions leave
+3 or 4 calibration subjects, so whole subjects move into calibration until 9 attain 0.9, and ``auto`` (the
+default), which cross-fits a study this small (every training subject scored out of fold). Coverage at new groups is measured on 1,000 fresh subjects of the
 same population (``make_visits(1000, seed=10_000 + s)``) as a new subject, then a random visit of it would
 meet it: each subject's share of covered visits, averaged over subjects; also on the run's own test part.
 
-Writes ``benchmarks/results/groups_few.md``; runs cached as JSON under ``benchmarks/cache/groups_few/``.
+Writes ``benchmarks/results/groups_few.md``; runs cached as JSON under ``benchmarks/cache/groups_few/n<subjects>/<mode>/``.
 """
 
 from __future__ import annotations
@@ -34,17 +35,19 @@ def per_group(inside: np.ndarray, groups: np.ndarray) -> float:
     return float(np.mean(np.bincount(codes, weights=inside) / np.bincount(codes)))
 
 
-def run_one(seed: int, subjects: int) -> dict:
-    path = CACHE / f"n{subjects}" / f"seed_{seed:03d}.json"
+def run_one(seed: int, subjects: int, mode: str) -> dict:
+    path = CACHE / f"n{subjects}" / mode / f"seed_{seed:03d}.json"
     if path.is_file():
         return json.loads(path.read_text())
+    from training.cross_fit import resolve_mode
     from training.datasets import Dataset, with_groups
     from training.pipeline import TrainConfig, train
     from training.synthetic import make_visits
 
     X, Y, subject, fn, tn = make_visits(subjects, seed=seed)
     ds = with_groups(Dataset("visits", X, Y, fn, tn, "-", meta={"subject": subject}), {"subject": subject}, "subject")
-    result = train(ds, TrainConfig(seed=seed, methods=METHODS, centre="auto"))
+    config = TrainConfig(seed=seed, methods=METHODS, centre="auto", calibration_mode=mode)
+    result = train(ds, config)
     Xn, Yn, sn, _, _ = make_visits(1000, seed=10_000 + seed)
     new = {}
     for m in METHODS:
@@ -52,7 +55,8 @@ def run_one(seed: int, subjects: int) -> dict:
         new[m] = {"coverage": per_group(regions.contains(Yn), sn), "volume": float(regions.volume().mean())}
     test = result.split.test
     served = result.model.selection["primary"]
-    record = {"seed": seed, "subjects": subjects, "served": served, "adjustment": result.split.adjustment,
+    record = {"seed": seed, "subjects": subjects, "mode": mode, "resolved": resolve_mode(ds, config)[0],
+              "served": served, "adjustment": result.split.adjustment,
               "n_calibration": next(iter(result.model.methods.values())).calibrator_.n_calibration_,
               "new_subjects": new,
               "test": {m: per_group(result.model.predict_region(ds.X[test], method=m).regions.contains(ds.Y[test]),
@@ -61,26 +65,9 @@ def run_one(seed: int, subjects: int) -> dict:
     return record
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", default="0-99", help="split seeds, e.g. 0-99")
-    p.add_argument("--subjects", type=int, default=35)
-    p.add_argument("--jobs", type=int, default=2)
-    args = p.parse_args(argv)
-    runs = parallel(run_one, [(s, args.subjects) for s in parse_seeds(args.seeds)], args.jobs, desc="splits")
-    moved = [r["adjustment"]["moved_from_train"] + r["adjustment"]["moved_from_test"] for r in runs if r["adjustment"]]
-    before = [r["adjustment"]["groups_before"]["calibration"] for r in runs if r["adjustment"]]
-    lines = [f"## Few groups: {args.subjects} subjects at 90 %", "",
-             f"Command: `{command('groups_few', argv)}` at commit "
-             f"`{commit()}`. {len(runs)} splits, each a new study of {args.subjects} subjects (4 to 12 visits). "
-             f"The default fractions left {min(before, default=0)} to {max(before, default=0)} calibration subjects "
-             f"on {len(moved)} of {len(runs)} splits; lmve-train moved {min(moved, default=0)} to "
-             f"{max(moved, default=0)} whole subjects into calibration, which then held "
-             f"{sorted({r['n_calibration'] for r in runs})} subjects. Coverage at new subjects: over 1,000 fresh "
-             "subjects per split, each subject's covered share of visits, averaged (a new subject, then a visit); "
-             "the guarantee is P >= 90 % (group-subsample rule, exact), and with 9 calibration subjects its "
-             "expected value is exactly 9/10.", "",
-             "| method | coverage at new subjects (mean over splits) | sd over splits | splits below 90 % | "
+def table(runs: list[dict]) -> list[str]:
+    """The markdown table of one mode's runs: each method's coverage at new subjects, its spread and area."""
+    lines = ["| method | coverage at new subjects (mean over splits) | sd over splits | splits below 90 % | "
              "mean area | coverage on the run's test subjects | served by auto |", "|---|---|---|---|---|---|---|"]
     for m in METHODS:
         cov = np.array([r["new_subjects"][m]["coverage"] for r in runs])
@@ -92,7 +79,44 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"| auto (served) | {100 * served.mean():.1f} % | {100 * served.std(ddof=1):.1f} | "
                  f"{int((served < 0.9).sum())} | {np.mean([r['new_subjects'][r['served']]['volume'] for r in runs]):.4g}"
                  f" | | {len(runs)} |")
-    write_text(OUT / "groups_few.md", "\n".join(lines) + "\n")
+    return lines
+
+
+def describe(mode: str, runs: list[dict]) -> str:
+    """What the mode did on these studies, in one paragraph."""
+    resolved = sorted({r["resolved"] for r in runs})
+    if resolved == ["cross-fit"]:
+        return (f"`--calibration {mode}` cross-fitted every study: each training subject scored by a centre and "
+                f"shapes fitted without it, {sorted({r['n_calibration'] for r in runs})} subjects calibrating, the "
+                "served model fitted on all of them (rule group-pooled; the guarantee is approximate, its bound "
+                "1 - 2(1 - 0.9) = 80 %).")
+    moved = [r["adjustment"]["moved_from_train"] + r["adjustment"]["moved_from_test"] for r in runs if r["adjustment"]]
+    before = [r["adjustment"]["groups_before"]["calibration"] for r in runs if r["adjustment"]]
+    return (f"`--calibration {mode}` ({', '.join(resolved)}): the default fractions left {min(before, default=0)} to "
+            f"{max(before, default=0)} calibration subjects on {len(moved)} of {len(runs)} splits; lmve-train moved "
+            f"{min(moved, default=0)} to {max(moved, default=0)} whole subjects into calibration, which then held "
+            f"{sorted({r['n_calibration'] for r in runs})} subjects (group-subsample rule, exact: with 9 calibration "
+            "subjects the expected coverage is exactly 9/10).")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", default="0-99", help="split seeds, e.g. 0-99")
+    p.add_argument("--subjects", type=int, default=35, help="subjects per study")
+    p.add_argument("--modes", default="split,auto", help="--calibration modes to compare, comma-separated")
+    p.add_argument("--jobs", type=int, default=2, help="parallel training runs")
+    args = p.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    seeds = parse_seeds(args.seeds)
+    lines = [f"## Few groups: {args.subjects} subjects at 90 %", "",
+             f"Command: `{command('groups_few', argv)}` at commit `{commit()}`. {len(seeds)} splits per mode, each "
+             f"a new study of {args.subjects} subjects (4 to 12 visits). Coverage at new subjects: over 1,000 fresh "
+             "subjects per split, each subject's covered share of visits, averaged (a new subject, then a visit).",
+             ""]
+    for mode in modes:
+        runs = parallel(run_one, [(s, args.subjects, mode) for s in seeds], args.jobs, desc=f"splits ({mode})")
+        lines += [f"### --calibration {mode}", "", describe(mode, runs), ""] + table(runs) + [""]
+    write_text(OUT / "groups_few.md", "\n".join(lines))
     print("\n".join(lines))
     return 0
 

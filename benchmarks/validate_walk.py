@@ -54,8 +54,7 @@ def main() -> int:
     runs = {"survey bundle, whole walk": evaluate(site, "walk.csv", "eval-survey"),
             "survey bundle, walk-b": evaluate(site, "walk-b.csv", "eval-survey-b")}
     walked = CACHE / "site-walked"
-    sh(str(BIN / "lmve-recalibrate"), str(site), str(CACHE / "walk-a.csv"), "--out", str(walked), "--groups",
-       "LONGITUDE,LATITUDE")
+    sh(str(BIN / "lmve-recalibrate"), str(site), str(CACHE / "walk-a.csv"), "--out", str(walked))
     runs["recalibrated on walk-a, walk-b"] = evaluate(walked, "walk-b.csv", "eval-walked-b")
     write_text(OUT, report(runs, time.time() - t0))
     print(OUT.read_text())

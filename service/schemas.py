@@ -276,5 +276,9 @@ class RecalibrateResponse(BaseModel):
     path: str
     rows: int
     groups: int | None
+    grouped_by: Literal["rows", "position", "labels"] = Field(
+        description="how the fresh rows were grouped: `position` when most repeat a position (automatic), `labels` "
+                    "when groups were given, `rows` otherwise")
+    guarantee: str = Field(description="the new bundle's guarantee, in the report's words")
     alpha_q: dict[str, list[float]] = Field(description="per method: [old, new] calibrated threshold")
     worker_pid: int

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 from models import registry
+from models.calibration.conformal import guarantee_words
+from models.calibration.recalibration import REPEATED_SHARE, share_of_repeated_positions
 from models.exceptions import InputError, LMVEError
-from training.datasets import (DATASETS, group_by_position, load_csv, load_dataset, share_of_repeated_positions,
-                               with_groups)
+from training.datasets import DATASETS, group_by_position, load_csv, load_dataset, with_groups
 from training.pipeline import METHODS, TrainConfig, train
 from training.selection import MIN_SCREEN_ROWS
 from training.stages import StageMeter
@@ -408,7 +409,7 @@ def _load(args):
             dataset = _group_builtin(dataset, group_cols)
     if args.groups is None and dataset.groups is None:
         share = share_of_repeated_positions(dataset.Y)
-        if share > 0.5:
+        if share > REPEATED_SHARE:
             dataset = group_by_position(dataset, auto=True)
             print(f"lmve-train: {100 * share:.0f} % of the rows share their position with another row (a survey): "
                   f"grouping by position ({dataset.grouping['n_groups']} positions). Test and calibration hold "
@@ -443,23 +444,21 @@ def guarantee(dataset, result, grouped: bool) -> dict:
                                  f"{'exact' if exact else 'approximate'}")
         return out
     if not grouped:
-        return {"grouping": None, "guarantee": f"P >= {eta} for a new row exchangeable with the {cal.n_rows_} "
-                                               "calibration rows (drawn at random from the same data)"}
+        return {"grouping": None, "guarantee": guarantee_words(eta, cal.rule, "new row drawn at random from the same "
+                                                               "data", cal.n_rows_)}
     g = dataset.grouping
     unit = "reading at a position not in the survey" if g["by"] == "position" else f"row from a {g['by']} group " \
         "not in the training data"
     cross = result.split.cross_fit
     if cross:
-        from training.cross_fit import guarantee_words
+        from training.cross_fit import guarantee_words as cross_fit_words
 
         return {"grouping": g, "n_groups": cal.n_calibration_, "mode": "cross-fit", "exact": False,
                 "mode_why": cross["why"], "bound": {"cross_fit": 1 - 2 * (1 - eta), "split": eta},
-                "guarantee": guarantee_words(eta, unit, cal.n_calibration_, cal.n_rows_,
+                "guarantee": cross_fit_words(eta, unit, cal.n_calibration_, cal.n_rows_,
                                              result.centre.get("cross_fit", 0), result.centre.get("centre_folds", 0))}
-    bound = f"P >= {eta}" if cal.rule == "group-subsample" else f"P ~ {eta} (asymptotically: pooled rule)"
     out = {"grouping": g, "n_groups": cal.n_calibration_, "mode": "split", "exact": cal.rule == "group-subsample",
-           "guarantee": f"{bound} for a {unit} (calibrated on {cal.n_calibration_} held-out groups, "
-                        f"{cal.n_rows_} rows; rule {cal.rule})"}
+           "guarantee": guarantee_words(eta, cal.rule, unit, cal.n_rows_, cal.n_calibration_)}
     if result.split.adjustment:
         out["split_adjustment"] = result.split.adjustment
     return out

@@ -78,12 +78,6 @@ def subset(ds: Dataset, rows: np.ndarray, name: str | None = None) -> Dataset:
                    centers=None if ds.centers is None else ds.centers[rows])
 
 
-def share_of_repeated_positions(Y: np.ndarray) -> float:
-    """The share of rows whose exact target position is also another row's."""
-    _, inverse, counts = np.unique(Y, axis=0, return_inverse=True, return_counts=True)
-    return float(np.mean(counts[inverse.ravel()] > 1))
-
-
 def group_codes_of(columns: dict) -> np.ndarray:
     """(m,) integer group codes from one or more label columns of any type (each distinct
     combination of values is a group)."""

@@ -14,10 +14,11 @@ from benchmarks.common import cache_dir, write_text
 
 def default_dataset(name: str, seed: int):
     """The data set as ``lmve-train --dataset NAME`` loads it (grouped by position when most rows repeat one)."""
-    from training.datasets import group_by_position, load_dataset, share_of_repeated_positions
+    from models.calibration.recalibration import REPEATED_SHARE, share_of_repeated_positions
+    from training.datasets import group_by_position, load_dataset
 
     ds = load_dataset(name, seed=seed)
-    if ds.groups is None and share_of_repeated_positions(ds.Y) > 0.5:
+    if ds.groups is None and share_of_repeated_positions(ds.Y) > REPEATED_SHARE:
         ds = group_by_position(ds, auto=True)
     return ds
 

@@ -111,6 +111,16 @@ RULES = ("rows", "group-subsample", "group-pooled", "group-weighted")
 APPROXIMATE_RULES = ("group-pooled", "group-weighted")
 
 
+def guarantee_words(level: float, rule: str, unit: str, n_rows: int, n_groups: int | None = None,
+                    on: str = "held-out") -> str:
+    """The guarantee of a calibration in words, as the report, the terminal and the manifest state it: the
+    bound (exact ``P >= level``, or ``P ~ level`` for an approximate rule), for what ``unit`` it holds, and
+    what it was calibrated on (``n_groups`` ``on`` groups and ``n_rows`` rows, or ``n_rows`` ``on`` rows)."""
+    bound = f"P ~ {level} (asymptotically: {rule} rule)" if rule in APPROXIMATE_RULES else f"P >= {level}"
+    counted = f"{n_rows} {on} rows" if n_groups is None else f"{n_groups} {on} groups, {n_rows} rows"
+    return f"{bound} for a {unit} (calibrated on {counted}; rule {rule})"
+
+
 def check_rule(rule: str) -> str:
     """``rule`` when it names one of :data:`RULES`, else an :class:`InputError` naming the choices."""
     return lookup(RULES, rule, "calibration rule", field="calibration")

@@ -2,8 +2,13 @@
 ``POST /admin/recalibrate``, which write the result with :func:`models.bundle.save_recalibrated`.
 
 The new bundle keeps the parent's preprocessing, scaler, centre and shapes; only the calibration
-scores change (:meth:`models.model.RegionModel.recalibrated`). Its manifest records the parent's
-bundle id, the rows and groups used, the source and when, and states the guarantee in words.
+scores change (:meth:`models.model.RegionModel.recalibrated`). Fresh rows are grouped as ``lmve-train``
+groups a survey: when more than :data:`REPEATED_SHARE` of them share their exact position with another row,
+each position is a group (several readings of one place are one draw, not several), so the guarantee stays
+one for readings at new positions; ``groups=None`` keeps the row rule. The manifest records the parent's
+bundle id, the rows and groups used, the source and when, states the guarantee in words
+(:func:`models.calibration.conformal.guarantee_words`), and carries a survey's scale with its mean area
+taken over the fresh rows (:func:`models.scale.rescaled`).
 """
 
 from __future__ import annotations
@@ -14,11 +19,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.calibration.conformal import APPROXIMATE_RULES, guarantee_words
+
 if TYPE_CHECKING:  # a type only: the model imports calibration, never the other way
     from models.model import RegionModel
 
 #: ``--group-rule`` / ``group_rule`` names -> calibration rules of :mod:`models.calibration.conformal`
 GROUP_RULES = {"subsample": "group-subsample", "pooled": "group-pooled"}
+#: the share of rows repeating another row's exact position above which rows are grouped by position
+REPEATED_SHARE = 0.5
+#: ``groups`` for :func:`recalibrate`: group by position when the rows repeat positions (:data:`REPEATED_SHARE`)
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -28,32 +39,88 @@ class Recalibration:
     training: dict
     n_rows: int
     n_groups: int | None
+    #: the words of the guarantee (also ``calibration["guarantee"]``)
+    guarantee: str
+    #: how the rows were grouped: ``"rows"``, ``"position"`` (automatically) or ``"labels"`` (given)
+    grouped_by: str
+    #: the share of the fresh rows that repeat another row's position
+    repeated_share: float
 
 
-def recalibrate(parent: RegionModel, features, points, *, groups=None, grouping: list[str] | None = None,
+def share_of_repeated_positions(points) -> float:
+    """The share of rows whose exact position (a row of ``points``) is also another row's."""
+    P = np.asarray(points)
+    if P.ndim != 2 or P.shape[0] == 0:
+        return 0.0
+    _, inverse, counts = np.unique(P, axis=0, return_inverse=True, return_counts=True)
+    return float(np.mean(counts[inverse.ravel()] > 1))
+
+
+def recalibrate(parent: RegionModel, features, points, *, groups=AUTO, grouping: list[str] | None = None,
                 centers=None, group_rule: str = "subsample", seed: int = 0, source: dict | None = None,
                 floors=None, buildings=None) -> Recalibration:
-    """``parent`` recalibrated on ``features`` (k, d) and true ``points`` (k, n); ``groups`` (k,) labels
-    rows by group (one score per group under ``group_rule``); a floor bundle needs the rows' ``floors``
-    (and ``buildings``). Raises ``InputError`` naming the field for bad rows or too few rows or groups;
-    ``parent`` is never modified."""
+    """``parent`` recalibrated on ``features`` (k, d) and true ``points`` (k, n).
+
+    ``groups``: (k,) labels (one score per group under ``group_rule``; ``grouping`` names their columns),
+    :data:`AUTO` (each position a group when more than :data:`REPEATED_SHARE` of the rows repeat one, else
+    rows) or None (rows). A floor bundle needs the rows' ``floors`` (and ``buildings``). Raises
+    ``InputError`` naming the field for bad rows, or for too few rows or groups to attain the bundle's level
+    (naming the highest they attain); ``parent`` is never modified."""
+    repeated = share_of_repeated_positions(points)
+    grouped_by = "labels"
+    if isinstance(groups, str) and groups == AUTO:
+        groups, grouping, grouped_by = None, None, "rows"
+        if repeated > REPEATED_SHARE:
+            groups = np.unique(np.asarray(points, dtype=np.float64), axis=0, return_inverse=True)[1].ravel()
+            grouping, grouped_by = ["position"], "position"
+    elif groups is None:
+        grouped_by = "rows"
     rule = None if groups is None else GROUP_RULES[group_rule]
     model = parent.recalibrated(features, points, groups=groups, centers=centers, rule=rule, random_state=seed,
                                 floors=floors, buildings=buildings)
     cal = next(iter(model.methods.values())).calibrator_
     n_rows = int(cal.n_rows_)
     n_groups = None if groups is None else int(cal.n_calibration_)
-    what = ", ".join(grouping) if grouping else "group"
-    unit = "row" if groups is None else f"row from a new {what} group"
-    m = parent.manifest
     src = dict(source or {})
-    calibration = {"grouping": list(grouping) if grouping else None, "n_groups": n_groups,
-                   "guarantee": f"P >= {model.coverage} for a {unit} exchangeable with the {n_rows} fresh rows"
-                                f"{' of ' + src['file'] if src.get('file') else ''} (recalibrated; rule {cal.rule})"}
+    words = guarantee_words(model.coverage, cal.rule, _unit(grouped_by, grouping, src.get("file")), n_rows, n_groups,
+                            on="fresh")
+    m = parent.manifest
+    calibration = {"grouping": list(grouping) if grouping else None, "grouped_by": grouped_by, "n_groups": n_groups,
+                   "repeated_share": repeated, "mode": "recalibrated", "exact": cal.rule not in APPROXIMATE_RULES,
+                   "guarantee": words}
+    from models.scale import rescaled
+
+    scale = rescaled((m.get("calibration") or {}).get("scale"), model, features, centers)
+    if scale is not None:
+        calibration["scale"] = scale
     training = {**(m.get("training") or {}), "recalibrated": {
         "parent_bundle_id": m.get("bundle_id"), "rows": n_rows, "groups": n_groups, "source": src,
+        "parent_guarantee": stated_guarantee(parent),
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
-    return Recalibration(model, calibration, training, n_rows, n_groups)
+    return Recalibration(model, calibration, training, n_rows, n_groups, words, grouped_by, repeated)
+
+
+def stated_guarantee(model: RegionModel) -> str:
+    """The guarantee ``model`` 's manifest states, or, for a bundle that states none, the one its calibration
+    gives (:func:`~models.calibration.conformal.guarantee_words` of its served method's calibrator)."""
+    stated = (model.manifest.get("calibration") or {}).get("guarantee")
+    if stated:
+        return stated
+    cal = model.methods[model.primary_method].calibrator_
+    grouped = cal.rule != "rows"
+    return guarantee_words(model.coverage, cal.rule, "row of a new group" if grouped else
+                           "new row exchangeable with the calibration rows", int(cal.n_rows_),
+                           int(cal.n_calibration_) if grouped else None, on="calibration")
+
+
+def _unit(grouped_by: str, grouping: list[str] | None, file: str | None) -> str:
+    """What the recalibrated guarantee is for, in words."""
+    like = f"those of {file}" if file else "the fresh ones"
+    if grouped_by == "position":
+        return f"reading at a new position, a position drawn like {like}"
+    if grouped_by == "labels":
+        return f"row of a new {', '.join(grouping) if grouping else 'group'} group, a group drawn like {like}"
+    return f"new row drawn like {'the rows of ' + file if file else 'the fresh rows'}"
 
 
 def threshold_changes(parent: RegionModel, model: RegionModel) -> dict[str, tuple[float, float]]:

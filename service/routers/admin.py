@@ -20,6 +20,7 @@ import anyio
 import numpy as np
 from fastapi import APIRouter, Body, Depends, Query, Request
 
+from models.calibration.recalibration import AUTO
 from models.exceptions import BundleError
 from service.deps import Settings, json_body, json_body_openapi, require_admin_key, store_for
 from service.errors import APIError
@@ -105,7 +106,10 @@ RECALIBRATE = {"response_model": RecalibrateResponse, "openapi_extra": CSV_DOC, 
                          "published from these rows (send them again)"},
     422: {"description": "bad rows or too few for the bundle's level; the old bundle keeps serving"},
     500: {"description": "the new bundle could not be written; the old one keeps serving"}}}
-Groups = Annotated[str | None, Query(description="text/csv: the group column(s), comma-separated")]
+Groups = Annotated[str | None, Query(description="text/csv: the group column(s), comma-separated; `none` (either "
+                                                "body) counts every row as its own draw. Default: each position a "
+                                                "group when most rows repeat a position, as lmve-train groups a "
+                                                "survey")]
 GroupRule = Annotated[str, Query(pattern="^(subsample|pooled)$")]
 Seed = Annotated[int, Query(ge=0, le=2**32 - 1)]
 
@@ -134,17 +138,19 @@ async def _recalibrate(request: Request, settings, name: str | None, groups, gro
                        f"{store.reason}")
     parent = loaded.model
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    none = (groups or "").strip().lower() == "none"
     if ctype == "text/csv":
-        grouping = [g.strip() for g in groups.split(",") if g.strip()] if groups else None
+        grouping = [g.strip() for g in groups.split(",") if g.strip()] if groups and not none else None
         centre = (parent.manifest.get("training") or {}).get("centre")
         columns = centre.get("columns") if isinstance(centre, dict) and parent.requires_centers else None
         fresh = read_fresh_csv(await request.body(), list(parent.feature_names), list(parent.target_names),
                                groups=grouping, centre_columns=columns)
         X, Y, G, centers, source = fresh.features, fresh.points, fresh.groups, fresh.centers, {"upload": "text/csv"}
+        G = G if grouping else None if none else AUTO
     elif ctype in ("application/json", ""):
         body = await _parse_recalibrate(request)
         X, Y, centers, group_rule, seed = body.features, body.points, body.centers, body.group_rule, body.seed
-        G = None if body.groups is None else np.asarray([str(g) for g in body.groups])
+        G = np.asarray([str(g) for g in body.groups]) if body.groups is not None else None if none else AUTO
         grouping, source = (["groups"] if G is not None else None), {"upload": "application/json"}
     else:
         raise APIError(415, "Unsupported Media Type", f"send application/json or text/csv; got {ctype!r}",
@@ -189,5 +195,6 @@ async def _recalibrate(request: Request, settings, name: str | None, groups, gro
 
     result, new, changes = await anyio.to_thread.run_sync(work)
     return RecalibrateResponse(model=store.name, version=new.version, previous_version=loaded.version, path=str(out),
-                               rows=result.n_rows, groups=result.n_groups, alpha_q={k: list(v) for k, v in changes.items()},
+                               rows=result.n_rows, groups=result.n_groups, grouped_by=result.grouped_by,
+                               guarantee=result.guarantee, alpha_q={k: list(v) for k, v in changes.items()},
                                worker_pid=os.getpid())

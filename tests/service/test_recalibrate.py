@@ -42,6 +42,24 @@ def test_recalibrate_from_json_swaps_in_a_verified_child(make_client, served, te
     assert load_bundle(served).manifest["bundle_id"] == old
 
 
+def test_rows_repeating_positions_are_grouped_by_position_unless_groups_is_none(make_client, served, tmp_path):
+    """As lmve-recalibrate: 12 positions x 5 readings in a JSON body calibrate over 12 positions (the guarantee
+    for readings at new positions); ?groups=none counts the 60 rows."""
+    from training.synthetic import make_new_positions
+
+    X, Y, _, _ = make_new_positions(12, readings=5, seed=31)
+    c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite")
+    body = {"features": features(X), "points": Y.tolist()}
+    r = c.post("/admin/recalibrate", json=body, headers=KEY)
+    assert r.status_code == 200, r.text
+    assert (r.json()["grouped_by"], r.json()["groups"], r.json()["rows"]) == ("position", 12, 60)
+    assert "reading at a new position" in r.json()["guarantee"] and "12 fresh groups, 60 rows" in r.json()["guarantee"]
+    assert load_bundle(r.json()["path"]).manifest["calibration"]["rule"] == "group-subsample"
+    r = c.post("/admin/recalibrate?groups=none", json=body, headers=KEY)
+    assert r.status_code == 200, r.text
+    assert (r.json()["grouped_by"], r.json()["groups"], r.json()["rows"]) == ("rows", None, 60)
+
+
 def test_recalibrate_from_csv_with_groups(make_client, served, test_rows, trained_synthetic, tmp_path):
     X, Y = test_rows
     _, ds = trained_synthetic

@@ -53,6 +53,45 @@ def test_recalibration_restores_coverage_under_drift_and_keeps_the_parent(bundle
     assert {p.name: p.read_bytes() for p in bundle_dir.iterdir()} == before
 
 
+def test_a_survey_walk_is_grouped_by_position_unless_told_otherwise(bundle_dir, tmp_path, capsys):
+    """A walk of 15 positions x 6 readings, recalibrated without --groups, keeps the guarantee for readings at new
+    positions (15 groups, one score each), prints it before and after, and --groups none counts 90 rows; a walk of
+    5 positions cannot attain 0.9 and is refused naming the highest level it attains."""
+    from training.synthetic import make_new_positions
+
+    parent = load_bundle(bundle_dir)
+    X, Y, _, _ = make_new_positions(15, readings=6, seed=21)
+    write_csv(tmp_path / "walk.csv", parent, X, Y)
+    out = tmp_path / "grouped"
+    assert main([str(bundle_dir), str(tmp_path / "walk.csv"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "grouping by position (15 positions)" in text
+    n_before = parent.methods[parent.primary_method].calibrator_.n_rows_
+    assert (f"guarantee before: P >= 0.9 for a new row exchangeable with the calibration rows (calibrated on "
+            f"{n_before} calibration rows; rule rows)") in text
+    after = ("P >= 0.9 for a reading at a new position, a position drawn like those of walk.csv (calibrated on 15 "
+             "fresh groups, 90 rows; rule group-subsample)")
+    assert f"guarantee after:  {after}" in text
+    calibration = json.loads((out / "manifest.json").read_text())["calibration"]
+    assert calibration["guarantee"] == after and calibration["grouped_by"] == "position"
+    assert calibration["rule"] == "group-subsample" and calibration["n_calibration"] == 15
+    assert main([str(bundle_dir), str(tmp_path / "walk.csv"), "--out", str(tmp_path / "rows"), "--groups", "none"]) == 0
+    rows = json.loads((tmp_path / "rows" / "manifest.json").read_text())["calibration"]
+    assert rows["rule"] == "rows" and rows["n_calibration"] == 90 and "90 fresh rows; rule rows" in rows["guarantee"]
+    X, Y, _, _ = make_new_positions(5, readings=6, seed=22)
+    write_csv(tmp_path / "few.csv", parent, X, Y)
+    capsys.readouterr()
+    assert main([str(bundle_dir), str(tmp_path / "few.csv"), "--out", str(tmp_path / "few")]) == 2
+    assert "5 fresh groups attain coverage at most 0.8333, below the bundle's 0.9" in capsys.readouterr().err
+    assert not (tmp_path / "few").exists()
+
+
+def test_every_option_says_what_it_does():
+    from training.recalibrate import build_parser
+
+    assert all(action.help for action in build_parser()._actions)
+
+
 def test_grouped_recalibration_and_too_few_groups(bundle_dir, tmp_path, capsys):
     parent = load_bundle(bundle_dir)
     X, Y = drifted(300, seed=9)
@@ -96,7 +135,7 @@ def test_a_floor_bundle_is_recalibrated_from_a_walk_with_its_floors(walk_reposit
     X, Y, floor = survey.X[:400], survey.Y[:400], survey.meta["floor"][:400]
     walk = write_walk(tmp_path / "walk.parquet", parent, X, Y, {"floor": floor})
     out = tmp_path / "recal"
-    assert main([str(root / "floors"), str(walk), "--out", str(out)]) == 0
+    assert main([str(root / "floors"), str(walk), "--out", str(out), "--groups", "none"]) == 0
     new = load_bundle(out)
     codes = parent.floors.labels.encode(floor)
     Xs = parent.standardise(X)

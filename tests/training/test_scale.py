@@ -9,34 +9,13 @@ import pytest
 from training.config import TrainConfig
 from training.datasets import Dataset, group_by_position
 from training.pipeline import train
-from training.scale import WARN_SHARE, extent, scale_line, survey_scale, warning
+from training.scale import WARN_SHARE, extent, scale_line, survey_scale
 from training.synthetic import make_survey
 
 
 def survey(n_points: int, n_beacons: int, seed: int = 0) -> Dataset:
     X, Y, _, _, fn, tn = make_survey(n_points=n_points, readings=5, n_beacons=n_beacons, seed=seed)
     return group_by_position(Dataset("survey", X, Y, fn, tn, "x"), auto=True)
-
-
-def test_extent_is_the_bounding_box_and_the_convex_hull():
-    square = np.array([[0, 0], [4, 0], [4, 2], [0, 2], [1, 1], [3, 1], [1, 1]], dtype=float)
-    ext = extent(square)
-    assert ext["bbox"] == [[0, 0], [4, 2]] and ext["bbox_area"] == 8.0
-    assert ext["hull_area"] == pytest.approx(8.0) and len(ext["hull"]) == 4
-    triangle = extent(np.array([[0, 0], [4, 0], [0, 3], [1, 1]], dtype=float))
-    assert triangle["bbox_area"] == 12.0 and triangle["hull_area"] == pytest.approx(6.0)
-    # on one line: no hull to speak of, and no failure
-    line = extent(np.array([[0, 0], [1, 1], [2, 2]], dtype=float))
-    assert line["hull_area"] == 0.0 and line["bbox_area"] == 4.0
-
-
-def test_the_warning_follows_the_share_of_the_bounding_box():
-    scale = {"method": "ball", "mean_area": 30.0, "bbox_area": 100.0, "positions": 20, "warn_share": WARN_SHARE,
-             "share_of_bbox": 0.30}
-    assert "30 % of the surveyed positions' bounding box" in warning(scale)
-    assert warning({**scale, "mean_area": 25.0, "share_of_bbox": WARN_SHARE}) is None  # at the share: no warning
-    assert warning({**scale, "share_of_bbox": None}) is None  # a box of no area: nothing to compare
-    assert scale_line(None) is None
 
 
 def test_a_small_survey_is_warned_and_a_large_one_is_not():
