@@ -6,7 +6,9 @@ recalibrate on half of the walk, evaluate on the other half.
 Runs the guide's commands (the installed ``lmve-*`` entry points, ``examples/uji_walks.py``) under
 ``benchmarks/cache/validate_walk/`` (the trained bundle is reused when present) and writes
 ``benchmarks/results/validate_walk.md``: per evaluation the coverage with its interval and verdict, the
-area, the errors, the floor figures and the per-phone coverage, with the command and commit.
+area, the errors, the floor figures and the per-phone coverage, short levels and typicality, with the command
+and commit; and ``docs/assets/validate_reliability.png``, the survey bundle's per-phone reliability plot on the
+whole walk, which the validate guide shows.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import sys
 import time
 from pathlib import Path
 
+import shutil
+
 from benchmarks.common import RESULTS, ROOT, cache_dir, command, commit, write_text
 
 CACHE = cache_dir("validate_walk")
 OUT = RESULTS / "validate_walk.md"
+PLOT = ROOT / "docs" / "assets" / "validate_reliability.png"
 BIN = Path(sys.executable).parent
 
 
@@ -56,6 +61,7 @@ def main() -> int:
     walked = CACHE / "site-walked"
     sh(str(BIN / "lmve-recalibrate"), str(site), str(CACHE / "walk-a.csv"), "--out", str(walked))
     runs["recalibrated on walk-a, walk-b"] = evaluate(walked, "walk-b.csv", "eval-walked-b")
+    shutil.copyfile(CACHE / "eval-survey" / "reliability.png", PLOT)
     write_text(OUT, report(runs, time.time() - t0))
     print(OUT.read_text())
     return 0
@@ -72,16 +78,19 @@ def report(runs: dict, seconds: float) -> str:
              "the survey; the walk is split by reference position into walk-a (recalibration) and walk-b "
              "(evaluation). Level 90 %; errors and areas on the ground.", "",
              "| bundle, walk | rows | coverage (95 % interval) | verdict | area mean (m²) | error median / p75 / CE95 (m) "
-             "| floor hit rate | floor-set coverage | IPIN score (m) | coverage per phone |",
+             "| floor hit rate | floor-set coverage | IPIN score (m) | per phone: coverage, short levels, typicality |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, f in runs.items():
         lo, hi = f["coverage_interval"]
         e, fl = f["error"], f.get("floors", {})
-        phones = ", ".join(f"{k}: {pct(v['coverage'])}" for k, v in f["groups"]["PHONEID"].items())
+        phones = "; ".join(f"{k}: {pct(v['coverage'])}, short at {', '.join(f'{x:g}' for x in v['short_levels']) or '-'}"
+                           f", {v['typicality_mean']:.2f}" for k, v in f["groups"]["PHONEID"].items())
         lines.append(f"| {name} | {f['n_rows']:,} | {pct(f['coverage'])} ({pct(lo)}-{pct(hi)}) | "
                      f"{'holds' if f['verdict']['holds'] else 'fails'} (exit {f['exit']}) | {f['area_mean']:.0f} | "
                      f"{e['median']:.1f} / {e['p75']:.1f} / {e['ce95']:.1f} | {pct(fl.get('floor_hit_rate', 0))} | "
                      f"{pct(fl.get('floor_set_coverage', 0))} | {fl.get('ipin_score', 0):.1f} | {phones} |")
+    lines += ["", "Verdicts, in the evaluations' words:", ""]
+    lines += [f"- {name}: {f['verdict']['words']}" for name, f in runs.items()]
     return "\n".join(lines) + "\n"
 
 

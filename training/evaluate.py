@@ -7,12 +7,15 @@
 The walk has the training file's columns, targets included (CSV or Parquet). Its rows are answered as
 ``POST /predict-region`` answers them; the figures are :mod:`training.evaluation`'s: coverage at the bundle's
 level with its binomial interval, the reliability curve over ``--levels``, region sizes, positioning errors
-(mean, median, RMSE, p75, CEP, CE95), a floor bundle's floor figures and IPIN score, the same per group, and a
-verdict. ``--out DIR`` writes ``report.md``, ``metrics.json``, ``reliability.png`` and ``error_cdf.png``
-(atomically: all of them or none).
+(mean, median, RMSE, p75, CEP, CE95), a floor bundle's floor figures and IPIN score, typicality and the shift
+test's evidence over the walk in order, the same per group (each group's own curve, and groups whose errors
+are far above the rest's named), and a verdict. ``--out DIR`` writes ``report.md``, ``metrics.json``,
+``reliability.png`` (the walk's curve and each group's) and ``error_cdf.png`` (atomically: all of them or
+none).
 
-Exit status: 0 when coverage holds within its binomial tolerance, 1 when it does not, or, with
-``--fail-under LEVEL``, 1 exactly when the walk's coverage is below LEVEL; 2 for bad input.
+Exit status: 0 when nothing is short (coverage at the level over all rows, every level of the curve, every
+group at the level and along its curve), 1 when something is, or, with ``--fail-under LEVEL``, 1 exactly
+when the walk's coverage is below LEVEL; 2 for bad input.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from training import run_command
 from training.evaluation import DEFAULT_LEVELS, ERROR_KEYS, GroupBy, evaluate, parse_levels
 from training.inputs import bundle_parser
 
-#: groups drawn as their own line on the error CDF (the largest ones)
+#: groups drawn as their own line on the error CDF and the reliability plot (the largest ones)
 CDF_GROUPS = 8
+#: groups of each breakdown the terminal lists (report.md lists them all)
+GROUP_LINES = 8
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the reliability curve's levels (default {DEFAULT_LEVELS}: 0.50, 0.55, ..., 0.95, 0.99)")
     p.add_argument("--out", type=Path, default=None, help="write report.md, metrics.json and the plots here")
     p.add_argument("--fail-under", type=float, default=None, metavar="LEVEL",
-                   help="exit 1 when the walk's coverage is below LEVEL (instead of the binomial verdict)")
+                   help="exit 1 when the walk's coverage is below LEVEL (instead of the verdict)")
     return p
 
 
@@ -97,6 +102,17 @@ def summary_text(f: dict) -> str:
              f"  area mean {_num(f['area_mean'])} {u['area']} (sqrt det C mean {_num(f['sqrt_det_mean'])}), accuracy "
              f"radius median {_num(f['accuracy_median'])} {u['accuracy']}",
              "  error " + ", ".join(f"{k} {_num(e[k])}" for k in ERROR_KEYS) + f" {u['error']}"]
+    if f.get("typicality_mean") is not None:
+        lines.append(f"  typicality mean {f['typicality_mean']:.3g} (about 0.5 for readings like the calibration's)"
+                     + (f"; {shift_words(f['shift'])}" if f.get("shift") else ""))
+    for name, per in f["groups"].items():
+        for v, s in list(per.items())[:GROUP_LINES]:
+            lines.append(f"  {name} {v}: {s['n_rows']} rows, coverage {_pct(s['coverage'])}"
+                         + (f", short at {', '.join(f'{x:g}' for x in s['short_levels'])}" if s["short_levels"] else "")
+                         + (f", typicality mean {s['typicality_mean']:.3g}" if s.get("typicality_mean") is not None else "")
+                         + f", error median {_num(s['error']['median'])}")
+        if len(per) > GROUP_LINES:
+            lines.append(f"  ... {len(per) - GROUP_LINES} more {name} groups in report.md")
     if "floors" in f:
         fl = f["floors"]
         lines.append(f"  floors: hit rate {_pct(fl['floor_hit_rate'])}, floor-set coverage {_pct(fl['floor_set_coverage'])}, "
@@ -107,12 +123,25 @@ def summary_text(f: dict) -> str:
     return "\n".join(lines)
 
 
+def shift_words(shift: dict) -> str:
+    """The shift test over the walk in words."""
+    alarm = (f"alarm at row {shift['alarm_at_row']}" if shift["alarm_at_row"] is not None else
+             "no alarm")
+    return (f"shift test evidence {shift['evidence']:.3g} after {shift['rows']} rows in file order, most "
+            f"{shift['max']:.3g}: {alarm} (it sounds at 1/delta = {1 / shift['delta']:g})")
+
+
+def _short(s: dict) -> str:
+    return ", ".join(f"{x:g}" for x in s.get("short_levels") or []) or "-"
+
+
 def _row(name: str, s: dict, floors: bool) -> str:
     e = s["error"]
+    typ = s.get("typicality_mean")
     cells = [name, str(s["n_rows"]), _pct(s["coverage"]),
              f"{_pct(s['coverage_interval'][0])} to {_pct(s['coverage_interval'][1])}",
-             "yes" if s["holds"] else "**no**", _num(s["area_mean"]), _num(s["accuracy_median"]),
-             *(_num(e[k]) for k in ERROR_KEYS)]
+             "yes" if s["holds"] else "**no**", _short(s), "-" if typ is None else f"{typ:.3g}",
+             _num(s["area_mean"]), _num(s["accuracy_median"]), *(_num(e[k]) for k in ERROR_KEYS)]
     if floors:
         fl = s["floors"]
         cells += [_pct(fl["floor_hit_rate"]), _pct(fl["floor_set_coverage"]), _num(fl["ipin_score"])]
@@ -123,8 +152,8 @@ def report(f: dict) -> str:
     """``report.md``: the verdict, the figures, per group, the reliability curve and the plots."""
     u = f["units"]
     floors = "floors" in f
-    head = ["rows", "coverage", "95 % interval", "holds", "area mean", "accuracy median",
-            *(f"error {k}" for k in ERROR_KEYS)]
+    head = ["rows", "coverage", "95 % interval", "holds", "short levels", "typicality mean", "area mean",
+            "accuracy median", *(f"error {k}" for k in ERROR_KEYS)]
     if floors:
         head += ["floor hit rate", "floor-set coverage", "IPIN score"]
     table = ["| | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1), _row("all rows", f, floors)]
@@ -140,20 +169,43 @@ def report(f: dict) -> str:
     if f["verdict"]["advice"]:
         lines += [f"What to do: {f['verdict']['advice']}", ""]
     lines += [*table, ""]
+    if f.get("shift"):
+        lines += [f"Typicality: the rows' mean p-value is {f['typicality_mean']:.3g} (about 0.5 for readings like the "
+                  f"calibration's, smaller for readings unlike them); the {shift_words(f['shift'])}.", ""]
     for name, per in f["groups"].items():
         lines += [f"## Per {name}", "", "| " + name + " | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
         lines += [_row(v, s, floors) for v, s in per.items()]
-        lines += ["", f"A group holds when its one-sided binomial test passes at 5 % / {len(per)} (Bonferroni).", ""]
+        lines += ["", f"A group holds when its one-sided binomial test at the level passes at 5 % / {len(per)}, and no "
+                  f"level of its curve is short (5 % / ({len(per)} x the levels); Bonferroni).", ""]
+        for o in f.get("error_outliers", {}).get(name, []):
+            lines += [f"- {name} {o['group']}: errors far above the rest's (median {_num(o['median'])} against "
+                      f"{_num(o['rest_median'])}; one-sided Mann-Whitney p = {o['p_value']:.2g})"]
+        lines += _curve_table(name, per) + [""]
     lines += ["## Reliability", "", "Coverage of this walk at each level, with the thresholds of the bundle's stored "
-              "calibration scores.", "", "| level | coverage | 95 % interval |", "|---|---|---|"]
+              "calibration scores; a level is short when its one-sided p-value is below 5 % over the curve's "
+              "levels.", "", "| level | coverage | 95 % interval | short |", "|---|---|---|---|"]
     for r in f["reliability"]:
         if r["attainable"]:
             lines.append(f"| {r['level']:g} | {_pct(r['coverage'])} | {_pct(r['interval'][0])} to "
-                         f"{_pct(r['interval'][1])} |")
+                         f"{_pct(r['interval'][1])} | {'**short**' if r['short'] else ''} |")
         else:
-            lines.append(f"| {r['level']:g} | above what the calibration attains | |")
+            lines.append(f"| {r['level']:g} | above what the calibration attains | | |")
     lines += ["", "![reliability](reliability.png)", "", "![error CDF](error_cdf.png)", ""]
     return "\n".join(lines)
+
+
+def _curve_table(name: str, per: dict) -> list[str]:
+    """Each group's coverage at each level (short ones in bold)."""
+    levels = [r["level"] for r in next(iter(per.values()))["reliability"] if r["attainable"]] if per else []
+    if not levels:
+        return []
+    out = ["", f"Coverage per {name} and level (**short** in bold):", "",
+           "| " + name + " | " + " | ".join(f"{v:g}" for v in levels) + " |", "|" + "---|" * (len(levels) + 1)]
+    for v, s in per.items():
+        at = {r["level"]: r for r in s["reliability"]}
+        out.append("| " + v + " | " + " | ".join(
+            (f"**{_pct(at[x]['coverage'])}**" if at[x]["short"] else _pct(at[x]["coverage"])) for x in levels) + " |")
+    return out
 
 
 def _png(fig) -> bytes:
@@ -175,23 +227,37 @@ def _pyplot():
 
 
 def plot_reliability(f: dict) -> bytes:
-    """PNG: the walk's coverage against level with its 95 % intervals, beside the diagonal."""
+    """PNG: the walk's coverage against level with its 95 % intervals, beside the diagonal, and the curve of
+    each group of the first breakdown (the :data:`CDF_GROUPS` largest); short levels are marked with a red x."""
     plt = _pyplot()
     pts = [r for r in f["reliability"] if r["attainable"]]
-    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    fig, ax = plt.subplots(figsize=(5.8, 4.8))
     lv = [r["level"] for r in pts]
     ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="coverage = level")
-    ax.fill_between(lv, [r["interval"][0] for r in pts], [r["interval"][1] for r in pts], color="tab:blue",
-                    alpha=0.2, label="95 % interval")
-    ax.plot(lv, [r["coverage"] for r in pts], marker="o", color="tab:blue", label="this walk")
+    ax.fill_between(lv, [r["interval"][0] for r in pts], [r["interval"][1] for r in pts], color="black",
+                    alpha=0.12, label="95 % interval (all rows)")
+    ax.plot(lv, [r["coverage"] for r in pts], marker="o", ms=3.5, color="black", lw=1.6, label=f"all rows ({f['n_rows']})")
+    lows = [r["interval"][0] for r in pts] + [r["coverage"] for r in pts]
+    shorts = [(r["level"], r["coverage"]) for r in pts if r["short"]]
+    if f["groups"]:
+        name, per = next(iter(f["groups"].items()))
+        biggest = sorted(per, key=lambda v: -per[v]["n_rows"])[:CDF_GROUPS]
+        for v in biggest:
+            g = [r for r in per[v]["reliability"] if r["attainable"]]
+            ax.plot([r["level"] for r in g], [r["coverage"] for r in g], marker=".", lw=1.0, alpha=0.85,
+                    label=f"{name} {v} ({per[v]['n_rows']})" + (" short" if per[v]["short_levels"] else ""))
+            lows += [r["coverage"] for r in g]
+            shorts += [(r["level"], r["coverage"]) for r in g if r["short"]]
+    if shorts:
+        ax.scatter(*zip(*shorts), marker="x", s=46, color="tab:red", zorder=5, label="short (Bonferroni)")
     ax.axvline(f["level"], color="tab:red", lw=0.8, label=f"bundle level {f['level']:g}")
-    lo = min(lv + [r["interval"][0] for r in pts]) - 0.05
+    lo = min(lv + lows) - 0.05
     ax.set_xlim(max(lo, 0), 1.0)
     ax.set_ylim(max(lo, 0), 1.0)
     ax.set_xlabel("level asked for")
     ax.set_ylabel("coverage on the walk")
     ax.set_title(f"{f['walk']}: {f['n_rows']} rows, {f['method']}", fontsize=10)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     return _png(fig)
 

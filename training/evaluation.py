@@ -8,7 +8,14 @@ at the bundle's level, the served method unless one is named), so the figures ar
   true floor is in its floor set: the joint guarantee), with its exact (Clopper-Pearson) 95 % interval, and the
   one-sided binomial p-value of a shortfall against the level;
 * **reliability**: coverage against level, each level's threshold taken from the bundle's stored calibration
-  scores (:meth:`~models.calibration.conformal.SplitConformalCalibrator.quantile`), the rows' scores computed once;
+  scores (:meth:`~models.calibration.conformal.SplitConformalCalibrator.quantile`), the rows' scores computed
+  once; for all rows and for each group. A level is **short** when its one-sided binomial p-value is below
+  5 % divided by the number of levels tested on the curve (and, for a group, by the number of groups of its
+  column): Bonferroni, so a curve of eleven levels over twenty phones does not flag one by chance;
+* **typicality** (a bundle with the step, :mod:`models.typicality`): the mean of the rows' typicality
+  p-values, over all rows and per group (about 0.5 for readings like the calibration rows, smaller for
+  readings unlike them), and the **shift test** the service runs (:mod:`models.calibration.martingale`) fed
+  the walk's rows in file order: its evidence after each step and the row at which it reached ``1 / delta``;
 * **region size**: the true area (``area``), the paper's ``sqrt det C`` and the accuracy radius (the smallest
   circle around the centre that holds the ellipse); with a CRS in the bundle, on the ground in m^2 and metres
   (:func:`models.geo.ellipse_figures`, what GeoJSON answers say);
@@ -19,13 +26,18 @@ at the bundle's level, the served method unless one is named), so the figures ar
   the IPIN score: the 75th percentile of the horizontal error plus 15 m per floor between the most probable
   floor and the true one (floors that are not numbers: 15 m when they differ).
 
-The **verdict**: coverage holds when the binomial test cannot reject "coverage >= level" at 5 % (one-sided);
-groups short of the level are named, with what to recalibrate on, but the guarantee is marginal (over the
-rows), so they do not fail the verdict.
-Rows of one walk are not independent (several readings per position, one phone), which makes the interval
-optimistic: a failing verdict is then more often real, a passing one less certain. Per group, each group's
-test is at 5 % divided by the number of groups of its column (Bonferroni), so a breakdown of twenty phones
-does not flag one by chance.
+* **error outliers**: a group whose median error is at least :data:`ERROR_RATIO` times the median of the
+  other rows', and above them by a one-sided Mann-Whitney test at 5 % over the column's groups, is named:
+  its regions may hold only by being large.
+
+The **verdict** holds when nothing is short: the binomial test cannot reject "coverage >= level" at 5 %
+(one-sided) over all rows, no level of the walk's curve is short, and no group is short at the bundle's
+level (5 % over its column's groups) or at any level of its curve. A group or a level that falls short fails
+the verdict (exit status 1) even where the guarantee over the rows as a whole holds: a phone or a level
+whose coverage is short is a guarantee a user meets broken. Only a verdict with nothing short may say the
+regions are larger than the level needs.
+Rows of one walk are not independent (several readings per position, one phone), which makes the intervals
+optimistic: a failing verdict is then more often real, a passing one less certain.
 """
 
 from __future__ import annotations
@@ -44,6 +56,12 @@ FLOOR_PENALTY_M = 15.0
 TEST_SIZE = 0.05
 #: the reliability curve's levels when none are asked for
 DEFAULT_LEVELS = "0.5:0.99"
+#: a group's median error this many times the other rows' (and above them by test) is named
+ERROR_RATIO = 1.5
+#: the shift test's false-alarm level (the service's ``LMVE_SHIFT_DELTA`` default)
+SHIFT_DELTA = 0.01
+#: rows per step of the shift test over a walk (the service's step)
+SHIFT_STEP = 256
 
 
 def parse_levels(text: str) -> list[float]:
@@ -158,6 +176,8 @@ class RowFigures:
     sqrt_det: np.ndarray        # (N,) sqrt det C (target units)
     accuracy: np.ndarray        # (N,) accuracy radius
     floor: dict | None = None   # a floor bundle's per-row arrays: floor_inside, position_inside, hit, difference, set_size
+    typicality: np.ndarray | None = None         # (N,) typicality p-values (a bundle with the step)
+    typicality_scores: np.ndarray | None = None  # (N,) what the shift test ranks
 
 
 def binomial(hits: float, n: int, level: float, confidence: float = 0.95) -> dict:
@@ -267,7 +287,7 @@ def region_sizes(region, crs) -> tuple[np.ndarray, np.ndarray | None, np.ndarray
 
 def answer_rows(model, walk: Walk, method: str | None = None):
     """``(answer, RowFigures)``: the walk's rows answered as ``/predict-region`` answers them, and their figures."""
-    answer = model.predict_region(walk.X, method, kind="ellipsoid", centers=walk.centers, typicality=False)
+    answer = model.predict_region(walk.X, method, kind="ellipsoid", centers=walk.centers, typicality=True)
     region = answer.regions
     inside = region.contains(walk.Y)
     crs = model.crs if model.n_targets == 2 else None
@@ -287,7 +307,8 @@ def answer_rows(model, walk: Walk, method: str | None = None):
                  "difference": _floor_difference(model.floors.labels, predicted, codes),
                  "set_size": answer.floors.member.sum(axis=1), "codes": codes, "proba": answer.floors.proba}
         inside = inside & floor_inside
-    return answer, RowFigures(inside=inside, error=error, area=area, sqrt_det=sqrt_det, accuracy=accuracy, floor=floor)
+    return answer, RowFigures(inside=inside, error=error, area=area, sqrt_det=sqrt_det, accuracy=accuracy, floor=floor,
+                              typicality=answer.typicality, typicality_scores=answer.typicality_scores)
 
 
 def _floor_codes(model, walk: Walk) -> np.ndarray:
@@ -326,7 +347,8 @@ def summarise(rows: RowFigures, level: float, mask: np.ndarray | None = None) ->
            "holds": bool(test["p_value"] >= TEST_SIZE), "area_mean": float(np.mean(area)),
            "area_median": float(np.median(area)), "sqrt_det_mean": float(np.mean(rows.sqrt_det[sel])),
            "accuracy_mean": float(np.mean(rows.accuracy[sel])), "accuracy_median": float(np.median(rows.accuracy[sel])),
-           "error": error_figures(rows.error[sel])}
+           "error": error_figures(rows.error[sel]),
+           "typicality_mean": None if rows.typicality is None else float(np.mean(rows.typicality[sel]))}
     if rows.floor is not None:
         f = {k: np.asarray(v)[sel] for k, v in rows.floor.items() if k not in ("proba",)}
         out["floors"] = {"joint_coverage": out["coverage"], "floor_set_coverage": float(np.mean(f["floor_inside"])),
@@ -336,9 +358,9 @@ def summarise(rows: RowFigures, level: float, mask: np.ndarray | None = None) ->
     return out
 
 
-def reliability(model, walk: Walk, method: str, rows: RowFigures, levels: list[float]) -> list[dict]:
-    """Coverage of the walk at each of ``levels`` (those the calibration attains), each level's threshold from
-    the stored calibration scores and the rows' conformity scores computed once."""
+def level_insides(model, walk: Walk, method: str, rows: RowFigures, levels: list[float]) -> dict:
+    """``level -> (N,) inside`` at each of ``levels`` (``None`` where the calibration cannot attain it): each
+    level's threshold from the stored calibration scores, the rows' conformity scores computed once."""
     reg = model.methods[method]
     X = model.standardise(walk.X)
     mu = model.predict_center(walk.X, walk.centers)
@@ -346,21 +368,75 @@ def reliability(model, walk: Walk, method: str, rows: RowFigures, levels: list[f
     scores = np.where(np.isfinite(scores), scores, np.inf)
     floors = model.floors if rows.floor is not None and method in (model.floors.joint if model.floors else {}) else None
     top = floors.joint[method].calibrator.max_coverage if floors is not None else reg.calibrator_.max_coverage
-    out = []
+    out = {}
     for level in levels:
         if level > top:
-            out.append({"level": level, "coverage": None, "attainable": False})
-            continue
-        if floors is None:
-            inside = scores <= reg.threshold(level)
+            out[level] = None
+        elif floors is None:
+            out[level] = scores <= reg.threshold(level)
         else:
             t, alpha = floors.threshold(method, level)
             member = floors.sets(rows.floor["proba"], t)
-            inside = member[np.arange(len(scores)), rows.floor["codes"]] & (scores <= alpha)
+            out[level] = member[np.arange(len(scores)), rows.floor["codes"]] & (scores <= alpha)
+    return out
+
+
+def curve(insides: dict, mask: np.ndarray | None = None, families: int = 1) -> list[dict]:
+    """The reliability curve of the rows ``mask`` selects: per level its coverage, exact interval and one-sided
+    p-value, and ``short`` when the p-value is below :data:`TEST_SIZE` over the attainable levels times
+    ``families`` (the groups of the column a group's curve belongs to)."""
+    tests = max(sum(v is not None for v in insides.values()), 1) * max(families, 1)
+    out = []
+    for level, inside in insides.items():
+        if inside is None:
+            out.append({"level": level, "coverage": None, "attainable": False, "short": False})
+            continue
+        inside = inside if mask is None else inside[mask]
         hits, n = int(inside.sum()), int(inside.size)
         test = binomial(hits, n, level)
         out.append({"level": level, "coverage": hits / n, "interval": test["interval"], "p_value": test["p_value"],
-                    "attainable": True})
+                    "attainable": True, "short": bool(test["p_value"] < TEST_SIZE / tests)})
+    return out
+
+
+def short_levels(points: list[dict]) -> list[float]:
+    """The levels of a curve (:func:`curve`) flagged short."""
+    return [r["level"] for r in points if r["short"]]
+
+
+def shift_evidence(model, rows: RowFigures, delta: float = SHIFT_DELTA) -> dict | None:
+    """The service's shift test fed the walk's rows in order (:data:`SHIFT_STEP` at a time): ``evidence``
+    (final), ``max``, ``alarm_at_row`` (1-based; None if it never reached ``1 / delta``), ``delta`` and
+    ``trajectory`` (``[rows, evidence]`` after each step). None for a bundle without the typicality step."""
+    if model.typicality is None or rows.typicality_scores is None:
+        return None
+    test = model.typicality.shift_test(delta=delta)
+    scores = np.asarray(rows.typicality_scores, dtype=np.float64)
+    trajectory = []
+    for start in range(0, len(scores), SHIFT_STEP):
+        test.update(scores[start:start + SHIFT_STEP])
+        trajectory.append([int(test.queries_), test.evidence])
+    return {"evidence": test.evidence, "max": max((e for _, e in trajectory), default=1.0),
+            "alarm_at_row": test.alarm_at_, "delta": delta, "rows": int(test.queries_), "trajectory": trajectory}
+
+
+def error_outliers(error: np.ndarray, labels: np.ndarray, values: list[str]) -> list[dict]:
+    """Groups whose errors are far above the other rows': median at least :data:`ERROR_RATIO` times theirs and
+    larger by a one-sided Mann-Whitney test at :data:`TEST_SIZE` over the groups."""
+    from scipy.stats import mannwhitneyu
+
+    out = []
+    for v in values:
+        mask = labels == v
+        if mask.sum() < 3 or (~mask).sum() < 3:
+            continue
+        mine, rest = float(np.median(error[mask])), float(np.median(error[~mask]))
+        if rest > 0 and mine < ERROR_RATIO * rest:
+            continue
+        p = float(mannwhitneyu(error[mask], error[~mask], alternative="greater").pvalue)
+        if p < TEST_SIZE / max(len(values), 1):
+            out.append({"group": v, "median": mine, "rest_median": rest, "ratio": mine / rest if rest > 0 else None,
+                        "p_value": p})
     return out
 
 
@@ -380,17 +456,28 @@ def evaluate(model, walk: Walk, *, method: str | None = None, levels: list[float
     out = {"n_rows": int(walk.X.shape[0]), "level": level, "method": answer.method,
            "fallback_reason": answer.fallback_reason, "units": _units(model),
            **summarise(rows, level)}
-    out["reliability"] = reliability(model, walk, answer.method, rows, levels or parse_levels(DEFAULT_LEVELS))
-    groups = {}
+    insides = level_insides(model, walk, answer.method, rows, levels or parse_levels(DEFAULT_LEVELS))
+    out["reliability"] = curve(insides)
+    out["short_levels"] = short_levels(out["reliability"])
+    out["shift"] = shift_evidence(model, rows)
+    groups, outliers = {}, {}
     for g in group_by:
         labels = walk.groups[g.name]
         values = sorted(set(labels.tolist()), key=_natural)
-        per = {v: summarise(rows, level, labels == v) for v in values}
-        alpha = TEST_SIZE / max(len(values), 1)
-        for v, s in per.items():
-            s["holds"] = bool(s["p_value"] >= alpha)
+        per = {}
+        for v in values:
+            mask = labels == v
+            s = per[v] = summarise(rows, level, mask)
+            s["holds_level"] = bool(s["p_value"] >= TEST_SIZE / max(len(values), 1))
+            s["reliability"] = curve(insides, mask, families=len(values))
+            s["short_levels"] = short_levels(s["reliability"])
+            s["holds"] = s["holds_level"] and not s["short_levels"]
         groups[g.name] = per
+        found = error_outliers(rows.error, labels, values)
+        if found:
+            outliers[g.name] = found
     out["groups"] = groups
+    out["error_outliers"] = outliers
     out["verdict"] = verdict(out, model)
     return out, rows
 
@@ -415,40 +502,69 @@ def min_fresh(level: float) -> int:
     return int(np.ceil(level / (1.0 - level) - 1e-9))
 
 
+def _levels(levels: list[float]) -> str:
+    return ", ".join(f"{v:g}" for v in levels)
+
+
+def _group_words(name: str, v: str, s: dict, level: float) -> str:
+    """One failing group in words: its coverage at the level when that is short, and its short levels."""
+    parts = []
+    if not s["holds_level"]:
+        parts.append(f"{100 * s['coverage']:.1f} % at {level:g}")
+    if s["short_levels"]:
+        parts.append(f"short at {_levels(s['short_levels'])}")
+    return f"{name} {v} ({'; '.join(parts)})"
+
+
 def verdict(figures: dict, model) -> dict:
-    """Whether coverage holds within its binomial tolerance, in words, and what to do when it does not."""
+    """Whether nothing is short (the module's verdict), in words, and what to do when something is."""
     level, cov, (lo, hi), p = figures["level"], figures["coverage"], figures["coverage_interval"], figures["p_value"]
     n = figures["n_rows"]
-    holds = bool(p >= TEST_SIZE)
+    headline = bool(p >= TEST_SIZE)
+    short = figures.get("short_levels") or []
     failing = {name: [v for v, s in per.items() if not s["holds"]] for name, per in figures["groups"].items()}
     failing = {k: v for k, v in failing.items() if v}
+    outliers = figures.get("error_outliers") or {}
+    holds = headline and not short and not failing
     stated = (f"coverage {100 * cov:.1f} % (95 % interval {100 * lo:.1f}-{100 * hi:.1f} %) over {n} rows against "
               f"the {100 * level:g} % level")
-    if holds:
-        words = f"Coverage holds: {stated} is within its binomial tolerance (one-sided p = {p:.3g})."
-        if lo > level and cov > level + 0.05:
-            words += (" The regions are larger than the level needs on this walk; a recalibration on rows like it "
-                      "would shrink them.")
+    if headline:
+        words = f"Coverage holds at the level: {stated} is within its binomial tolerance (one-sided p = {p:.3g})."
     else:
         words = (f"Coverage fails: {stated} is below the level beyond its binomial tolerance (one-sided p = {p:.2g}): these "
                  "rows are not like the calibration rows (a new phone, a new day, a changed site).")
+    problems = []
+    if short:
+        at = {r["level"]: r for r in figures["reliability"]}
+        problems.append(f"the walk's reliability curve is short at {_levels(short)} ("
+                        + ", ".join(f"{100 * at[v]['coverage']:.1f} % at {v:g}" for v in short[:4])
+                        + (", ..." if len(short) > 4 else "") + "), beyond chance over its levels")
     if failing:
-        words += " Groups short of the level: " + "; ".join(
-            f"{name} {', '.join(v[:8])}{' ...' if len(v) > 8 else ''}" for name, v in failing.items()) + "."
+        problems.append("groups short: " + "; ".join(
+            "; ".join(_group_words(name, v, figures["groups"][name][v], level) for v in values[:8])
+            + (" ..." if len(values) > 8 else "") for name, values in failing.items()))
+    if problems:
+        text = "; ".join(problems)
+        words += (" But the verdict fails: " + text if headline else " " + text[0].upper() + text[1:]) + "."
+    if outliers:
+        words += " Errors far above the rest's: " + "; ".join(
+            f"{name} {o['group']} (median {o['median']:.3g} against {o['rest_median']:.3g})"
+            for name, found in outliers.items() for o in found) + ": regions that hold there hold by being large."
+    if holds:
+        words += " Nothing is short: no level of the curve" + (" and no group" if figures["groups"] else "") + "."
+        if lo > level and cov > level + 0.05:
+            words += (" The regions are larger than the level needs on this walk; a recalibration on rows like it "
+                      "would shrink them.")
     advice = None
     need = min_fresh(level)
-    columns = ",".join(f"<a day column of {n[4:]}>" if n.startswith("day:") else n for n in failing)
+    columns = ",".join(f"<a day column of {c[4:]}>" if c.startswith("day:") else c for c in failing)
     if not holds:
         advice = (f"Recalibrate with labelled rows like these (half of this walk, say): `lmve-recalibrate BUNDLE "
-                  f"part.csv --out NEW` ({need} rows attain the level, 200 or more keep the new threshold's own spread "
-                  "near 2 points; with several readings per position add `--groups` and count positions), then "
-                  "evaluate NEW on the rest of the walk (docs/guides/validate.md).")
+                  f"part.csv --out NEW` ({need} rows, or positions where readings repeat them, attain the level; 200 "
+                  "or more keep the new threshold's own spread near 2 points), then evaluate NEW on the rest of the "
+                  "walk (docs/guides/validate.md).")
         if failing:
             advice += (f" Include rows of the groups short of the level; to guarantee each {columns} value rather "
                        f"than the rows as a whole, train with `lmve-train --calibrate-across {columns}`.")
-    elif failing:
-        advice = (f"The guarantee is over the rows as a whole, and it holds; the groups short of the level have rows "
-                  f"unlike the others. To guarantee each {columns} value, train with `lmve-train --calibrate-across "
-                  f"{columns}` (docs/guides/guarantee.md), or serve such groups a model of their own.")
-    return {"holds": holds, "words": words, "advice": advice,
+    return {"holds": holds, "holds_at_level": headline, "words": words, "advice": advice, "short_levels": short,
             "failing_groups": failing}

@@ -12,7 +12,7 @@ import pytest
 from models.bundle import load_bundle
 from tests.training.walks import drifted, write_walk
 from training.evaluate import main
-from training.evaluation import GroupBy, parse_levels
+from training.evaluation import GroupBy, curve, parse_levels, verdict
 
 
 def post(client, path, payload):
@@ -130,9 +130,63 @@ def test_a_walk_that_breaks_the_guarantee_fails(walk_repository, tmp_path, capsy
     assert not f["verdict"]["holds"] and f["coverage"] < 0.86 and f["p_value"] < 0.05
     assert "lmve-recalibrate" in f["verdict"]["advice"] and set(f["verdict"]["failing_groups"]["PHONEID"]) == {"0", "1"}
     assert "Coverage fails" in capsys.readouterr().out
+    # the whole walk drifted: the service's shift test, fed the walk in order, sounds; a walk like the survey's not
+    assert f["shift"]["alarm_at_row"] is not None and f["shift"]["max"] >= 100
+    assert f["typicality_mean"] < 0.2
     # --fail-under replaces the verdict: below the bar exits 1, above it 0
     assert main(["--bundle", str(root / "synthetic"), "--csv", str(walk), "--fail-under", "0.5"]) == 0
     assert main(["--bundle", str(root / "synthetic"), "--csv", str(walk), "--fail-under", "0.85"]) == 1
+
+
+def test_one_phone_8_db_off_fails_naming_the_phone_and_its_short_levels(walk_repository, tmp_path, capsys):
+    """Half a walk read by a phone 8 dB off: at the bundle's 90 % every row and that phone hold (its regions are
+    large), but below 90 % its coverage falls short; the verdict fails (exit 1), names the phone, its short levels,
+    its low typicality and its errors far above the other phone's, and never calls the regions larger than needed."""
+    from training.synthetic import make_queries
+
+    root, _ = walk_repository
+    model = load_bundle(root / "synthetic")
+    X, Y = make_queries(240, seed=21)
+    phone = np.arange(240) % 2
+    walk = write_walk(tmp_path / "phones.csv", model, X - 8.0 * (phone == 1)[:, None], Y, {"PHONEID": phone})
+    out = tmp_path / "report"
+    assert main(["--bundle", str(root / "synthetic"), "--csv", str(walk), "--group-by", "PHONEID",
+                 "--out", str(out)]) == 1
+    f = json.loads((out / "metrics.json").read_text())
+    good, bad = f["groups"]["PHONEID"]["0"], f["groups"]["PHONEID"]["1"]
+    assert f["verdict"]["holds_at_level"] and bad["holds_level"]  # at 90 % nothing looks wrong
+    assert not f["verdict"]["holds"] and f["verdict"]["failing_groups"] == {"PHONEID": ["1"]}
+    assert bad["short_levels"] and not good["short_levels"] and max(bad["short_levels"]) < 0.9
+    for r in bad["reliability"]:  # each short level's p-value is below 5 % over 2 phones x the attainable levels
+        tests = 2 * sum(x["attainable"] for x in bad["reliability"])
+        assert r["short"] == (r["attainable"] and r["p_value"] < 0.05 / tests)
+    assert bad["typicality_mean"] < 0.2 < good["typicality_mean"]
+    assert [o["group"] for o in f["error_outliers"]["PHONEID"]] == ["1"]
+    text = capsys.readouterr().out
+    short = ", ".join(f"{v:g}" for v in bad["short_levels"])
+    assert f"PHONEID 1 (short at {short})" in text and "larger than the level needs" not in text
+    assert "Errors far above the rest's: PHONEID 1" in text
+    report = (out / "report.md").read_text()
+    assert "Coverage per PHONEID and level" in report and "**short**" in report
+
+
+def test_curve_flags_levels_over_bonferroni_and_the_verdict_never_says_larger_while_short():
+    inside = {0.5: np.arange(100) < 38, 0.8: np.arange(100) < 68, 0.9: np.arange(100) < 95, 0.99: None}
+    points = curve(inside)
+    assert [r["short"] for r in points] == [True, True, False, False] and not points[-1]["attainable"]
+    from scipy.stats import binomtest
+
+    p = binomtest(68, 100, 0.8, alternative="less").pvalue
+    assert points[1]["p_value"] == pytest.approx(p) and p < 0.05 / 3
+    # over 20 groups the bar is 20 times lower: 68 of 100 at 0.8 is no longer short
+    assert not curve(inside, families=20)[1]["short"] and p > 0.05 / 60
+    figures = {"level": 0.9, "coverage": 0.99, "coverage_interval": [0.95, 1.0], "p_value": 1.0, "n_rows": 100,
+               "reliability": points, "short_levels": [0.5, 0.8], "groups": {}, "error_outliers": {}}
+    v = verdict(figures, None)
+    assert not v["holds"] and v["holds_at_level"] and "short at 0.5, 0.8" in v["words"]
+    assert "larger than the level needs" not in v["words"]
+    v = verdict({**figures, "short_levels": [], "reliability": []}, None)
+    assert v["holds"] and "larger than the level needs" in v["words"]
 
 
 @pytest.mark.parametrize("case", ["missing", "nan-target", "text", "parquet-nan", "unknown-floor", "no-floor"])
