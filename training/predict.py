@@ -2,16 +2,21 @@
 
     lmve-predict --bundle runs/site7/bundle --input readings.csv --out regions.parquet
     lmve-predict --bundle B --input log.parquet --out regions.csv --keep TIMESTAMP,PHONEID --contains x,y
+    lmve-predict --bundle B --input log.csv --out regions.csv --keep none       # the answers' columns only
     lmve-predict --bundle B --input log.parquet --out regions.parquet --engine dask --scheduler tcp://10.0.0.5:8786
 
 Each row gets what ``POST /predict-region`` answers for it (:func:`region_columns`): ``center_<target>`` per
 target, the shape's upper triangle ``shape_00``, ``shape_01``, ``shape_11`` (more for more targets), ``area``
-(the region's true area, the answer's ``volume``), ``accuracy_m`` (the radius around the centre that holds the
-ellipse: ground metres with a CRS, as GeoJSON answers; target units without one), ``area_m2`` with a CRS,
+(the region's true area, the answer's ``volume``), the radius around the centre that holds the ellipse
+(``accuracy_m`` in ground metres with a CRS, as GeoJSON answers; ``accuracy`` in target units without one),
+``area_m2`` with a CRS,
 ``method``, ``typicality`` when the bundle has the step, and for a floor bundle the most probable ``floor`` (and
 ``building``), its ``floor_probability``, the ``floor_set`` (labels most probable first, ``;``-separated) and
 its size. ``--contains X,Y`` names columns of points to test, as ``POST /contains`` does: ``inside``,
-``distance``, ``p_value``. ``--keep`` carries columns through (an id, a timestamp).
+``distance``, ``p_value``. Every input column that is not one of the bundle's features or targets (an id, a
+timestamp, a phone) is carried through, first and in the input's order; ``--keep COL[,COL]`` carries only
+those, ``--keep none`` none. A carried column whose name an answer column already has is written as
+``input_<name>``.
 
 The input is read in partitions of ``--chunk-rows`` rows (:mod:`training.tables`), each answered as one batch
 and appended to the output (Parquet, CSV or GeoJSON, by suffix): memory stays that of one partition whatever
@@ -53,9 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="regions.parquet, regions.csv or regions.geojson")
     p.add_argument("--method", default=None, help="one method (default: the one /predict-region serves)")
     p.add_argument("--contains", default=None, metavar="X,Y", help="columns of points to test against each region")
-    p.add_argument("--keep", default=None, metavar="COL[,COL]", help="input columns copied to the output")
+    p.add_argument("--keep", default=None, metavar="COL[,COL]|none",
+                   help="input columns copied to the output (default: every column that is not a feature or a "
+                        "target; none: no column)")
     p.add_argument("--chunk-rows", type=int, default=CHUNK_ROWS, help=f"rows per partition (default {CHUNK_ROWS})")
-    p.add_argument("--engine", choices=("local", "dask"), default="local")
+    p.add_argument("--engine", choices=("local", "dask"), default="local",
+                   help="local: partitions one after the other here; dask: on a Dask cluster")
     p.add_argument("--scheduler", default=None, metavar="ADDR", help="a Dask scheduler (default: a local cluster)")
     p.add_argument("--workers", type=int, default=2, help="worker processes of the local Dask cluster (default 2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -76,7 +84,8 @@ def region_columns(model, answer) -> dict[str, np.ndarray]:
     for i in range(n):
         for j in range(i, n):
             cols[f"shape_{i}{j}"] = shapes[:, i, j]
-    cols["area"], area_m2, cols["accuracy_m"] = region_sizes(region, model.crs)
+    cols["area"], area_m2, accuracy = region_sizes(region, model.crs)
+    cols[accuracy_column(model)] = accuracy
     if area_m2 is not None:
         cols["area_m2"] = area_m2
     cols["method"] = np.full(n_rows, answer.method, dtype=object)
@@ -85,6 +94,12 @@ def region_columns(model, answer) -> dict[str, np.ndarray]:
     if answer.floors is not None:
         cols.update(_floor_columns(answer.floors))
     return cols
+
+
+def accuracy_column(model) -> str:
+    """The accuracy radius's column: ``accuracy_m`` when it is in ground metres (a CRS, two targets), else
+    ``accuracy`` (target units)."""
+    return "accuracy_m" if model.crs is not None and model.n_targets == 2 else "accuracy"
 
 
 def _floor_columns(floors) -> dict[str, np.ndarray]:
@@ -133,13 +148,13 @@ class Job:
         estimate = centre_columns(model)
         centers = tables.numeric(frame, estimate, part, self.file) if estimate else None
         answer = model.predict_region(X, self.method, kind="ellipsoid", centers=centers)
-        cols = {c: frame[c].to_numpy() for c in self.keep}
-        cols.update(region_columns(model, answer))
+        out = region_columns(model, answer)
         if self.contains:
             P = tables.numeric(frame, list(self.contains), part, self.file)
             a = model.assess(X, P, self.method, kind="ellipsoid", centers=centers, typicality=False)
-            cols.update(inside=a.inside, distance=a.distance, p_value=a.p_value)
-        return cols
+            out.update(inside=a.inside, distance=a.distance, p_value=a.p_value)
+        kept = {(f"input_{c}" if c in out else c): frame[c].to_numpy() for c in self.keep}
+        return {**kept, **out}
 
     def frame(self, part: tables.Partition, names: list[str], sep: str):
         """A partition read and answered: a pandas DataFrame (what a Dask partition holds)."""
@@ -287,7 +302,7 @@ def _run(args) -> int:
     if args.out.resolve() == args.input.resolve():
         raise InputError("--out must differ from --input", field="--out", expected="a new file", received=str(args.out))
     model = open_model(args.bundle, args.model)
-    contains, keep = _split(args.contains), _split(args.keep)
+    contains = _split(args.contains)
     if contains and len(contains) != model.n_targets:
         raise InputError(f"--contains names {len(contains)} columns; the bundle has {model.n_targets} targets "
                          f"({', '.join(model.target_names)})", field="--contains",
@@ -297,6 +312,7 @@ def _run(args) -> int:
                          field="--method", expected=" | ".join(model.served_methods), received=args.method)
     fmt_in = tables.table_format(args.input, "--input")
     names = tables.header(args.input, fmt_in)
+    keep = _kept(args.keep, names, model)
     tables.require_columns(args.input, names, {"feature": list(model.feature_names), "estimate": centre_columns(model),
                                                "--contains": contains, "--keep": keep})
     job = Job(str(args.bundle), args.model, args.method, tuple(contains), tuple(keep), args.input.name)
@@ -313,6 +329,17 @@ def _run(args) -> int:
         raise
     print(f"lmve-predict: {rows} rows -> {args.out}")
     return 0
+
+
+def _kept(text: str | None, names: list[str], model) -> list[str]:
+    """The input columns carried to the output: ``--keep`` 's list, none for ``none``, and by default every
+    column of the header ``names`` that is not a feature or a target of ``model``."""
+    if text is None:
+        skip = {*model.feature_names, *model.target_names}
+        return [c for c in names if c not in skip]
+    if text.strip().lower() == "none":
+        return []
+    return _split(text)
 
 
 def _stamp(bundle, name: str | None):

@@ -40,13 +40,17 @@ def test_rows_equal_predict_region_and_contains(walk_repository, walk_server, tm
     root, _ = walk_repository
     model = load_bundle(root / "synthetic")
     X, Y = make_queries(150, seed=31)
-    walk = write_walk(tmp_path / "log.csv", model, X, Y, {"id": np.arange(150) * 7})
+    walk = write_walk(tmp_path / "log.csv", model, X, Y, {"id": np.arange(150) * 7, "method": ["walk"] * 150})
     out = tmp_path / "regions.csv"
     assert main(["--bundle", str(root), "--model", "synthetic", "--input", str(walk), "--out", str(out),
-                 "--contains", ",".join(model.target_names), "--keep", "id", "--chunk-rows", str(CHUNK),
-                 "--no-progress"]) == 0
+                 "--contains", ",".join(model.target_names), "--chunk-rows", str(CHUNK), "--no-progress"]) == 0
     got = pd.read_csv(out)
-    assert list(got["id"]) == list(np.arange(150) * 7)
+    # every column that is not a feature or a target is carried, first, in the input's order; a name the answer
+    # has already ("method") is carried as input_method
+    assert list(got.columns[:2]) == ["id", "input_method"] and not set(model.feature_names) & set(got.columns)
+    assert list(got["id"]) == list(np.arange(150) * 7) and set(got["input_method"]) == {"walk"}
+    # no CRS: the radius is in target units, and its column says so
+    assert "accuracy" in got.columns and "accuracy_m" not in got.columns
     regions = [r for ans in batches(walk_server, "/models/synthetic/predict-region", X) for r in ans["regions"]]
     for k, t in enumerate(model.target_names):
         np.testing.assert_array_equal(got[f"center_{t}"], [r["center"][k] for r in regions])
@@ -58,11 +62,16 @@ def test_rows_equal_predict_region_and_contains(walk_repository, walk_server, tm
     geo = [f["properties"] for a in range(0, 150, CHUNK)
            for f in post(walk_server, "/models/synthetic/predict-region",
                          {"features": X[a:a + CHUNK].tolist(), "format": "geojson"})["features"]]
-    np.testing.assert_array_equal(got["accuracy_m"], [p["accuracy_m"] for p in geo])
+    np.testing.assert_array_equal(got["accuracy"], [p["accuracy_m"] for p in geo])
     results = [r for ans in batches(walk_server, "/models/synthetic/contains", X, points=Y) for r in ans["results"]]
     np.testing.assert_array_equal(got["inside"], [r["inside"] for r in results])
     np.testing.assert_array_equal(got["distance"], [r["distance"] for r in results])
     np.testing.assert_array_equal(got["p_value"], [r["p_value"] for r in results])
+    bare = tmp_path / "bare.csv"
+    assert main(["--bundle", str(root / "synthetic"), "--input", str(walk), "--out", str(bare), "--keep", "none",
+                 "--no-progress"]) == 0
+    assert list(pd.read_csv(bare).columns) == [c for c in got.columns if c not in ("id", "input_method", "inside",
+                                                                                   "distance", "p_value")]
 
 
 def test_floor_rows_and_geojson_equal_the_answers(walk_repository, walk_server, tmp_path):
