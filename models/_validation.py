@@ -61,13 +61,14 @@ def _first_bad_row(A, n_columns: int | None) -> tuple[int, int] | None:
 
 
 def check_matrix(A, field: str, *, n_columns: int | None = None, owner: str | None = None, min_rows: int = 1,
-                 describe: str | Callable[[], str] | None = None) -> np.ndarray:
+                 describe: str | Callable[[], str] | None = None, missing: bool = False) -> np.ndarray:
     """Return ``A`` (an array or a list of rows) as a C-contiguous float64 array (rows, columns).
 
     ``owner`` names who expects ``n_columns`` ("the bundle", "GaussianEllipsoid"); ``describe``
     (a string, or a callable built only for a message) says what the columns are. Raises
     :class:`InputError` naming ``field`` (``features[3]``, ``features[0][15]``) for a ragged or
-    non-numeric row, the wrong column count, too few rows, or NaN/inf.
+    non-numeric row, the wrong column count, too few rows, or NaN/inf. With ``missing``, ``None`` and NaN
+    are kept as NaN (a missing value for the caller to resolve); inf is still refused.
     """
     who = f"{owner} expects" if owner else "expected"
     try:
@@ -98,8 +99,8 @@ def check_matrix(A, field: str, *, n_columns: int | None = None, owner: str | No
                              field=field, expected=f"{n_columns} columns", received=f"{arr.shape[1]} columns")
         raise InputError(f"{field}[0] has {arr.shape[1]} values, but {who} {n_columns}{_columns_hint(describe)}",
                          field=f"{field}[0]", expected=f"{n_columns} values", received=f"{arr.shape[1]} values")
-    if not all_finite(arr):
-        i, j = (int(v) for v in np.argwhere(~np.isfinite(arr))[0])
+    if not all_finite(arr) and not (missing and not np.isinf(arr).any()):
+        i, j = (int(v) for v in np.argwhere(~np.isfinite(arr) if not missing else np.isinf(arr))[0])
         raise InputError(f"{field} contains NaN or inf (first at row {i}, column {j}); only finite values "
                          "are accepted", field=f"{field}[{i}][{j}]",
                          expected="a finite number", received=str(arr[i, j]))

@@ -19,6 +19,9 @@ Layout (schema version 2)::
                         (:mod:`models.survey`); the manifest's ``survey`` counts them
       typicality.npz    (optional) the queries' typicality step: projection, reference rows, the shift
                         test's bins, the calibration rows' scores (:mod:`models.typicality`)
+      readings.npz      (optional) what the survey saw of each feature: RSSI or not, its weakest and
+                        strongest reading, its not-detected code and what a missing reading becomes
+                        (:mod:`models.readings`)
 
 The manifest's optional ``crs`` declares the targets' coordinate reference system (:mod:`models.geo`).
 
@@ -55,6 +58,7 @@ from models.geo import TargetCRS
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.readings import ReadingRanges
 from models.typicality import Typicality
 from models.survey import Survey
 
@@ -141,6 +145,9 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
     if model.typicality is not None:
         typ_params, typ_arrays = model.typicality.to_arrays()
         files["typicality.npz"] = npz_bytes(typ_arrays)
+    if model.readings is not None:
+        readings_params, readings_arrays = model.readings.to_arrays()
+        files["readings.npz"] = npz_bytes(readings_arrays)
     first = next(iter(model.methods.values())).calibrator_
     manifest = {
         "schema_version": SCHEMA_VERSION,
@@ -171,6 +178,8 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
     if model.typicality is not None:
         manifest["typicality"] = {"params": typ_params, "file": "typicality.npz",
                                   "n_calibration": int(len(model.typicality.calibration_))}
+    if model.readings is not None:
+        manifest["readings"] = {"params": readings_params, "file": "readings.npz", "rssi_features": model.readings.n_rssi}
     manifest["bundle_id"] = sha256_bytes(json.dumps(manifest["files"], sort_keys=True).encode())[:16]
     files[MANIFEST] = json.dumps(manifest, indent=2, sort_keys=True).encode()
     write_atomic(Path(path), files)
@@ -339,6 +348,12 @@ def load_bundle(path) -> RegionModel:
                                   f"{typicality.mean_.shape[0]} features; the bundle's scaler "
                                   f"{np.shape(scaler['mean'])[0]}",
                                   path=str(path / manifest["typicality"]["file"]))
+        readings = None
+        if manifest.get("readings"):
+            readings = ReadingRanges.from_arrays(manifest["readings"]["params"], arrays(manifest["readings"]["file"]))
+            if readings.rssi_.shape != (int(manifest["d"]),):
+                raise BundleError(f"{path / manifest['readings']['file']}: it describes {readings.rssi_.shape[0]} "
+                                  f"features; the bundle has {manifest['d']}", path=str(path / manifest["readings"]["file"]))
     except BundleError:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
@@ -347,7 +362,7 @@ def load_bundle(path) -> RegionModel:
     return RegionModel(feature_names=list(manifest["feature_names"]), target_names=list(manifest["target_names"]),
                        scaler_mean=scaler["mean"], scaler_scale=scaler["scale"], methods=methods, coverage=coverage,
                        manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path), floors=floors,
-                       crs=crs, survey=survey, typicality=typicality)
+                       crs=crs, survey=survey, typicality=typicality, readings=readings)
 
 
 def _selection(manifest: dict, path: Path) -> dict:

@@ -25,6 +25,7 @@ from models.floors import FloorAnswer, FloorModel
 from models.geo import TargetCRS
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.readings import ReadingRanges
 from models.survey import Survey
 from models.typicality import Typicality
 
@@ -41,6 +42,9 @@ class Answer:
     typicality: np.ndarray | None = field(default=None, kw_only=True)
     #: (N,) the rows' typicality scores, what a shift test ranks (:mod:`models.calibration.martingale`)
     typicality_scores: np.ndarray | None = field(default=None, kw_only=True)
+    #: what the answer's rows were read as, in words: a null taken as "not heard", a reading the survey never
+    #: saw (:mod:`models.readings`); empty when the rows were as expected
+    warnings: tuple[str, ...] = field(default=(), kw_only=True)
 
     @property
     def fallback(self) -> bool:
@@ -96,6 +100,10 @@ class RegionModel:
     typicality : Typicality or None
         How unlike the calibration rows a query's features are (:mod:`models.typicality`): its conformal
         p-value and the shift test's scores. ``None`` in bundles trained before it.
+    readings : ReadingRanges or None
+        What the survey saw of each feature (:mod:`models.readings`): a missing reading of an RSSI feature is
+        "not heard", a reading the survey never saw is warned about (or refused, ``strict``). ``None`` in
+        bundles trained before it: missing values are refused.
     """
 
     feature_names: list[str]
@@ -111,6 +119,7 @@ class RegionModel:
     crs: TargetCRS | None = None
     survey: Survey | None = None
     typicality: Typicality | None = None
+    readings: ReadingRanges | None = None
 
     @property
     def n_features(self) -> int:
@@ -155,10 +164,18 @@ class RegionModel:
         return self.methods[self._candidates(method, None)[0][0]].calibrator_.max_coverage
 
     # ------------------------------------------------------------------ checks (once per call)
-    def _features(self, features) -> np.ndarray:
+    def _features(self, features, strict: bool = False, warnings: list | None = None) -> np.ndarray:
+        """Checked raw ``features``, missing readings resolved (:mod:`models.readings`; what it says is appended
+        to ``warnings``), preprocessed and on the training scale."""
         X = check_matrix(features, "features", n_columns=self.n_features, owner="the bundle",
                          describe=lambda: "one per feature: " + ", ".join(self.feature_names[:4])
-                         + (", ..." if self.n_features > 4 else ""))
+                         + (", ..." if self.n_features > 4 else ""), missing=self.readings is not None)
+        if self.readings is not None:
+            if X is features:  # never change the caller's array
+                X = X.copy()
+            X, said = self.readings.check(X, self.feature_names, strict)
+            if warnings is not None:
+                warnings.extend(said)
         if self.preprocess is not None:
             X = self.preprocess.transform(X)
         return (X - self.scaler_mean) / self.scaler_scale
@@ -237,17 +254,20 @@ class RegionModel:
     # ------------------------------------------------------------------ public, checked
     def predict_region(self, features, method: str | None = None, coverage: float | None = None, *,
                        kind: str | None = None, centers=None, thresholds: dict | None = None,
-                       typicality: bool = True) -> RegionAnswer:
+                       typicality: bool = True, strict: bool = False) -> RegionAnswer:
         """Calibrated regions for raw ``features`` (N, d) from ``method`` (default: the primary one),
         at ``coverage`` (default: the bundle's), falling back as the module says. ``kind="ellipsoid"``
         accepts ellipsoid methods only (the ellipse API). ``centers`` (N, n): the client's estimates,
         required by a client-centre bundle and refused by the others. ``thresholds`` (``method ->
         (alpha_q, level)``) overrides the calibrated threshold of the methods it names (an online
         rule's, see :mod:`models.calibration.adaptive`); ``level`` is what the regions report as their coverage.
-        ``typicality``: the rows' typicality p-values and scores too (a bundle with the step)."""
+        ``typicality``: the rows' typicality p-values and scores too (a bundle with the step). A missing
+        reading (``None``/NaN) of an RSSI feature is "not heard", and a reading the survey never saw is named
+        in the answer's ``warnings`` (:mod:`models.readings`); ``strict`` refuses the latter instead."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
-        X = self._features(features)
+        said: list[str] = []
+        X = self._features(features, strict, said)
         with shared_distances():  # a kNN centre and kNN floors on the same rows search once
             mu = self._centers(centers, X)
             name, reason, parts = self._first_finite(candidates, X)
@@ -258,7 +278,7 @@ class RegionModel:
             floors, alpha = self.floors.answer(proba, name, self._joint_level(name, level))
         regions = self.methods[name].shape_.region(X, mu, alpha, level, **parts)
         return RegionAnswer(method=name, fallback_reason=reason, regions=regions, floors=floors,
-                            **self._typicality(X, typicality))
+                            warnings=tuple(said), **self._typicality(X, typicality))
 
     def _typicality(self, X: np.ndarray, wanted: bool) -> dict:
         """An answer's ``typicality`` and ``typicality_scores`` for the standardised rows ``X`` (none without
@@ -275,7 +295,7 @@ class RegionModel:
 
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
                kind: str | None = None, centers=None, thresholds: dict | None = None, floors=None,
-               buildings=None, typicality: bool = True) -> Assessment:
+               buildings=None, typicality: bool = True, strict: bool = False) -> Assessment:
         """Score candidate ``points`` (N, n) once: inside the calibrated region, its scaled distance
         (``score / alpha_q``) and conformal p-value, from the same method :meth:`predict_region` would use.
 
@@ -283,10 +303,12 @@ class RegionModel:
         (N,) when its floors are (building, floor) pairs) each row's floor is scored too: ``inside`` when
         the floor is in the row's floor set and the point in the ellipse, ``p_value`` the joint one, and
         ``floor_inside`` the floor part alone. Without ``floors``, the point alone against that ellipse and
-        its p-value among the position scores. ``typicality``: as :meth:`predict_region`."""
+        its p-value among the position scores. ``typicality``, ``strict`` and missing readings: as
+        :meth:`predict_region`."""
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
-        X = self._features(features)
+        said: list[str] = []
+        X = self._features(features, strict, said)
         P = self._points(points, X)
         codes = self._floor_codes(floors, buildings, X)
         with shared_distances():
@@ -300,7 +322,7 @@ class RegionModel:
         if joint:
             t, alpha = self.floors.threshold(name, self._joint_level(name, level))
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
-        typ = self._typicality(X, typicality)
+        typ = {**self._typicality(X, typicality), "warnings": tuple(said)}
         if codes is None or not joint:
             return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
                               p_value=reg.calibrator_.p_value(scores), **typ)
@@ -388,7 +410,8 @@ class RegionModel:
                            scaler_mean=self.scaler_mean, scaler_scale=self.scaler_scale, methods=methods,
                            coverage=self.coverage, manifest={}, preprocess=self.preprocess,
                            selection=dict(self.selection), floors=floor_model, crs=self.crs, survey=self.survey,
-                           typicality=None if self.typicality is None else self.typicality.recalibrated(X))
+                           typicality=None if self.typicality is None else self.typicality.recalibrated(X),
+                           readings=self.readings)
 
     def predict_center(self, features, centers=None) -> np.ndarray:
         """(N, n) centres for raw ``features`` (a client-centre bundle: the checked ``centers``)."""

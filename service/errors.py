@@ -159,7 +159,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation(request: Request, exc: RequestValidationError):
         errors = []
         for e in _flat_rows(list(exc.errors())):
-            errors.append({"field": _loc(e.get("loc", ())), "expected": e.get("msg", ""),
+            expected = "a finite number" if e.get("type") == "finite_number" else e.get("msg", "")
+            errors.append({"field": _loc(e.get("loc", ())), "expected": expected,
                            "received": e.get("received") or _short(e.get("input"))})
         first = errors[0] if errors else {"field": "body", "expected": "a valid JSON body", "received": "?"}
         detail = f"{first['field']}: {first['expected']}; received {first['received']}"

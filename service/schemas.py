@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Field
 
 Matrix = list[list[float]]
+#: feature rows: ``null`` is a reading not heard (an RSSI feature only; models.readings)
+Features = list[list[Annotated[float, AllowInfNan(False)] | None]]
+FEATURES_DOC = ("; `null` in an RSSI feature means the access point was not heard: the bundle's not-detected code, "
+                "or below the weakest reading the survey saw of it (said in `warnings`); other features refuse null")
+WARNINGS = Field(default_factory=list, description="how the rows were read, when not as sent: a null taken as not "
+                 "heard below the survey's weakest reading, a reading outside what the survey saw of its feature "
+                 "(refused instead with LMVE_STRICT_INPUTS=1); empty otherwise")
 
 
 class PredictRegionRequest(BaseModel):
@@ -15,7 +22,7 @@ class PredictRegionRequest(BaseModel):
                        -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70.0]],
          "coverage": 0.9, "boundary_points": 32}]})
 
-    features: Matrix = Field(description="raw feature vectors, one row per query (N, d)")
+    features: Features = Field(description="raw feature vectors, one row per query (N, d)" + FEATURES_DOC)
     coverage: float | None = Field(default=None, description="coverage level in (0, 1); default: the bundle's")
     boundary_points: int | None = Field(default=None, description="if set, a closed boundary polygon of this many "
                                                                    "points per row (n = 2)")
@@ -71,6 +78,7 @@ class PredictRegionResponse(BaseModel):
     model: str = Field(description="the model that answered")
     guarantee: str | None = Field(default=None, description="a floor bundle's joint guarantee in words (absent "
                                                            "for bundles without floors)")
+    warnings: list[str] = WARNINGS
 
 
 class ContainsRequest(BaseModel):
@@ -79,7 +87,7 @@ class ContainsRequest(BaseModel):
                        -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70.0]],
          "points": [[12.5, 8.0]], "coverage": 0.9}]})
 
-    features: Matrix = Field(description="raw feature vectors (N, d)")
+    features: Features = Field(description="raw feature vectors (N, d)" + FEATURES_DOC)
     points: Matrix = Field(description="one candidate position per row (N, n)")
     coverage: float | None = None
     centers: Matrix | None = Field(default=None, description="your own position estimate per row (N, n), required "
@@ -118,6 +126,7 @@ class ContainsResponse(BaseModel):
     model: str = Field(description="the model that answered")
     guarantee: str | None = Field(default=None, description="a floor bundle's joint guarantee in words (absent "
                                                            "for bundles without floors)")
+    warnings: list[str] = WARNINGS
 
 
 class MethodInfo(BaseModel):

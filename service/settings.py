@@ -73,6 +73,9 @@ class ServiceSettings(BaseSettings):
                                "with probability at most this (its evidence reaching 1/delta)")
     recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "
                                           "default: beside the served bundle")
+    strict_inputs: bool = Field(default=False, description="refuse (422, naming the feature) a reading outside what "
+                                "the survey saw of an RSSI feature (stronger than its strongest, or a not-detected "
+                                "code it never used) instead of answering it with a warning")
 
     @model_validator(mode="after")
     def _one_state(self):

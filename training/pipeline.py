@@ -50,6 +50,7 @@ from models.model import RegionModel
 from models.parallel import on_idle_cores
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.readings import ReadingRanges
 from training.centring import centre_stage
 from training.config import METHODS, TrainConfig, check_config, check_cross_fit
 from training.datasets import Dataset
@@ -185,7 +186,8 @@ def model_stage(s: TrainState) -> None:
     ``typicality``)."""
     s.model = RegionModel(feature_names=list(s.dataset.feature_names), target_names=list(s.dataset.target_names),
                           scaler_mean=s.scaler.mean_.copy(), scaler_scale=s.scaler.scale_.copy(), methods=s.methods,
-                          coverage=s.eta, preprocess=s.preprocess)
+                          coverage=s.eta, preprocess=s.preprocess,
+                          readings=ReadingRanges().fit(s.dataset.X, s.preprocess))
     if s.config.typicality:
         with s.meter.stage("typicality"):
             units = s.groups if s.config.calibrate_across or s.cross else None  # scored without their own unit

@@ -48,7 +48,7 @@ def _predict(body: PredictRegionRequest, ctx: Serving, method: str | None, geo: 
     t0 = time.perf_counter()
     level, adaptive, thresholds = _level(body.coverage, ctx, method)
     answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers,
-                                  thresholds=thresholds)
+                                  thresholds=thresholds, strict=settings.strict_inputs)
     ctx.shift.observe(ctx.loaded, answer.typicality_scores)
     if geo:
         meta = _meta("predict-region", answer, body, ctx, t0, len(body.features), level, adaptive, thresholds)
@@ -63,7 +63,8 @@ def _contains(body: ContainsRequest, ctx: Serving, method: str | None):
     t0 = time.perf_counter()
     level, adaptive, thresholds = _level(body.coverage, ctx, method)
     answer = model.assess(body.features, body.points, method, level, kind="ellipsoid", centers=body.centers,
-                          thresholds=thresholds, floors=body.floors, buildings=body.buildings)
+                          thresholds=thresholds, floors=body.floors, buildings=body.buildings,
+                          strict=settings.strict_inputs)
     ctx.shift.observe(ctx.loaded, answer.typicality_scores)
     results = [{"inside": i, "distance": d, "p_value": p, "typicality": t} for i, d, p, t in
                zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist(),
@@ -88,7 +89,8 @@ def _meta(route: str, answer, body, ctx: Serving, t0: float, rows: int, level, a
     out = {"method": answer.method, "fallback": answer.fallback, "fallback_reason": answer.fallback_reason,
            "coverage": body.coverage if body.coverage is not None else ctx.loaded.model.coverage,
            "effective_coverage": _effective(level, answer, ctx, thresholds),
-           "adaptive": adaptive, "bundle_id": ctx.loaded.version, "model": ctx.loaded.name}
+           "adaptive": adaptive, "bundle_id": ctx.loaded.version, "model": ctx.loaded.name,
+           "warnings": list(answer.warnings)}
     if ctx.loaded.model.floors is not None:  # a floor bundle states its joint guarantee
         out["guarantee"] = ctx.loaded.model.manifest["floors"]["guarantee"]
     return out

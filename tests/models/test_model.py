@@ -23,8 +23,8 @@ def test_errors_name_field_expected_received(model):
         model.predict_region([row, row[:7]])
     assert context(info.value) == ("features[1]", "16 values", "7 values")
     with pytest.raises(InputError) as info:
-        model.predict_region([row[:15] + [float("nan")]])
-    assert context(info.value) == ("features[0][15]", "a finite number", "nan")
+        model.predict_region([row[:15] + [float("inf")]])
+    assert context(info.value) == ("features[0][15]", "a finite number", "inf")
     with pytest.raises(InputError) as info:
         model.predict_region([])
     assert context(info.value) == ("features", "at least 1 row", "0 rows")

@@ -204,3 +204,61 @@ def test_region_dispatch_names_the_matched_template():
                            ("/predict-region", "/predict-region"), ("/ge/contains", "/{method}/contains")):
         dispatch.matches({"type": "http", "path": path, "root_path": "", "method": "POST"})
         assert dispatch.path_format == template
+
+
+@pytest.fixture(scope="module")
+def coded_bundle(tmp_path_factory):
+    """A survey whose phones miss readings weaker than -85 dBm (written +100, as UJIIndoorLoc does), with a
+    temperature column that is not RSSI."""
+    from models.bundle import save_bundle
+    from training.datasets import Dataset, group_by_position
+    from training.pipeline import TrainConfig, train
+    from training.synthetic import make_survey
+
+    X, Y, _, _, fn, tn = make_survey(n_points=60, readings=5, n_beacons=12, seed=3)
+    X = np.where(X < -85.0, 100.0, np.round(X))
+    temperature = np.random.default_rng(3).uniform(15, 25, size=(len(X), 1))
+    ds = group_by_position(Dataset("coded", np.hstack([X, temperature]), Y, [*fn, "temperature"], tn, "x"))
+    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle"), typicality=False))
+    path = tmp_path_factory.mktemp("coded") / "bundle"
+    save_bundle(result.model, path, dataset=ds.info)
+    return path, X
+
+
+def test_null_is_not_heard_the_bundles_code_and_unseen_readings_are_warned_or_refused(make_client, coded_bundle):
+    path, X = coded_bundle
+    c = make_client(bundle=path)
+    row = [*X[0].tolist(), 20.0]
+    heard = next(j for j, v in enumerate(X[0]) if v < 0)
+    code, null = list(row), list(row)
+    code[heard], null[heard] = 100.0, None
+    a = c.post("/predict-region", json={"features": [code]}).json()
+    b = c.post("/predict-region", json={"features": [null]}).json()
+    assert a["regions"] == b["regions"] and a["warnings"] == b["warnings"] == []
+    res = c.post("/contains", json={"features": [null], "points": [[10.0, 10.0]]}).json()
+    assert res["results"][0]["distance"] == c.post("/contains", json={"features": [code], "points": [[10.0, 10.0]]}
+                                                  ).json()["results"][0]["distance"]
+    # a feature that is not RSSI refuses null, naming it
+    r = c.post("/predict-region", json={"features": [[*X[0].tolist(), None]]})
+    assert r.status_code == 422 and "temperature" in r.json()["detail"] and r.json()["errors"][0]["field"] == "features[0][12]"
+    # stronger than the survey ever read that beacon: warned, and refused when strict
+    loud = list(row)
+    loud[heard] = -1.0
+    r = c.post("/predict-region", json={"features": [loud]})
+    assert r.status_code == 200 and "stronger than any reading the survey saw" in r.json()["warnings"][0]
+    strict = make_client(bundle=path, strict_inputs=True)
+    r = strict.post("/predict-region", json={"features": [loud]})
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == f"features[0][{heard}]"
+    assert strict.post("/predict-region", json={"features": [null]}).status_code == 200  # null is no surprise
+
+
+def test_null_on_a_survey_that_never_missed_is_said_and_documented(client, test_rows):
+    X, _ = test_rows
+    row = [None] + X[0].tolist()[1:]
+    body = client.post("/predict-region", json={"features": [row]}).json()
+    assert "not heard" in body["warnings"][0] and "beacon_01" in body["warnings"][0]
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    items = schema["PredictRegionRequest"]["properties"]["features"]["items"]["items"]
+    assert {t.get("type") for t in items["anyOf"]} == {"number", "null"}
+    assert "not heard" in schema["PredictRegionRequest"]["properties"]["features"]["description"]
+    assert "warnings" in schema["PredictRegionResponse"]["properties"]
