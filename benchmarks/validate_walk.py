@@ -71,6 +71,15 @@ def pct(v) -> str:
     return f"{100 * v:.1f} %"
 
 
+def short(levels: list[float]) -> str:
+    """A group's short levels in a few words."""
+    if not levels:
+        return "no level short"
+    if len(levels) <= 2:
+        return "short at " + ", ".join(f"{v:g}" for v in levels)
+    return f"short at {len(levels)} levels ({levels[0]:g} to {levels[-1]:g})"
+
+
 def report(runs: dict, seconds: float) -> str:
     lines = [f"Command: `{command('validate_walk')}` at commit "
              f"`{commit()}`, {time.strftime('%Y-%m-%d')}, {seconds / 60:.0f} minutes on this {os.cpu_count()}-core "
@@ -83,8 +92,8 @@ def report(runs: dict, seconds: float) -> str:
     for name, f in runs.items():
         lo, hi = f["coverage_interval"]
         e, fl = f["error"], f.get("floors", {})
-        phones = "; ".join(f"{k}: {pct(v['coverage'])}, short at {', '.join(f'{x:g}' for x in v['short_levels']) or '-'}"
-                           f", {v['typicality_mean']:.2f}" for k, v in f["groups"]["PHONEID"].items())
+        phones = "; ".join(f"{k}: {pct(v['coverage'])}, {short(v['short_levels'])}, typicality {v['typicality_mean']:.2f}"
+                           for k, v in f["groups"]["PHONEID"].items())
         lines.append(f"| {name} | {f['n_rows']:,} | {pct(f['coverage'])} ({pct(lo)}-{pct(hi)}) | "
                      f"{'holds' if f['verdict']['holds'] else 'fails'} (exit {f['exit']}) | {f['area_mean']:.0f} | "
                      f"{e['median']:.1f} / {e['p75']:.1f} / {e['ce95']:.1f} | {pct(fl.get('floor_hit_rate', 0))} | "
