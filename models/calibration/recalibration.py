@@ -48,8 +48,12 @@ class Recalibration:
 
 
 def share_of_repeated_positions(points) -> float:
-    """The share of rows whose exact position (a row of ``points``) is also another row's."""
-    P = np.asarray(points)
+    """The share of rows whose exact position (a row of ``points``) is also another row's (0 for ``points`` that
+    are not a numeric 2-D array: the model's own check then names what is wrong)."""
+    try:
+        P = np.asarray(points, dtype=np.float64)
+    except (TypeError, ValueError):
+        return 0.0
     if P.ndim != 2 or P.shape[0] == 0:
         return 0.0
     _, inverse, counts = np.unique(P, axis=0, return_inverse=True, return_counts=True)

@@ -176,3 +176,12 @@ def test_a_published_bundle_this_worker_cannot_read_is_named_in_models(make_clie
         time.sleep(0.05)
     assert line()["bundle_id"] == good_id and line()["published_refused"] is None
     state.close()
+
+
+def test_ragged_points_are_named_before_any_grouping(make_client, served, test_rows, tmp_path):
+    """The automatic grouping reads the points only once they are a numeric table: ragged points are a 422
+    naming them (found by the fuzzer: a 500 before)."""
+    X, _ = test_rows
+    c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite")
+    r = c.post("/admin/recalibrate", json={"features": features(X[:2]), "points": [[1.0, 2.0], [1.0]]}, headers=KEY)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"].startswith("points")
