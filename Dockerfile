@@ -38,10 +38,10 @@ USER 10001:10001
 CMD ["lmve-train", "--out", "/bundles/run", "--quiet"]
 
 FROM runtime-base AS api
-ENV LMVE_HOST=0.0.0.0 LMVE_PORT=8000 LMVE_BUNDLE=/bundles/run/bundle LMVE_COMPUTE_THREADS=1
+ENV LMVE_HOST=0.0.0.0 LMVE_PORT=8000 LMVE_GRPC_PORT=8081 LMVE_BUNDLE=/bundles/run/bundle LMVE_COMPUTE_THREADS=1
 COPY --from=build-api /opt/venv /opt/venv
 USER 10001:10001
-EXPOSE 8000
+EXPOSE 8000 8081
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2).status == 200 else 1)"]
 STOPSIGNAL SIGTERM

@@ -25,11 +25,15 @@ from starlette.routing import Match
 
 from models.centres import search
 from models.exceptions import BundleError
+from service import grpc_endpoint
+from service.dataplane import DataPlane
 from service.errors import install_error_handlers
 from service.memory import keep_freed_memory
 from service.metrics import Metrics
 from service.middleware import Guards
 from service.monitor import FeedbackCollector, Monitor
+from service.openapi import document
+from service.routing import HotRoutes, documented
 from service.settings import ServiceSettings
 from service.shift import ShiftAlarm, ShiftCollector
 from service.state import open_state
@@ -68,24 +72,6 @@ def _install_sighup(follower: Follower) -> None:
         pass
 
 
-def _document_request_bodies(app: FastAPI, models) -> None:
-    """Add the request models that routes parse themselves (``service.deps.json_body``) to the
-    OpenAPI components, where their ``openapi_extra`` ``$ref`` points."""
-    build = app.openapi
-
-    def openapi():
-        if app.openapi_schema is None:
-            spec = build()
-            schemas = spec.setdefault("components", {}).setdefault("schemas", {})
-            for m in models:
-                schema = m.model_json_schema(ref_template="#/components/schemas/{model}")
-                schemas.update(schema.pop("$defs", {}))  # nested models: components of their own
-                schemas[m.__name__] = schema
-        return app.openapi_schema
-
-    app.openapi = openapi
-
-
 def _telemetry(settings: ServiceSettings) -> dict:
     """FastAPI's ``telemetry`` argument from ``LMVE_OTEL`` (nothing on a FastAPI from before native OpenTelemetry,
     which has no such argument and no per-request check)."""
@@ -95,8 +81,8 @@ def _telemetry(settings: ServiceSettings) -> dict:
 
 
 class ServiceApp(FastAPI):
-    """FastAPI, with the hot routes (:class:`service.routers.dispatch.InferenceRoutes`) served by a
-    shorter stack of the same middleware.
+    """FastAPI, with the hot routes (:class:`service.routing.HotRoutes`) served by a shorter stack of the
+    same middleware, and an OpenAPI document that covers them (:mod:`service.openapi`).
 
     FastAPI's stack runs ten ASGI layers before an endpoint: ``ServerErrorMiddleware``, its telemetry
     and body-limit layers (idle unless configured), the user middleware, ``ExceptionMiddleware``,
@@ -108,8 +94,17 @@ class ServiceApp(FastAPI):
     metrics, 5 us less of the default bundle's single-row request (157 us in-process). Every other request takes
     FastAPI's stack."""
 
-    hot = None  #: the hot routes (an ``InferenceRoutes``), or None: every request takes FastAPI's stack
+    hot = None  #: the hot routes (a ``HotRoutes``), or None: every request takes FastAPI's stack
     _hot_stack = None
+    #: what :meth:`openapi` documents beyond the app's routes: the hot route table's documentation
+    #: routes, the self-parsed request models, whether an API key guards the routes
+    documented: tuple = ((), (), False)
+
+    def openapi(self) -> dict:
+        if self.openapi_schema is None:
+            routes, models, api_key = self.documented
+            self.openapi_schema = document(self, routes, models, api_key)
+        return self.openapi_schema
 
     def _build_hot_stack(self):
         handlers = {key: value for key, value in self.exception_handlers.items() if key not in (500, Exception)}
@@ -162,6 +157,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         gc.collect()
         gc.freeze()
         _install_sighup(follower)
+        grpc_server = await grpc_endpoint.start(app.state.plane, settings)
         tasks = [asyncio.create_task(shift.run(repository, settings.sync_interval_s))]
         if state.shared:
             tasks.append(asyncio.create_task(follower.follow(settings.sync_interval_s)))
@@ -170,6 +166,8 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         finally:
             for task in tasks:
                 task.cancel()
+            if grpc_server is not None:
+                await grpc_server.stop(grace=5)
             state.close()
 
     app = ServiceApp(title="lmve", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
@@ -180,14 +178,16 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.state.shift = shift
     install_error_handlers(app)
 
-    from service.routers import admin, dispatch, docs, feedback, health, model, models, regions, v2, viewer
+    app.state.plane = DataPlane(repository, settings, metrics, monitor, shift, follower)
+
+    from service.routers import admin, docs, feedback, health, hot_table, model, models, regions, v2, viewer
 
     # the API key is checked by service.middleware.Guards for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
-    app.include_router(regions.router)
     app.include_router(v2.router)
-    hot = dispatch.InferenceRoutes()
-    app.router.routes.insert(0, hot)  # it answers; regions' and v2's routers document them
+    table = hot_table()
+    hot = HotRoutes(table)
+    app.router.routes.insert(0, hot)  # it answers the table's routes, on either stack
     if not settings.otel:  # FastAPI's telemetry wraps its own stack: keep every request on it
         app.hot = hot
     app.include_router(model.router)
@@ -198,8 +198,8 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     app.include_router(docs.router)
     if settings.enable_noop:
         app.include_router(health.noop_router)
-    _document_request_bodies(app, (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS, *feedback.REQUEST_MODELS,
-                                   *v2.REQUEST_MODELS))
+    app.documented = (documented(table), (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS, *feedback.REQUEST_MODELS,
+                                          *v2.REQUEST_MODELS), settings.api_key is not None)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])

@@ -1,7 +1,7 @@
 """``lmve-serve --bundle DIR | --model-repository DIR --host HOST --port PORT``: run the API with uvicorn.
 
 Every flag is also an environment variable (``LMVE_BUNDLE``, ``LMVE_MODEL_REPOSITORY``,
-``LMVE_DEFAULT_MODEL``, ``LMVE_HOST``, ``LMVE_PORT``, ``LMVE_WORKERS``, ``LMVE_LOG_LEVEL``); flags win. See ``service.settings`` for the limits.
+``LMVE_DEFAULT_MODEL``, ``LMVE_HOST``, ``LMVE_PORT``, ``LMVE_GRPC_PORT``, ``LMVE_WORKERS``, ``LMVE_LOG_LEVEL``); flags win. See ``service.settings`` for the limits.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ def build_parser(env: ServiceSettings | None = None) -> argparse.ArgumentParser:
                    help="the model the plain routes serve (LMVE_DEFAULT_MODEL; default: the only one)")
     p.add_argument("--host", default=env.host, help=f"bind address (LMVE_HOST, default {env.host})")
     p.add_argument("--port", type=int, default=env.port, help=f"port (LMVE_PORT, default {env.port})")
+    p.add_argument("--grpc-port", type=int, default=env.grpc_port, metavar="PORT",
+                   help=f"the Open Inference Protocol's gRPC port (LMVE_GRPC_PORT, default {env.grpc_port}; 0: off)")
     p.add_argument("--workers", type=int, default=env.workers, help="worker processes (LMVE_WORKERS)")
     p.add_argument("--log-level", default=env.log_level, help=f"LMVE_LOG_LEVEL (default {env.log_level})")
     return p
@@ -84,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             os.environ.pop(var, None)
     os.environ["LMVE_HOST"], os.environ["LMVE_PORT"] = args.host, str(args.port)
+    os.environ["LMVE_GRPC_PORT"], os.environ["LMVE_WORKERS"] = str(args.grpc_port), str(args.workers)
     if args.workers > 1 and env.state_url is None:
         # the workers must share one state (published bundle, feedback, adaptive level): without a
         # configured file they share a temporary one, which does not outlive this process

@@ -1,11 +1,11 @@
-"""Typed dependencies: the settings, the named model's snapshot, the parsed body, the admin-key check.
+"""Typed dependencies of the REST routers: the settings, the named model's snapshot, the parsed body, the
+admin-key check.
 
 All are ``async def``: none blocks, and FastAPI would run a plain ``def`` dependency in the
 thread pool (a thread hop per dependency per request: most of a small request's cost)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -13,13 +13,13 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from service.auth import key_matches, presented_key
-from service.errors import APIError
+from service.exceptions import APIError
 from service.metrics import Metrics
 from service.monitor import Monitor
 from service.settings import ServiceSettings
 from service.shift import ShiftAlarm
-from service.repository import ModelRepository, UnknownModelError
-from service.store import Loaded, ModelStore
+from service.repository import ModelRepository
+from service.store import Loaded
 
 
 async def get_settings(request: Request) -> ServiceSettings:
@@ -32,36 +32,6 @@ async def get_repository(request: Request) -> ModelRepository:
 
 async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
-
-
-def store_for(repository: ModelRepository, name: str | None = None, field: str = "model") -> ModelStore:
-    """The store of model ``name`` (``None``: the default model). A 404 naming an unknown model and the
-    known ones; a 422 (``field``) when several models serve, none is the default and none was named;
-    a 503 when ``LMVE_DEFAULT_MODEL`` names a model the repository lacks."""
-    if name is None:
-        store = repository.default
-        if store is not None:
-            return store
-        names = ", ".join(sorted(repository.stores)) or "none"
-        if repository.default_name is not None or not repository.stores:
-            raise APIError(503, "Service Unavailable", f"no default model: {repository.no_default_reason()}",
-                           headers={"Retry-After": "5"})
-        raise APIError(422, "Model not named", repository.no_default_reason(), field=field,
-                       expected=f"one of: {names}", received="null")
-    store = repository.stores.get(name)
-    if store is None:
-        raise APIError(404, "Unknown model", str(UnknownModelError(name, repository.stores)), field=field,
-                       expected=f"one of: {', '.join(sorted(repository.stores)) or 'none'}", received=name)
-    return store
-
-
-def loaded_or_503(store: ModelStore) -> Loaded:
-    """The store's current bundle snapshot; a 503 (with the reason) while none is verified."""
-    loaded = store.current
-    if loaded is None:
-        raise APIError(503, "Service Unavailable", f"model {store.name!r} is not ready ({store.state}): "
-                       f"{store.reason}", headers=None if store.unloaded_at is not None else {"Retry-After": "5"})
-    return loaded
 
 
 def model_name(request: Request, body_name: str | None = None) -> str | None:
@@ -77,41 +47,13 @@ def model_name(request: Request, body_name: str | None = None) -> str | None:
     return path_name
 
 
-def loaded_model(request: Request, body_name: str | None = None) -> Loaded:
-    """The named (or default) model's bundle snapshot for this request, its name recorded for the request
-    metrics (``scope["lmve.model"]``, read by :class:`service.middleware.Guards`)."""
-    store = store_for(request.app.state.repository, model_name(request, body_name))
-    request.scope["lmve.model"] = store.name
-    return loaded_or_503(store)
-
-
 async def current_model(request: Request) -> Loaded:
-    """The bundle snapshot of the path's (or the default) model for this request; 404 or 503 as
-    :func:`store_for` and :func:`loaded_or_503`."""
-    return loaded_model(request)
-
-
-@dataclass(frozen=True, slots=True)
-class Serving:
-    """What a region route needs, gathered by one dependency: the bundle snapshot taken for this
-    request (a reload mid-request does not change it), the settings, the metrics, the feedback monitor
-    and the shift alarm."""
-
-    loaded: Loaded
-    settings: ServiceSettings
-    metrics: Metrics
-    monitor: Monitor
-    shift: ShiftAlarm
-
-
-async def serving(request: Request, body_name: str | None = None) -> Serving:
-    """The :class:`Serving` context of the model the request names (path, else ``body_name``, else the
-    default); 404 for an unknown model, 503 while it has no verified bundle.
-
-    One call instead of three dependencies: FastAPI's dependency resolution costs tens of
-    microseconds per dependency, a large share of a single-row request."""
-    state = request.app.state
-    return Serving(loaded_model(request, body_name), state.settings, state.metrics, state.monitor, state.shift)
+    """The bundle snapshot of the path's (or the default) model for this request, its name recorded for the
+    request metrics; 404 or 503 as :meth:`service.dataplane.DataPlane.loaded`."""
+    plane = request.app.state.plane
+    store = plane.store(model_name(request))
+    request.scope["lmve.model"] = store.name
+    return plane.current(store)
 
 
 def json_body(model: type[BaseModel]):
@@ -133,19 +75,6 @@ def json_body(model: type[BaseModel]):
             raise RequestValidationError(errors, body=raw[:200]) from None
 
     return parse
-
-
-def region_call(model: type[BaseModel]):
-    """An ``async (request) -> (body, Serving)``: the parsed body (as :func:`json_body`), then the
-    bundle snapshot (as :func:`serving`). The region routes await it themselves instead of
-    declaring it with ``Depends`` (see ``service.routers.regions``)."""
-    parse = json_body(model)
-
-    async def call(request: Request) -> tuple[BaseModel, Serving]:
-        body = await parse(request)
-        return body, await serving(request, body.model)
-
-    return call
 
 
 def json_body_openapi(model: type[BaseModel]) -> dict:

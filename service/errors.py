@@ -1,10 +1,10 @@
-"""Errors as RFC 9457 ``application/problem+json``, and as the Open Inference Protocol's ``{"error"}``.
+"""Errors over REST: RFC 9457 ``application/problem+json``, and the Open Inference Protocol's ``{"error"}``.
 
 Every error body is ``{"type", "title", "status", "detail", "errors": [{"field", "expected",
 "received"}]}``: the client learns which field was wrong, what was expected and what came. Under
-``/v2`` (:mod:`service.v2`) the same errors are ``{"error": "..."}`` naming the input, parameter or
+``/v2`` (:mod:`service.open_inference`) the same errors are ``{"error": "..."}`` naming the input, parameter or
 model, and the protocol's 400 stands for bad input where the other routes answer 422. Every
-exception is translated here, for both.
+exception (:mod:`service.exceptions`, the models' input errors) is translated here, for both.
 """
 
 from __future__ import annotations
@@ -17,21 +17,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.exceptions import InputError, UnattainableCoverageError, UnknownMethodError
+from service.exceptions import APIError, V2Error
+from service.open_inference.tensors import input_error_message
 from service.state import StateUnavailable
-from service.v2 import INPUTS, V2Error
 
 PROBLEM = "application/problem+json"
 log = logging.getLogger("lmve.service")
-
-
-class APIError(Exception):
-    """An error with an HTTP status, reported as problem+json."""
-
-    def __init__(self, status: int, title: str, detail: str, *, field: str | None = None,
-                 expected: str | None = None, received: str | None = None, headers: dict | None = None):
-        super().__init__(detail)
-        self.status, self.title, self.detail, self.headers = status, title, detail, headers
-        self.errors = [] if field is None else [{"field": field, "expected": expected, "received": received}]
 
 
 class FastJSONResponse(JSONResponse):
@@ -67,14 +58,6 @@ def v2_error(status: int, message: str, headers: dict | None = None) -> JSONResp
 def error_response(scope, status: int, title: str, detail: str, headers: dict | None = None) -> JSONResponse:
     """An error in the request's own dialect: ``{"error"}`` under ``/v2``, problem+json elsewhere."""
     return v2_error(status, detail, headers) if is_v2(scope) else problem(status, title, detail, headers=headers)
-
-
-def _v2_input_message(exc: InputError) -> str:
-    """A model's input error for a V2 client: the input or parameter it concerns, then the message."""
-    root = (exc.field or "").split("[")[0]
-    if not root:
-        return str(exc)
-    return f"{'input' if root in INPUTS else 'parameter'} {root!r}: {exc}"
 
 
 def _short(value, limit: int = 80) -> str:
@@ -149,7 +132,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InputError)
     async def _input_error(request: Request, exc: InputError):
         if is_v2(request.scope):
-            return v2_error(400, _v2_input_message(exc))
+            return v2_error(400, input_error_message(exc))
         status, title = input_error_status(exc)
         errors = [] if exc.field is None else [{"field": exc.field, "expected": exc.expected,
                                                 "received": exc.received}]

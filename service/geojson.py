@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from models.geo import ellipse_figures
-from service.errors import APIError
+from service.exceptions import APIError
 
 MEDIA_TYPE = "application/geo+json"
 #: ring vertices when the request does not set ``boundary_points``

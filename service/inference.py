@@ -12,7 +12,7 @@ import numpy as np
 
 from models import geometry
 from models._validation import all_finite
-from service.errors import APIError
+from service.exceptions import APIError
 
 
 def check_row_limit(rows: list, field: str, max_rows: int) -> None:

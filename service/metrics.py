@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
+#: request latency buckets (seconds), REST and gRPC alike
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
 
 class Metrics:
     def __init__(self):
@@ -17,13 +20,16 @@ class Metrics:
         self.requests = Counter("lmve_http_requests", "HTTP requests by route and status",
                                 ["route", "method", "status", "model"], registry=r)
         self.latency = Histogram("lmve_http_request_duration_seconds", "Request latency by route", ["route", "model"],
-                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-                                 registry=r)
+                                  buckets=LATENCY_BUCKETS, registry=r)
         self.batch_rows = Histogram("lmve_batch_rows", "Rows per inference request", ["route", "model"],
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096), registry=r)
         self.inference = Histogram("lmve_inference_seconds", "Model computation time per request", ["model", "method"],
                                    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                             0.1, 0.5, 1), registry=r)
+        self.grpc_requests = Counter("lmve_grpc_requests", "gRPC calls by method and status code",
+                                     ["rpc", "code", "model"], registry=r)
+        self.grpc_latency = Histogram("lmve_grpc_request_duration_seconds", "gRPC call latency by method",
+                                      ["rpc", "model"], buckets=LATENCY_BUCKETS, registry=r)
         self.model_info = Info("lmve_model", "Each model's served bundle", ["model"], registry=r)
         self.model_ready = Gauge("lmve_model_ready", "1 when a verified bundle is served, 0 while the model cannot "
                                  "serve (unloaded models have none)", ["model"], registry=r)

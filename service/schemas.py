@@ -291,3 +291,22 @@ class RecalibrateResponse(BaseModel):
     guarantee: str = Field(description="the new bundle's guarantee, in the report's words")
     alpha_q: dict[str, list[float]] = Field(description="per method: [old, new] calibrated threshold")
     worker_pid: int
+
+
+class ProblemField(BaseModel):
+    field: str = Field(description="the field, e.g. `features[0]` or `body`")
+    expected: str | None = None
+    received: str | None = None
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem: every error outside ``/v2`` (``application/problem+json``)."""
+
+    model_config = ConfigDict(extra="allow")  # extension members, e.g. /readyz's `models`
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[ProblemField] = Field(default_factory=list, description="each bad field: what was expected, "
+                                                                         "what came")

@@ -22,6 +22,8 @@ class ServiceSettings(BaseSettings):
                                       "/contains, /model, /feedback, /admin/reload) serve; default: the only one")
     host: str = Field(default="127.0.0.1", description="bind address")
     port: int = Field(default=8000, ge=0, le=65535, description="port")
+    grpc_port: int = Field(default=8081, ge=0, le=65535, description="the Open Inference Protocol's gRPC port "
+                           "(GRPCInferenceService), on the same address; 0 turns gRPC off")
     workers: int = Field(default=1, ge=1, description="worker processes (one per core; they share LMVE_STATE_DB)")
     log_level: str = Field(default="info", description="uvicorn's and the service's log level")
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
+
+# gRPC (LMVE_GRPC_PORT, 8081 by default) stays off in every app and server a test starts, unless the test
+# gives it a free port of its own: two servers on one fixed port would otherwise refuse to start
+os.environ["LMVE_GRPC_PORT"] = "0"
 
 
 def heteroscedastic(m: int, d: int = 3, seed: int = 0):

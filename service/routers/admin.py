@@ -22,9 +22,8 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 
 from models.calibration.recalibration import AUTO
 from models.exceptions import BundleError
-from service.deps import Settings, json_body, json_body_openapi, require_admin_key, store_for
-from service.errors import APIError
-from service.repository import UnknownModelError
+from service.deps import Settings, json_body, json_body_openapi, require_admin_key
+from service.exceptions import APIError
 from service.state import PublishConflict
 from service.schemas import ModelAction, RecalibrateRequest, RecalibrateResponse, ReloadRequest, ReloadResponse
 from service.tabular import read_fresh_csv
@@ -40,21 +39,13 @@ BUNDLE_REFUSED = {401: {"description": "bad key"}, 403: {"description": "no key 
 
 
 async def swap(request: Request, name: str | None, path) -> ReloadResponse:
-    """Load and verify ``path`` (default: the model's directory) for model ``name``, swapped in on every
-    worker; 404 for a model the repository lacks, 422 (the old bundle keeps serving) for a refused one."""
-    repository = request.app.state.repository
-    store = store_for(repository, name) if name is None or name in repository.stores else None
+    """Load and verify ``path`` (default: the model's directory) for model ``name`` on every worker
+    (:meth:`service.dataplane.DataPlane.load`)."""
+    plane = request.app.state.plane
+    repository = plane.repository
+    store = plane.store(name) if name is None or name in repository.stores else None
     previous = None if store is None else store.current
-    try:
-        new, _ = await anyio.to_thread.run_sync(request.app.state.follower.swap, name, path)
-    except UnknownModelError as exc:
-        raise APIError(404, "Unknown model", str(exc), field="model", expected=f"one of: {', '.join(exc.known)}",
-                       received=exc.name) from None
-    except BundleError as exc:
-        serving = previous.version if previous is not None else "nothing"
-        target = path or (store.path if store is not None else name)
-        raise APIError(422, "Bundle refused", f"{exc}; still serving {serving}", field="bundle",
-                       expected="a verified bundle directory", received=str(target)) from None
+    new, _ = await plane.load(name, path)
     return ReloadResponse(reloaded=True, version=new.version, model=new.name,
                           previous_version=previous.version if previous is not None else None)
 
@@ -87,8 +78,7 @@ async def unload_model(name: str, request: Request):
 
 async def unload(request: Request, name: str) -> ModelAction:
     """Unload the model ``name`` on every worker (404 for an unknown one); what it served before."""
-    store = store_for(request.app.state.repository, name)
-    previous = await anyio.to_thread.run_sync(request.app.state.follower.unload, name)
+    store, previous = await request.app.state.plane.unload(name)
     return ModelAction(name=name, state=store.state, bundle_id=None,
                        previous_bundle_id=None if previous is None else previous.version, reason=store.reason)
 
@@ -131,7 +121,7 @@ async def recalibrate_model(name: str, request: Request, settings: Settings, gro
 
 async def _recalibrate(request: Request, settings, name: str | None, groups, group_rule, seed):
     repository = request.app.state.repository
-    store = store_for(repository, name)
+    store = request.app.state.plane.store(name)
     loaded = store.current
     if loaded is None:
         raise APIError(503, "Service Unavailable", f"model {store.name!r} has no verified bundle to recalibrate: "

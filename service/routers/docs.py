@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import FileResponse
 
-from service.errors import APIError
+from service.exceptions import APIError
 
 router = APIRouter(include_in_schema=False)
 ASSETS = Path(str(files("fastapi_offline").joinpath("static")))

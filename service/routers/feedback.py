@@ -3,15 +3,10 @@ in adaptive mode, the served level). Behind the API key like the region routes."
 
 from __future__ import annotations
 
-import os
-
-import anyio
 from fastapi import APIRouter, Request
 
-from service import inference
-from service.deps import json_body, json_body_openapi, serving
+from service.deps import json_body, json_body_openapi, model_name
 from service.schemas import FeedbackRequest, FeedbackResponse
-from service.state import StateUnavailable
 
 router = APIRouter(tags=["feedback"])
 REQUEST_MODELS = (FeedbackRequest,)
@@ -41,15 +36,7 @@ async def model_feedback(name: str, request: Request):
 
 async def _record(request: Request) -> FeedbackResponse:
     body = await _parse(request)
-    ctx = await serving(request, body.model)
-    inference.check_row_limit(body.features, "features", ctx.settings.max_rows)
-    result = await anyio.to_thread.run_sync(ctx.monitor.record, ctx.loaded, body.features, body.points, body.centers,
-                                            body.site, body.device)
-    try:
-        summary = await anyio.to_thread.run_sync(ctx.monitor.summary, ctx.loaded)
-    except StateUnavailable as exc:  # the batch is committed: answer 200 (a 503 would say it was not)
-        summary = {"unavailable": exc.reason}
-    return FeedbackResponse(
-        recorded=result.rows, bundle_id=ctx.loaded.version, model=ctx.loaded.name, worker_pid=os.getpid(), monitor=summary,
-        methods={m: {"inside": result.inside[m], "p_value": result.p_value[m], "inside_served": result.inside_served[m]}
-                 for m in result.inside})
+    plane = request.app.state.plane
+    store = plane.store(model_name(request, body.model))
+    request.scope["lmve.model"] = store.name
+    return FeedbackResponse(**await plane.feedback(plane.current(store), body))

@@ -15,21 +15,12 @@ async def livez():
     return {"status": "ok"}
 
 
-def unready(repository) -> dict[str, str]:
-    """Each model that should serve and does not, with its reason (``""``: every model is unloaded); empty
-    when the service is ready. ``/readyz`` and ``/v2/health/ready`` both answer from it."""
-    not_ready = repository.not_ready()
-    if not not_ready and not any(s.current is not None for s in repository.stores.values()):
-        not_ready = {"": "every model is unloaded"}
-    return not_ready
-
-
 @router.get("/readyz", summary="Every model that should serve has a verified bundle (503 naming the others); "
             "`status` is `degraded` (still 200) while the shared state cannot be reached",
             responses={503: {"description": "a model is not ready, or there is none (problem+json: `models` maps "
                                             "each to its reason)"}})
 async def readyz(request: Request, repository: Repository):
-    not_ready = unready(repository)
+    not_ready = request.app.state.plane.unready()
     if not_ready:
         from service.errors import problem
 

@@ -20,7 +20,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse
 
 from service.deps import CurrentModel
-from service.errors import APIError, FastJSONResponse
+from service.errors import FastJSONResponse
+from service.exceptions import APIError
 
 router = APIRouter(tags=["viewer"])
 ASSETS = Path(__file__).resolve().parent.parent / "viewer"

@@ -88,6 +88,7 @@ def test_the_container_runs_as_kserve_runs_it(service, bundle_dir, tmp_path):
     env = {k: v for k, v in _env(c).items() if v is not None and k.startswith("LMVE_")}
     env = {k: v.replace(KSERVE_MOUNT, str(repo)).replace("/state", str(tmp_path / "state")) for k, v in env.items()}
     (tmp_path / "state").mkdir()
+    assert env["LMVE_GRPC_PORT"] == "0"  # Knative routes one port: this service's is REST
     env.update(LMVE_PORT=str(port), LMVE_HOST="127.0.0.1", LMVE_API_KEY="kserve-key")
     full = {k: v for k, v in os.environ.items() if not k.startswith("LMVE_")} | env
     proc = spawn([str(Path(sys.executable).parent / c["command"][0]), *c["command"][1:]], env=full,
@@ -102,5 +103,64 @@ def test_the_container_runs_as_kserve_runs_it(service, bundle_dir, tmp_path):
                        json={"inputs": [{"name": "features", "shape": [1, d], "datatype": "FP64", "data": [-60.0] * d}]})
         assert r.status_code == 200 and [o["name"] for o in r.json()["outputs"]] == ["center", "shape", "volume",
                                                                                     "typicality"]
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def grpc_service():
+    return yaml.safe_load((ROOT / "deploy/kserve/inferenceservice-grpc.yaml").read_text())
+
+
+def test_the_grpc_service_is_the_rest_one_on_its_h2c_port(service, grpc_service):
+    """The same predictor (image, command, volumes, key) with gRPC on the one port Knative routes (named h2c),
+    probed there."""
+    rest, grpc = _container(service), _container(grpc_service)
+    assert grpc_service["metadata"]["name"] != service["metadata"]["name"]
+    for key in ("image", "command", "securityContext", "volumeMounts", "resources"):
+        assert grpc[key] == rest[key], key
+    env = _env(grpc)
+    assert {k: v for k, v in env.items() if k != "LMVE_GRPC_PORT"} == {k: v for k, v in _env(rest).items()
+                                                                       if k != "LMVE_GRPC_PORT"}
+    grpc_port = int(env["LMVE_GRPC_PORT"])
+    assert grpc["ports"] == [{"name": "h2c", "containerPort": grpc_port, "protocol": "TCP"}]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert grpc[probe]["tcpSocket"]["port"] == grpc_port, probe
+
+
+@pytest.mark.slow
+def test_the_grpc_container_answers_tritonclient(grpc_service, bundle_dir, tmp_path):
+    """The gRPC manifest's command and environment as a real process (ports moved to free ones): its probe port
+    opens, and tritonclient's gRPC client gets readiness and an inference through it."""
+    import os
+    import socket
+    import subprocess
+
+    import numpy as np
+    import tritonclient.grpc as tg
+
+    c = _container(grpc_service)
+    repo = tmp_path / "mnt-models"
+    repo.mkdir()
+    (repo / "site").symlink_to(bundle_dir, target_is_directory=True)
+    (tmp_path / "state").mkdir()
+    port, grpc_port = free_port(), free_port()
+    env = {k: v for k, v in _env(c).items() if v is not None and k.startswith("LMVE_")}
+    env = {k: v.replace(KSERVE_MOUNT, str(repo)).replace("/state", str(tmp_path / "state")) for k, v in env.items()}
+    env.update(LMVE_PORT=str(port), LMVE_GRPC_PORT=str(grpc_port), LMVE_HOST="127.0.0.1", LMVE_API_KEY="kserve-key")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("LMVE_")} | env
+    proc = spawn([str(Path(sys.executable).parent / c["command"][0]), *c["command"][1:]], env=full,
+                 stdout=open(tmp_path / "server.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_alive(f"http://127.0.0.1:{port}", proc, 90.0, path="/v2/health/ready")
+        with socket.create_connection(("127.0.0.1", grpc_port), timeout=5):  # the tcpSocket probe
+            pass
+        client = tg.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        assert client.is_server_ready() and client.is_model_ready("site", headers={"x-api-key": "kserve-key"})
+        d = client.get_model_metadata("site", headers={"x-api-key": "kserve-key"}).inputs[0].shape[1]
+        features = tg.InferInput("features", [1, d], "FP64")
+        features.set_data_from_numpy(np.full((1, d), -60.0))
+        result = client.infer("site", [features], headers={"x-api-key": "kserve-key"})
+        assert result.as_numpy("volume").shape == (1,) and result.as_numpy("volume")[0] > 0
     finally:
         stop(proc)

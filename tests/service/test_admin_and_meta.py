@@ -34,7 +34,7 @@ def test_metrics_count_requests_batches_and_model(client):
     client.post("/predict-region", json={"features": [ROW[:2]]})
     client.post("/nle/contains", json={"features": [ROW], "points": [[0.0, 0.0]]})
     text = client.get("/metrics").text
-    # the routes that answer (plain Starlette routes, service.routers.dispatch.InferenceRoutes) label by template
+    # the routes that answer (plain Starlette routes, service.routing.HotRoutes) label by template
     assert 'lmve_http_requests_total{method="POST",model="synthetic",route="/{method}/contains",status="200"} 1.0' in text
     assert 'lmve_http_requests_total{method="POST",model="synthetic",route="/predict-region",status="200"} 1.0' in text
     assert 'lmve_http_requests_total{method="POST",model="synthetic",route="/predict-region",status="422"} 1.0' in text

@@ -142,50 +142,6 @@ def test_contains_falls_back_exactly_like_predict_region(nan_lmve_client, test_r
     assert 'lmve_fallbacks_total{method="nle",model="nan_lmve"} 4.0' in metrics
 
 
-PATHS = ["/predict-region", "/contains", "/nle/predict-region", "/ge/contains", "/models/predict-region",
-         "/models/site-a/predict-region", "/models/site-a/contains", "/models/BUILDINGID=1/nle/predict-region",
-         "/models/a b/ge/contains", "/models/x/y/z/contains", "/other/x/predict-region", "/predict-region/",
-         "//predict-region", "/models//contains", "/models/x//contains", "/contains/extra", "/predict", "/",
-         "/lmve/predict-region/", "/model", "/models/x", "/prefix/predict-region",
-         # the V2 infer routes
-         "/v2/models/s/infer", "/v2/models/BUILDINGID=1/versions/abc/infer", "/v2/models/s/x/infer",
-         "/v2/model/s/infer", "/v1/models/s/infer", "/v2/models//infer", "/v2/models/s/version/abc/infer",
-         "/v2/models/s/versions//infer", "/models/s/x/infer", "/v2/models/s/predict-region", "/x/v2/models/s/infer",
-         "/v2/models/s/infer/", "/v2/infer"]
-
-
-@pytest.mark.parametrize("method", ["POST", "GET"])
-@pytest.mark.parametrize("path", PATHS)
-def test_region_dispatch_matches_like_starlettes_routes(path, method):
-    """service.routers.dispatch.InferenceRoutes looks a path up by its shape; it must answer exactly the
-    requests that Starlette's ten regex routes (tried in order) answer, with the same parameters."""
-    from starlette.routing import Match
-
-    from service.routers.dispatch import InferenceRoutes
-
-    dispatch = InferenceRoutes()
-    scope = {"type": "http", "path": path, "root_path": "", "method": method}
-    expected = next(((r, child) for r in dispatch.routes.values()
-                     for m, child in [r.matches(scope)] if m == Match.FULL), (None, None))
-    match, child = dispatch.matches(scope)
-    if expected[0] is None:
-        assert match == Match.NONE, path
-    else:
-        assert match == Match.FULL and child["route"] is expected[0], path
-        assert child["path_params"] == expected[1]["path_params"] and child["endpoint"] is expected[0].endpoint
-
-
-def test_region_dispatch_under_a_root_path():
-    from starlette.routing import Match
-
-    from service.routers.dispatch import InferenceRoutes
-
-    match, child = InferenceRoutes().matches({"type": "http", "path": "/api/models/s/nle/contains", "root_path": "/api",
-                                           "method": "POST"})
-    assert match == Match.FULL and child["path_params"] == {"name": "s", "method": "nle"}
-    assert child["route"].path == "/models/{name}/{method}/contains"
-
-
 def test_method_not_allowed_and_named_model_routes(client, test_rows):
     X, _ = test_rows
     assert client.get("/predict-region").status_code == 405
@@ -193,17 +149,6 @@ def test_method_not_allowed_and_named_model_routes(client, test_rows):
     assert r.status_code == 200 and r.json()["method"] == "nle" and r.json()["model"] == "synthetic"
     text = client.get("/metrics").text
     assert 'route="/models/{name}/{method}/contains",status="200"' in text
-
-
-def test_region_dispatch_names_the_matched_template():
-    """FastAPI's telemetry reads ``path_format`` from the route right after it matched (the span's name)."""
-    from service.routers.dispatch import InferenceRoutes
-
-    dispatch = InferenceRoutes()
-    for path, template in (("/models/a/nle/contains", "/models/{name}/{method}/contains"),
-                           ("/predict-region", "/predict-region"), ("/ge/contains", "/{method}/contains")):
-        dispatch.matches({"type": "http", "path": path, "root_path": "", "method": "POST"})
-        assert dispatch.path_format == template
 
 
 @pytest.fixture(scope="module")

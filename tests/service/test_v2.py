@@ -4,11 +4,12 @@ input, output, parameter or model (never 500). Real clients on a real server: te
 
 from __future__ import annotations
 
+import json
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from service import v2
+from service.open_inference import tensors as v2
 from service.app import create_app
 from service.settings import ServiceSettings
 
@@ -39,7 +40,7 @@ def _outputs(body) -> dict:
 def test_server_metadata_health_and_model_metadata(v2_client):
     client, _, rows = v2_client
     assert client.get("/v2", headers=KEY).json() == {"name": "lmve", "version": "0.1.0",
-                                                     "extensions": ["model_repository"]}
+                                                     "extensions": ["model_repository", "binary_tensor_data"]}
     assert client.get("/v2/health/live").json() == {"live": True}  # public, like /livez
     assert client.get("/v2/health/ready").json() == {"ready": True}
     assert client.get("/v2", headers={}).status_code == 401  # the rest is behind the key
@@ -97,7 +98,7 @@ def test_infer_parameters_and_chosen_outputs(v2_client):
     client, _, rows = v2_client
     X = rows[SITE][0][:3]
     body = {"inputs": [_tensor("features", X)], "outputs": [{"name": "volume"}, {"name": "center"}],
-            "parameters": {"coverage": 0.8, "method": "nle", "binary_data_output": True, "my_trace": "x"}}
+            "parameters": {"coverage": 0.8, "method": "nle", "binary_data_output": False, "my_trace": "x"}}
     r = client.post(f"/v2/models/{SITE}/infer", headers=KEY, json=body)
     assert r.status_code == 200, r.text
     assert [o["name"] for o in r.json()["outputs"]] == ["volume", "center"] and "id" not in r.json()
@@ -133,7 +134,8 @@ def _bad_bodies(d: int):
          f"input 'features': features has {d + 1} columns, but the bundle expects {d}"),
         ({"inputs": [{**ok, "data": [row[:1], row[1:]]}]}, 400, "input 'features': data is ragged"),
         ({"inputs": [{**ok, "data": [[row]], "shape": [1, d]}]}, 400, f"input 'features': nested data is [1, 1, {d}]"),
-        ({"inputs": [{**ok, "parameters": {"binary_data_size": 8 * d}}]}, 400, "binary tensor data is not supported"),
+        ({"inputs": [{**ok, "parameters": {"binary_data_size": 8 * d}}]}, 400,
+         "input 'features': parameters.binary_data_size needs the header Inference-Header-Content-Length"),
         ({"inputs": []}, 400, "input 'features' is missing"),
         ({"inputs": [{**ok, "name": "pixels"}]}, 400, "unknown input 'pixels'"),
         ({"inputs": [ok, ok]}, 400, "input 'features' is given twice"),
@@ -171,7 +173,7 @@ def test_bad_bodies_are_400_naming_the_input_never_500(v2_client):
     assert r.status_code == 400 and "invalid inference request: body: Invalid JSON" in r.json()["error"]
     r = client.post(f"/v2/models/{SITE}/infer", headers={**KEY, "Inference-Header-Content-Length": "10"},
                     content=b'{"inputs":[]}\x00\x00')
-    assert r.status_code == 400 and "binary_data=False" in r.json()["error"]
+    assert r.status_code == 400 and "invalid inference request: body: " in r.json()["error"]
     ok = {"inputs": [_tensor("features", rows[SITE][0][:1])]}
     r = client.post("/v2/models/elsewhere/infer", headers=KEY, json=ok)
     assert r.status_code == 404 and "no model named 'elsewhere'" in r.json()["error"]
@@ -240,16 +242,19 @@ def test_admin_routes_need_a_configured_key(repository_copy):
 
 # ---------------------------------------------------------------------------- the codec
 def test_tensor_reads_flat_and_nested_data_alike():
-    flat = v2.RequestInput(name="points", shape=[2, 3], datatype="FP32", data=[1, 2, 3, 4, 5, 6.5])
-    nested = v2.RequestInput(name="points", shape=[2, 3], datatype="FP64", data=[[1, 2, 3], [4, 5, 6.5]])
-    for inp in (flat, nested):
-        arr = v2.tensor(inp)
+    flat = v2.from_json("points", "FP32", [2, 3], [1, 2, 3, 4, 5, 6.5])
+    nested = v2.from_json("points", "FP64", [2, 3], [[1, 2, 3], [4, 5, 6.5]])
+    for arr in (flat, nested):
         assert arr.dtype == np.float64 and arr.tolist() == [[1, 2, 3], [4, 5, 6.5]]
-    assert v2.tensor(v2.RequestInput(name="f", shape=[0, 4], datatype="FP64", data=[])).shape == (0, 4)
+    assert v2.from_json("f", "FP64", [0, 4], []).shape == (0, 4)
 
 
 def test_output_tensors_are_flat_row_major():
+    from service.open_inference import rest
+
     shapes = np.arange(8.0).reshape(2, 2, 2)
-    out = v2.output("shape", shapes)
-    assert out["shape"] == [2, 2, 2] and out["data"].tolist() == list(range(8))
-    assert v2.output("inside", np.array([True, False]), "BOOL")["datatype"] == "BOOL"
+    result = v2.InferResult("m", "1", None, {}, [("shape", "FP64", shapes), ("inside", "BOOL", np.array([True, False]))])
+    body, header = rest.encode(result)
+    out = json.loads(body)["outputs"]
+    assert header is None and out[0]["shape"] == [2, 2, 2] and out[0]["data"] == list(range(8))
+    assert out[1]["datatype"] == "BOOL" and out[1]["data"] == [True, False]

@@ -6,6 +6,7 @@ index, inference with FP64 tensors (answers equal to ``POST /models/{name}/predi
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 
@@ -65,7 +66,8 @@ def test_tritonclient_health_metadata_index_and_infer(v2_server):
     client = _triton(port)
     assert client.is_server_live() and client.is_server_ready()
     assert client.get_server_metadata(headers={**H}) == {"name": "lmve", "version": "0.1.0",
-                                                     "extensions": ["model_repository"]}
+                                                     "extensions": ["model_repository",
+                                                                                    "binary_tensor_data"]}
     index = client.get_model_repository_index(headers={**H})
     assert [(m["name"], m["state"]) for m in index] == [(s, "READY") for s in SITES]
     site = "site=1"
@@ -94,6 +96,70 @@ def test_tritonclient_health_metadata_index_and_infer(v2_server):
     assert chosen.get_response()["parameters"]["coverage"] == 0.8
 
 
+@pytest.mark.slow
+def test_tritonclient_binary_tensors_in_and_out_equal_the_json_answers(v2_server):
+    """tritonclient's binary tensor data extension, both ways: raw FP64 and FP32 inputs, raw outputs (its
+    default), mixed with JSON outputs; every value equal to the region routes' JSON answer."""
+    port, rows = v2_server
+    client = _triton(port)
+    site = "site=1"
+    X, Y = rows[site][0][:40], rows[site][1][:40]  # over INLINE_ROWS: the thread-pool path too
+    features = triton.InferInput("features", list(X.shape), "FP64")
+    features.set_data_from_numpy(X, binary_data=True)
+    points = triton.InferInput("points", list(Y.shape), "FP64")
+    points.set_data_from_numpy(Y, binary_data=True)
+    result = client.infer(site, [features, points], headers={**H})  # no outputs named: every one binary
+    assert all("binary_data_size" in o["parameters"] for o in result.get_response()["outputs"])
+    ref, refc = _reference(port, site, X, Y)
+    np.testing.assert_array_equal(result.as_numpy("center"), [g["center"] for g in ref["regions"]])
+    np.testing.assert_array_equal(result.as_numpy("shape"), [g["shape"] for g in ref["regions"]])
+    np.testing.assert_array_equal(result.as_numpy("volume"), [g["volume"] for g in ref["regions"]])
+    assert result.as_numpy("inside").tolist() == [g["inside"] for g in refc["results"]]
+    np.testing.assert_array_equal(result.as_numpy("p_value"), [g["p_value"] for g in refc["results"]])
+    np.testing.assert_array_equal(result.as_numpy("typicality"), [g["typicality"] for g in ref["regions"]])
+    # FP32 bytes in (read as float64), one output raw and one JSON
+    single = triton.InferInput("features", list(X.shape), "FP32")
+    single.set_data_from_numpy(X.astype(np.float32), binary_data=True)
+    mixed = client.infer(site, [single], headers={**H}, outputs=[
+        triton.InferRequestedOutput("volume", binary_data=True), triton.InferRequestedOutput("center", binary_data=False)])
+    outputs = {o["name"]: o for o in mixed.get_response()["outputs"]}
+    assert "binary_data_size" in outputs["volume"]["parameters"] and "data" in outputs["center"]
+    ref32 = httpx.post(f"http://127.0.0.1:{port}/models/{site}/predict-region", headers={**H},
+                       json={"features": X.astype(np.float32).astype(np.float64).tolist()}).json()
+    np.testing.assert_array_equal(mixed.as_numpy("volume"), [g["volume"] for g in ref32["regions"]])
+    np.testing.assert_array_equal(mixed.as_numpy("center"), [g["center"] for g in ref32["regions"]])
+
+
+def _binary_body(X: np.ndarray, size: int | None = None, datatype: str = "FP64", cut: int = 0) -> tuple[bytes, dict]:
+    raw = X.astype(np.float64).tobytes()
+    header = {"inputs": [{"name": "features", "shape": list(X.shape), "datatype": datatype,
+                          "parameters": {"binary_data_size": len(raw) if size is None else size}}]}
+    head = json.dumps(header).encode()
+    body = head + raw
+    return body[:len(body) - cut], {**H, "Inference-Header-Content-Length": str(len(head)),
+                                    "Content-Type": "application/octet-stream"}
+
+
+def test_bad_binary_bodies_are_400_naming_the_input(v2_server):
+    port, rows = v2_server
+    url = f"http://127.0.0.1:{port}/v2/models/site=0/infer"
+    X = rows["site=0"][0][:3]
+    body, headers = _binary_body(X)
+    assert httpx.post(url, content=body, headers=headers).status_code == 200
+    for kwargs, says in (({"size": 8 * X.size - 8}, f"{8 * X.size - 8} bytes of raw data, but FP64 [3, "),
+                         ({"size": 8 * X.size + 8}, "runs past the end of the body"),
+                         ({"cut": 5}, "truncated"),
+                         ({"datatype": "FP32"}, f"needs {4 * X.size}"),
+                         ({"datatype": "BYTES"}, "datatype BYTES is not accepted")):
+        body, headers = _binary_body(X, **kwargs)
+        r = httpx.post(url, content=body, headers=headers)
+        assert r.status_code == 400 and r.json()["error"].startswith("input 'features': "), (kwargs, r.text)
+        assert says in r.json()["error"], (kwargs, r.json())
+    body, headers = _binary_body(X)
+    r = httpx.post(url, content=body, headers={**headers, "Inference-Header-Content-Length": str(len(body) + 1)})
+    assert r.status_code == 400 and "Inference-Header-Content-Length" in r.json()["error"]
+
+
 def test_tritonclient_sees_errors_naming_the_input_or_model(v2_server):
     port, rows = v2_server
     client = _triton(port)
@@ -103,11 +169,11 @@ def test_tritonclient_sees_errors_naming_the_input_or_model(v2_server):
     with pytest.raises(InferenceServerException) as err:
         client.infer("site=0", [wrong], headers={**H})
     assert err.value.status() == "400" and "input 'features': datatype BYTES" in err.value.message()
-    binary = triton.InferInput("features", list(X.shape), "FP64")
-    binary.set_data_from_numpy(X, binary_data=True)
+    short = triton.InferInput("features", [X.shape[0], X.shape[1] + 1], "FP64")  # binary, one column too many
+    short.set_data_from_numpy(np.hstack([X, X[:, :1]]), binary_data=True)
     with pytest.raises(InferenceServerException) as err:
-        client.infer("site=0", [binary], headers={**H})
-    assert err.value.status() == "400" and "binary_data=False" in err.value.message()
+        client.infer("site=0", [short], headers={**H})
+    assert err.value.status() == "400" and "input 'features'" in err.value.message()
     with pytest.raises(InferenceServerException) as err:
         client.get_model_metadata("elsewhere", headers={**H})
     assert err.value.status() == "404" and "'elsewhere'" in err.value.message()
@@ -121,7 +187,7 @@ def test_open_inference_client_answers_equal_the_region_route(v2_server):
     client = _open_inference(port)
     client.check_server_liveness()
     client.check_server_readiness()
-    assert client.read_server_metadata().extensions == ["model_repository"]
+    assert client.read_server_metadata().extensions == ["model_repository", "binary_tensor_data"]
     site = "site=2"
     client.check_model_readiness(site)
     meta = client.read_model_metadata(site)

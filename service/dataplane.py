@@ -1,0 +1,316 @@
+"""The data plane: what every protocol asks of the served models, in one place.
+
+:class:`DataPlane` owns the model lookup (by name, the default, a version), the three computations
+(``predict_region``, ``contains`` and the Open Inference Protocol's ``infer``), the readiness and
+metadata answers, loading and unloading, and what each request leaves behind (its metrics, the shift
+test's scores, labelled feedback). The REST routers (:mod:`service.routers`) and the gRPC endpoint
+(:mod:`service.grpc_endpoint`) only translate a protocol to these calls and back; they never import
+each other. Every refusal is a :class:`~service.exceptions.APIError` or
+:class:`~service.exceptions.V2Error` carrying its status, which each protocol renders its own way.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import anyio
+
+from models.exceptions import BundleError
+from service import geojson, inference
+from service.exceptions import APIError, V2Error
+from service.metrics import Metrics
+from service.monitor import Monitor
+from service.open_inference.tensors import TYPICALITY, InferCall, InferResult, datatype_of
+from service.repository import ModelRepository, UnknownModelError
+from service.settings import ServiceSettings
+from service.shift import NO_STEP, ShiftAlarm
+from service.state import StateUnavailable
+from service.store import Loaded, ModelStore
+from service.sync import Follower
+
+#: batches up to this many rows are computed on the event loop (well under a millisecond: a thread hop
+#: would cost more than the work); larger ones go to the thread pool so that one big batch never stalls
+#: health checks and small requests
+INLINE_ROWS = 32
+SERVER = {"name": "lmve", "version": "0.1.0", "extensions": ["model_repository", "binary_tensor_data"]}
+
+
+@dataclass(frozen=True, slots=True)
+class RegionReply:
+    """A region computation's answer (:class:`models.model.RegionAnswer`) and the members every protocol
+    returns beside its rows: method, fallback, levels asked and served, bundle, warnings."""
+
+    answer: object
+    meta: dict
+
+
+class DataPlane:
+    """The served models' operations, shared by every protocol.
+
+    Parameters
+    ----------
+    repository : the models by name
+    settings : the limits (rows, boundary points, strict inputs)
+    metrics, monitor, shift : what each request is observed by: Prometheus, labelled feedback and the
+        adaptive level, the shift test
+    follower : loads, unloads and publishes bundles on every worker
+    """
+
+    def __init__(self, repository: ModelRepository, settings: ServiceSettings, metrics: Metrics, monitor: Monitor,
+                 shift: ShiftAlarm, follower: Follower):
+        self.repository, self.settings, self.metrics = repository, settings, metrics
+        self.monitor, self.shift, self.follower = monitor, shift, follower
+
+    # ------------------------------------------------------------------------------------------ lookup
+    def store(self, name: str | None = None, field: str = "model") -> ModelStore:
+        """The store of model ``name`` (``None``: the default model). A 404 naming an unknown model and the
+        known ones; a 422 (``field``) when several models serve, none is the default and none was named;
+        a 503 when the configured default is missing."""
+        repository = self.repository
+        if name is None:
+            store = repository.default
+            if store is not None:
+                return store
+            names = ", ".join(sorted(repository.stores)) or "none"
+            if repository.default_name is not None or not repository.stores:
+                raise APIError(503, "Service Unavailable", f"no default model: {repository.no_default_reason()}",
+                               headers={"Retry-After": "5"})
+            raise APIError(422, "Model not named", repository.no_default_reason(), field=field,
+                           expected=f"one of: {names}", received="null")
+        store = repository.stores.get(name)
+        if store is None:
+            raise APIError(404, "Unknown model", str(UnknownModelError(name, repository.stores)), field=field,
+                           expected=f"one of: {', '.join(sorted(repository.stores)) or 'none'}", received=name)
+        return store
+
+    @staticmethod
+    def current(store: ModelStore, version: str | None = None) -> Loaded:
+        """The store's bundle snapshot (a reload mid-request does not change it): a 503 with the reason while
+        none is verified; a 404 when ``version`` is not the one it serves."""
+        loaded = store.current
+        if loaded is None:
+            raise APIError(503, "Service Unavailable", f"model {store.name!r} is not ready ({store.state}): "
+                           f"{store.reason}", headers=None if store.unloaded_at is not None else {"Retry-After": "5"})
+        if version is not None and version != loaded.version:
+            raise V2Error(404, f"model {loaded.name!r} has no version {version!r}; it serves {loaded.version!r}")
+        return loaded
+
+    def loaded(self, name: str | None = None, version: str | None = None, field: str = "model") -> Loaded:
+        """:meth:`current` of :meth:`store`."""
+        return self.current(self.store(name, field), version)
+
+    # ------------------------------------------------------------------------------------------ readiness
+    def unready(self) -> dict[str, str]:
+        """Each model that should serve and does not, with its reason (``""``: every model is unloaded);
+        empty when the service is ready."""
+        not_ready = self.repository.not_ready()
+        if not not_ready and not any(s.current is not None for s in self.repository.stores.values()):
+            not_ready = {"": "every model is unloaded"}
+        return not_ready
+
+    @staticmethod
+    def server_metadata() -> dict:
+        """The Open Inference Protocol's server metadata: name, version, extensions."""
+        return SERVER
+
+    @staticmethod
+    def model_metadata(loaded: Loaded) -> dict:
+        """The Open Inference Protocol's model metadata: the tensors a model takes and gives."""
+        model, n = loaded.model, loaded.model.n_targets
+
+        def tensor(name, shape, datatype="FP64", **params):
+            return {"name": name, "datatype": datatype, "shape": shape, "parameters": params}
+
+        return {"name": loaded.name, "versions": [loaded.version], "platform": "lmve",
+                "inputs": [tensor("features", [-1, model.n_features], optional=False),
+                           tensor("points", [-1, n], optional=True),
+                           tensor("centers", [-1, n], optional=not model.requires_centers)],
+                "outputs": [tensor("center", [-1, n]), tensor("shape", [-1, n, n]), tensor("volume", [-1]),
+                            tensor("inside", [-1], "BOOL", requires="points"),
+                            tensor("distance", [-1], requires="points"), tensor("p_value", [-1], requires="points")]
+                + ([tensor(TYPICALITY, [-1])] if model.typicality is not None else []),
+                "parameters": {"coverage": model.coverage, "primary_method": model.primary_method}}
+
+    def repository_index(self, only_ready: bool = False) -> list[dict]:
+        """Every model: name, state, version (its bundle id) when loaded, reason when it does not serve."""
+        index = []
+        for name, store in sorted(self.repository.stores.items()):
+            cur = store.current
+            if only_ready and cur is None:
+                continue
+            entry = {"name": name, "state": store.state}
+            if cur is not None:
+                entry["version"] = cur.version
+            if store.reason is not None:
+                entry["reason"] = store.reason
+            index.append(entry)
+        return index
+
+    # ------------------------------------------------------------------------------------------ control
+    async def load(self, name: str | None, path=None) -> tuple[Loaded, Loaded | None]:
+        """Load and verify ``path`` (default: the model's directory) for model ``name`` and swap it in on
+        every worker: the new snapshot and the previous one. 404 for a model the repository lacks; 422
+        (the old bundle keeps serving) for a refused bundle."""
+        repository = self.repository
+        store = self.store(name) if name is None or name in repository.stores else None
+        previous = None if store is None else store.current
+        try:
+            return await anyio.to_thread.run_sync(self.follower.swap, name, path)
+        except UnknownModelError as exc:
+            raise APIError(404, "Unknown model", str(exc), field="model", expected=f"one of: {', '.join(exc.known)}",
+                           received=exc.name) from None
+        except BundleError as exc:
+            serving = previous.version if previous is not None else "nothing"
+            target = path or (store.path if store is not None else name)
+            raise APIError(422, "Bundle refused", f"{exc}; still serving {serving}", field="bundle",
+                           expected="a verified bundle directory", received=str(target)) from None
+
+    async def unload(self, name: str) -> tuple[ModelStore, Loaded | None]:
+        """Unload the model ``name`` on every worker (404 for an unknown one): its store and what it served."""
+        store = self.store(name)
+        return store, await anyio.to_thread.run_sync(self.follower.unload, name)
+
+    # ------------------------------------------------------------------------------------------ compute
+    @staticmethod
+    async def run(rows: int, fn, *args):
+        """``fn(*args)`` on the event loop for up to :data:`INLINE_ROWS` rows, else in the thread pool."""
+        if rows <= INLINE_ROWS:
+            return fn(*args)
+        # abandon_on_cancel: at the request timeout the route answers 504 at once; the abandoned thread
+        # finishes its (row-bounded) batch and its result is dropped
+        return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+
+    def predict_region(self, loaded: Loaded, body, method: str | None, geo: bool = False) -> RegionReply:
+        """The calibrated regions of ``body.features`` (a :class:`service.schemas.PredictRegionRequest`) from
+        ``method`` (``None``: the primary, with its fallbacks). 413 over the row limit; 422 naming a bad
+        ``boundary_points``; the model's own input errors."""
+        settings, model = self.settings, loaded.model
+        if geo:
+            geojson.check(model)
+        inference.check_row_limit(body.features, "features", settings.max_rows)
+        k = body.boundary_points
+        if k is not None and not (3 <= k <= settings.max_boundary_points):
+            raise APIError(422, "Invalid input", f"boundary_points must lie in [3, {settings.max_boundary_points}]; "
+                           f"got {k}", field="boundary_points",
+                           expected=f"an integer in [3, {settings.max_boundary_points}]", received=str(k))
+        if k is not None and model.n_targets not in (2, 3):
+            raise APIError(422, "Invalid input", "boundary points are available for 2-D or 3-D targets only",
+                           field="boundary_points", expected="null", received=str(k))
+        t0 = time.perf_counter()
+        level, adaptive, thresholds = self._level(body.coverage, loaded, method)
+        answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers,
+                                      thresholds=thresholds, strict=settings.strict_inputs)
+        return self._reply("predict-region", loaded, answer, body.coverage, len(body.features), t0, level, adaptive,
+                           thresholds)
+
+    def contains(self, loaded: Loaded, body, method: str | None) -> RegionReply:
+        """Whether each of ``body.points`` lies in its row's region (a :class:`service.schemas.ContainsRequest`),
+        with distance, p-value and typicality; errors as :meth:`predict_region`."""
+        settings, model = self.settings, loaded.model
+        inference.check_row_limit(body.features, "features", settings.max_rows)
+        t0 = time.perf_counter()
+        level, adaptive, thresholds = self._level(body.coverage, loaded, method)
+        answer = model.assess(body.features, body.points, method, level, kind="ellipsoid", centers=body.centers,
+                              thresholds=thresholds, floors=body.floors, buildings=body.buildings,
+                              strict=settings.strict_inputs)
+        return self._reply("contains", loaded, answer, body.coverage, len(body.features), t0, level, adaptive,
+                           thresholds)
+
+    def infer(self, loaded: Loaded, call: InferCall) -> InferResult:
+        """The Open Inference Protocol's answer: the regions (``predict_region``) and, with points, the
+        containment (``assess``), from the method and level ``predict_region`` would use. 400 for an output
+        the bundle cannot give; 413 over the row limit."""
+        model, want = loaded.model, call.outputs
+        inference.check_row_limit(call.features, "features", self.settings.max_rows)
+        if TYPICALITY in want and model.typicality is None:
+            if call.named:
+                raise V2Error(400, f"output 'typicality' is not available: {NO_STEP}")
+            want = tuple(name for name in want if name != TYPICALITY)
+        t0 = time.perf_counter()
+        level, adaptive, thresholds = self._level(call.coverage, loaded, call.method)
+        values, answer = {}, None
+        strict = self.settings.strict_inputs
+        if call.regions:
+            answer = model.predict_region(call.features, call.method, level, kind="ellipsoid", centers=call.centers,
+                                          thresholds=thresholds, strict=strict)
+            region = answer.regions
+            values.update(center=region.centers, shape=region.shapes, volume=region.volume("lebesgue"))
+        if call.containment:
+            assessed = model.assess(call.features, call.points, call.method, level, kind="ellipsoid",
+                                    centers=call.centers, thresholds=thresholds, strict=strict)
+            values.update(inside=assessed.inside, distance=assessed.distance, p_value=assessed.p_value)
+            answer = answer or assessed
+        values[TYPICALITY] = answer.typicality
+        meta = self._reply("infer", loaded, answer, call.coverage, call.rows, t0, level, adaptive, thresholds).meta
+        parameters = {key: meta[key] for key in ("method", "fallback", "coverage", "effective_coverage", "adaptive",
+                                                 "bundle_id")}
+        if answer.fallback_reason is not None:
+            parameters["fallback_reason"] = answer.fallback_reason
+        if answer.warnings:
+            parameters["warnings"] = "; ".join(answer.warnings)
+        return InferResult(loaded.name, loaded.version, call.id, parameters,
+                           [(name, datatype_of(name), values[name]) for name in want])
+
+    def _reply(self, route: str, loaded: Loaded, answer, asked: float | None, rows: int, t0: float, level,
+               adaptive: bool, thresholds) -> RegionReply:
+        """The members beside an answer's rows; the request observed (metrics, shift test)."""
+        self.shift.observe(loaded, answer.typicality_scores)
+        self.observe(route, loaded.name, answer, rows, t0)
+        model = loaded.model
+        meta = {"method": answer.method, "fallback": answer.fallback, "fallback_reason": answer.fallback_reason,
+                "coverage": asked if asked is not None else model.coverage,
+                "effective_coverage": self._effective(level, answer, loaded, thresholds),
+                "adaptive": adaptive, "bundle_id": loaded.version, "model": loaded.name,
+                "warnings": list(answer.warnings)}
+        if model.floors is not None:  # a floor bundle states its joint guarantee
+            meta["guarantee"] = model.manifest["floors"]["guarantee"]
+        return RegionReply(answer, meta)
+
+    def observe(self, route: str, model: str, answer, rows: int, t0: float) -> None:
+        """One answered request in the metrics: its compute time, its rows, a fallback."""
+        metrics = self.metrics
+        metrics.child(metrics.inference, model, answer.method).observe(time.perf_counter() - t0)
+        metrics.child(metrics.batch_rows, route, model).observe(rows)
+        if answer.fallback:
+            metrics.child(metrics.fallbacks, model, answer.method).inc()
+
+    @staticmethod
+    def _effective(level, answer, loaded: Loaded, thresholds) -> float:
+        """The level the answer was computed at (quantile tracking: the calibration's level of its threshold)."""
+        if thresholds is not None and answer.method in thresholds:
+            return thresholds[answer.method][1]
+        return level if level is not None else loaded.model.coverage
+
+    def _level(self, asked: float | None, loaded: Loaded, method: str | None) -> tuple[float | None, bool, dict | None]:
+        """The level to compute at, whether the adaptive mode chose it, and the thresholds it serves instead
+        of the calibrated ones (quantile tracking): a level the request names is served as asked;
+        otherwise the adaptive mode's (when on), else the bundle's."""
+        monitor = self.monitor
+        if asked is not None or not monitor.adaptive:
+            return asked, False, None
+        model = loaded.model
+        name = method if method is not None and method in model.methods else model.primary_method
+        thresholds = monitor.thresholds(loaded)
+        if thresholds is not None:
+            return None, True, thresholds
+        return monitor.level(loaded, name), True, None
+
+    # ------------------------------------------------------------------------------------------ feedback
+    async def feedback(self, loaded: Loaded, body) -> dict:
+        """Record labelled rows (a :class:`service.schemas.FeedbackRequest`) against the served regions: the
+        observed coverage per method and the monitor's summary. 413 over the row limit; 503 when the state
+        cannot be reached (nothing recorded)."""
+        inference.check_row_limit(body.features, "features", self.settings.max_rows)
+        monitor = self.monitor
+        result = await anyio.to_thread.run_sync(monitor.record, loaded, body.features, body.points, body.centers,
+                                                body.site, body.device)
+        try:
+            summary = await anyio.to_thread.run_sync(monitor.summary, loaded)
+        except StateUnavailable as exc:  # the batch is committed: answer 200 (a 503 would say it was not)
+            summary = {"unavailable": exc.reason}
+        return {"recorded": result.rows, "bundle_id": loaded.version, "model": loaded.name, "worker_pid": os.getpid(),
+                "monitor": summary,
+                "methods": {m: {"inside": result.inside[m], "p_value": result.p_value[m],
+                                "inside_served": result.inside_served[m]} for m in result.inside}}

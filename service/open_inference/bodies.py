@@ -1,0 +1,158 @@
+"""The Open Inference Protocol's REST bodies as pydantic models, and the body parser that names the
+first bad member (:func:`parse`).
+
+The models document the routes (OpenAPI) and read the small bodies (repository index, load);
+``infer`` bodies are read by :func:`parse_request` and decoded by :mod:`service.open_inference.tensors`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from service.exceptions import V2Error
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")  # the protocol lets implementations add members
+
+
+class RequestInput(_Open):
+    name: str = Field(description="`features`, `points` or `centers`")
+    shape: list[int] = Field(description="`[rows, columns]`, e.g. `[1, d]` for one row of features")
+    datatype: str = Field(description="FP64 (any numeric datatype is read as float64)")
+    parameters: dict[str, Any] | None = Field(default=None, description="`binary_data_size`: the input's "
+                                              "bytes follow the JSON header (the binary extension) instead of `data`")
+    data: list[Any] | None = Field(default=None, description="the values, row-major: flat or nested (absent "
+                                   "when `parameters.binary_data_size` is given)")
+
+
+class RequestOutput(_Open):
+    name: str = Field(description="one of center, shape, volume, inside, distance, p_value, typicality")
+    parameters: dict[str, Any] | None = Field(default=None, description="`binary_data`: true sends this output "
+                                              "as raw bytes after the JSON header (the binary extension)")
+
+
+class InferenceRequest(_Open):
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
+        {"id": "q-1", "parameters": {"coverage": 0.9},
+         "inputs": [{"name": "features", "shape": [1, 16], "datatype": "FP64",
+                     "data": [-62.0, -71.5, -80.2, -66.0, -90.1, -75.3, -58.9, -84.0,
+                              -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70.0]}]}]})
+
+    id: str | None = Field(default=None, description="echoed in the response")
+    parameters: dict[str, Any] | None = Field(default=None, description="`coverage` (in (0, 1)) and `method` "
+                                              "(a method of the bundle); `binary_data_output`: true "
+                                              "sends every output as raw bytes; others are ignored")
+    inputs: list[RequestInput]
+    outputs: list[RequestOutput] | None = Field(default=None, description="the outputs to return (default: all "
+                                                "that the inputs allow)")
+
+
+class ResponseOutput(BaseModel):
+    name: str
+    shape: list[int]
+    datatype: str
+    parameters: dict[str, Any] | None = None
+    data: list[Any]
+
+
+class InferenceResponse(BaseModel):
+    model_name: str
+    model_version: str | None = None
+    id: str | None = None
+    parameters: dict[str, Any] | None = Field(default=None, description="method, fallback, fallback_reason, "
+                                              "coverage, effective_coverage, adaptive, bundle_id")
+    outputs: list[ResponseOutput]
+
+
+class MetadataTensor(BaseModel):
+    name: str
+    datatype: str
+    shape: list[int]
+    parameters: dict[str, Any] | None = None
+
+
+class MetadataServerResponse(BaseModel):
+    name: str
+    version: str
+    extensions: list[str]
+
+
+class MetadataModelResponse(BaseModel):
+    name: str
+    versions: list[str] | None = None
+    platform: str
+    inputs: list[MetadataTensor]
+    outputs: list[MetadataTensor]
+    parameters: dict[str, Any] | None = None
+
+
+class RepositoryIndexRequest(_Open):
+    ready: bool | None = Field(default=None, description="true: only the models that are ready")
+
+
+class RepositoryModel(BaseModel):
+    name: str
+    version: str | None = None
+    state: str = Field(description="READY, UNAVAILABLE, UNLOADED or LOADING")
+    reason: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: str
+
+
+class LoadRequest(_Open):
+    parameters: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------------------------------- metadata
+def model_metadata(name: str, version: str, d: int, n: int, requires_centers: bool, primary: str,
+                   coverage: float, typicality: bool = False) -> dict:
+    """``GET /v2/models/{name}``: the tensors a model takes and gives."""
+    def tensor(tname, shape, datatype="FP64", **params):
+        return {"name": tname, "datatype": datatype, "shape": shape, "parameters": params}
+
+    return {"name": name, "versions": [version], "platform": "lmve",
+            "inputs": [tensor("features", [-1, d], optional=False),
+                       tensor("points", [-1, n], optional=True),
+                       tensor("centers", [-1, n], optional=not requires_centers)],
+            "outputs": [tensor("center", [-1, n]), tensor("shape", [-1, n, n]), tensor("volume", [-1]),
+                        tensor("inside", [-1], "BOOL", requires="points"),
+                        tensor("distance", [-1], requires="points"), tensor("p_value", [-1], requires="points")]
+            + ([tensor(TYPICALITY, [-1])] if typicality else []),
+            "parameters": {"coverage": coverage, "primary_method": primary}}
+
+
+
+# ---------------------------------------------------------------------------------------- parsing
+def _where(loc) -> str:
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "body"
+
+
+def parse(raw: bytes, model: type[BaseModel], what: str, optional: bool = False):
+    """A request body as ``model`` (pydantic-core's JSON parser, whatever the content type: the ecosystem's
+    clients do not all send one); ``optional``: an empty body is ``None``. A 400 naming the first bad
+    member otherwise."""
+    if optional and not raw.strip():
+        return None
+    try:
+        return model.model_validate_json(raw or b"null")
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        where = _where(e.get("loc", ()))
+        got = repr(e.get("input"))
+        raise V2Error(400, f"invalid {what}: {where}: {e.get('msg', '')}; received "
+                           f"{got if len(got) <= 80 else got[:77] + '...'}") from None
+
+
+def parse_request(raw: bytes) -> InferenceRequest:
+    """The ``infer`` body as an :class:`InferenceRequest`; a 400 naming the first bad member."""
+    return parse(raw, InferenceRequest, "inference request")
+
+
