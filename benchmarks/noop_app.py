@@ -1,14 +1,15 @@
-"""The baseline of ``benchmarks.serving``: a bare FastAPI app whose region routes (and V2 ``infer`` route)
-parse the same body with pydantic and answer ``{}``: what any FastAPI + pydantic service on this machine
-pays per request.
+"""The baseline of ``benchmarks.serving``: a bare FastAPI app whose region routes (and V2 ``infer`` route, JSON or
+binary tensors) parse the same body with pydantic and answer ``{}``: what any FastAPI + pydantic service on this
+machine pays per request. ``benchmarks.noop_grpc`` is the same for gRPC.
 
     .venv/bin/uvicorn benchmarks.noop_app:app --port 8001
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from pydantic import BaseModel
+from starlette.requests import ClientDisconnect
 
 
 class Body(BaseModel):
@@ -33,6 +34,12 @@ class V2Body(BaseModel):
     inputs: list[V2Input]
 
 
+class V2Header(BaseModel):
+    """A binary request's JSON header: the tensors' names, shapes and sizes, no data."""
+
+    inputs: list[dict]
+
+
 app = FastAPI()
 
 
@@ -47,7 +54,14 @@ async def noop(body: Body) -> dict:
 
 
 @app.post("/v2/models/{name}/infer")
-async def noop_v2(body: V2Body) -> dict:
+async def noop_v2(request: Request) -> dict:
+    """JSON parsed as a V2Body; a binary body (the tensor extension) read whole, its JSON header parsed."""
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # the load generator closing at the end of a run
+        return {}
+    length = request.headers.get("inference-header-content-length")
+    V2Header.model_validate_json(raw[:int(length)]) if length else V2Body.model_validate_json(raw)
     return {}
 
 

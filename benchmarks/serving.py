@@ -24,7 +24,12 @@ alternate between the bundle's server and the no-op, so that the shared machine'
   ``POST /models/{name}/predict-region`` and ``/models/{name}/contains`` over the no-op's on the same body,
   beside the plain ``/predict-region`` of that server (its default model), and the Open Inference Protocol's
   single-row ``POST /v2/models/{name}/infer`` (one FP64 ``features`` tensor, flat data) over the no-op's
-  V2 route on the same body (issue 39).
+  V2 route on the same body (issue 39);
+- the Open Inference Protocol's other transports (``default`` and ``uji-knn``; needs ``h2load``, Debian's
+  ``nghttp2-client``): ``rows_per_s_1024_binary`` (1,024-row ``/v2/models/{name}/infer`` with binary tensors in
+  and out) and ``rows_per_s_1024_grpc`` (1,024-row gRPC ``ModelInfer``, raw contents), each followed by its no-op
+  (``benchmarks.noop_app``'s binary route, ``benchmarks.noop_grpc``), and ``grpc_single_over_rest``: single-row
+  gRPC calls/s over JSON ``/predict-region`` requests/s on the same server, in paired rounds.
 
 Writes ``benchmarks/results/serving.{json,md}``: the json is ``{"commit", "command", "date", "machine",
 "rows": [{"bundle", "centre", "route", "scenario", "value"}]}`` (a ratio's rows also hold each round's ratio
@@ -49,6 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import RESULTS, ROOT, cache_dir, command, commit, machine, utc_now, write_json, write_text
+from benchmarks.load.grpc_load import frame, h2load
 from benchmarks.load.run_load import KEY, free_port, wrk
 
 CACHE = cache_dir("serving")
@@ -67,6 +73,13 @@ ISSUE_74 = {("default", "/predict-region", "single_over_noop"): (0.55, "min"),
             ("uji-knn", "/predict-region", "single_over_noop"): (0.4, "min"),
             ("uji-knn", "/predict-region", "rows_per_s_1024"): (40_000.0, "min"),
             ("uji-knn", "/predict-region", "p99_256_ms"): (15.0, "max")}
+#: issue 98: the Open Inference Protocol's binary REST and gRPC rows
+ISSUE_98 = {("uji-knn", "/v2/models/{name}/infer", "rows_per_s_1024_binary"): (40_000.0, "min"),
+            ("uji-knn", "ModelInfer", "rows_per_s_1024_grpc"): (40_000.0, "min"),
+            ("default", "ModelInfer", "grpc_single_over_rest"): (1.0, "min")}
+#: the bundles measured over binary REST and gRPC too
+PROTOCOL_BUNDLES = ("default", "uji-knn")
+GRPC_ROUTE = "ModelInfer"
 
 
 def bundle(name: str) -> tuple[Path, str]:
@@ -125,11 +138,13 @@ def _wait(base: str, proc: subprocess.Popen, path: str) -> None:
     raise RuntimeError(f"the server at {base} did not become ready")
 
 
-def serve_bundle(path: Path, repository: bool = False, default: str | None = None) -> tuple[subprocess.Popen, str]:
-    """``lmve-serve`` on ``path``: a bundle, or (``repository``) a model repository whose default is ``default``."""
+def serve_bundle(path: Path, repository: bool = False, default: str | None = None,
+                 grpc_port: int = 0) -> tuple[subprocess.Popen, str]:
+    """``lmve-serve`` on ``path``: a bundle, or (``repository``) a model repository whose default is ``default``;
+    gRPC on ``grpc_port`` (0: off)."""
     port = free_port()
     env = {**os.environ, "LMVE_API_KEY": KEY, "LMVE_LOG_LEVEL": "warning", "LMVE_MAX_BODY_BYTES": "50000000",
-           "LMVE_MAX_ROWS": "4096", **({"LMVE_DEFAULT_MODEL": default} if default else {})}
+           "LMVE_MAX_ROWS": "4096", "LMVE_GRPC_PORT": str(grpc_port), **({"LMVE_DEFAULT_MODEL": default} if default else {})}
     env.pop("LMVE_BUNDLE", None), env.pop("LMVE_MODEL_REPOSITORY", None)
     proc = subprocess.Popen([str(Path(sys.executable).parent / "lmve-serve"),
                              "--model-repository" if repository else "--bundle", str(path), "--port",
@@ -137,6 +152,22 @@ def serve_bundle(path: Path, repository: bool = False, default: str | None = Non
     base = f"http://127.0.0.1:{port}"
     _wait(base, proc, "/readyz")
     return proc, base
+
+
+def serve_noop_grpc() -> tuple[subprocess.Popen, int]:
+    """``benchmarks.noop_grpc`` on a free port: the gRPC baseline and the load generator's ceiling."""
+    import socket
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.noop_grpc", str(port)], cwd=ROOT,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc, port
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("the gRPC no-op did not start")
 
 
 def serve_noop() -> tuple[subprocess.Popen, str]:
@@ -221,13 +252,99 @@ def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args, repo
     return out
 
 
+def _binary_body(X: np.ndarray) -> tuple[bytes, int]:
+    """A V2 binary request of the rows ``X`` (FP64 raw bytes after a JSON header) asking for binary outputs, and
+    the header's length."""
+    header = json.dumps({"inputs": [{"name": "features", "shape": list(X.shape), "datatype": "FP64",
+                                     "parameters": {"binary_data_size": X.size * 8}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    return header + np.ascontiguousarray(X, "<f8").tobytes(), len(header)
+
+
+def _grpc_body(model: str, X: np.ndarray) -> bytes:
+    from service.open_inference.pb import inference_pb2 as pb
+
+    request = pb.ModelInferRequest(model_name=model)
+    request.inputs.add(name="features", datatype="FP64", shape=list(X.shape))
+    request.raw_input_contents.append(np.ascontiguousarray(X, "<f8").tobytes())
+    return frame(request.SerializeToString())
+
+
+def _grpc_failures(base: str) -> float:
+    """The server's count of ModelInfer calls that did not end OK (h2load sees HTTP statuses only)."""
+    import httpx
+
+    text = httpx.get(base + "/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("lmve_grpc_requests_total{") and 'rpc="ModelInfer"' in line and 'code="OK"' not in line)
+
+
+def measure_protocols(name: str, path: Path, centre: str, noop: str, noop_grpc: int, tmp: Path, args) -> list[dict]:
+    """The bundle over the Open Inference Protocol's binary REST and gRPC (one worker, as the JSON rows): 1,024-row
+    rows/s through each, each followed by its no-op on the same body (``benchmarks.noop_app``'s binary route,
+    ``benchmarks.noop_grpc``: the load generators' ceilings), and the single-row gRPC rate over the JSON
+    ``/predict-region`` rate, paired rounds."""
+    X = np.load(CACHE / name / "rows.npz")["X"]
+    model = path.name  # a --bundle's model is named after its directory
+    files = {"one": tmp / f"{name}-one.json", "grpc-1": tmp / f"{name}-grpc-1.bin",
+             "grpc-1024": tmp / f"{name}-grpc-1024.bin", "bin-1024": tmp / f"{name}-bin-1024.bin"}
+    files["one"].write_text(json.dumps({"features": X[:1].tolist()}))
+    files["grpc-1"].write_bytes(_grpc_body(model, X[:1]))
+    files["grpc-1024"].write_bytes(_grpc_body(model, X[:1024]))
+    binary, header = _binary_body(X[:1024])
+    files["bin-1024"].write_bytes(binary)
+    grpc_port = free_port()
+    proc, base = serve_bundle(path, grpc_port=grpc_port)
+    out = []
+    try:
+        h2load(grpc_port, files["grpc-1"], 1, 2)  # warm-up
+        ratios = []
+        for _ in range(args.rounds):
+            g = h2load(grpc_port, files["grpc-1"], args.seconds, 8)
+            r = wrk(base + "/predict-region", files["one"], args.seconds, 8)
+            n = h2load(noop_grpc, files["grpc-1"], args.seconds, 8)
+            if g["errors"] or r["errors"] or n["errors"]:
+                raise RuntimeError(f"{name} single-row: gRPC {g['errors']}, REST {r['errors']}, no-op {n['errors']} errors")
+            ratios.append((g["rps"], r["rps"], n["rps"]))
+        out.append({"bundle": name, "centre": centre, "route": GRPC_ROUTE, "scenario": "grpc_single_over_rest",
+                    "value": round(statistics.median(g / r for g, r, _ in ratios), 3),
+                    "rounds": [round(g / r, 3) for g, r, _ in ratios], "rps": [round(g) for g, _, _ in ratios],
+                    "rest_rps": [round(r) for _, r, _ in ratios], "noop": round(statistics.median(n for *_, n in ratios)),
+                    "noop_what": "benchmarks.noop_grpc single-row calls/s (h2load's ceiling here)"})
+        b, a = (wrk(server + f"/v2/models/{model}/infer", files["bin-1024"], args.latency_seconds, 2, header_length=header)
+                for server in (base, noop))
+        g, n = (h2load(port, files["grpc-1024"], args.latency_seconds, 2) for port in (grpc_port, noop_grpc))
+        for row in (b, a, g, n):
+            if row["errors"]:
+                raise RuntimeError(f"{name} 1,024 rows: {row['errors']} errors")
+        out.append({"bundle": name, "centre": centre, "route": "/v2/models/{name}/infer",
+                    "scenario": "rows_per_s_1024_binary", "value": round(1024 * b["rps"]), "requests": b["requests"],
+                    "noop": round(1024 * a["rps"])})
+        out.append({"bundle": name, "centre": centre, "route": GRPC_ROUTE, "scenario": "rows_per_s_1024_grpc",
+                    "value": round(1024 * g["rps"]), "requests": g["requests"], "noop": round(1024 * n["rps"])})
+        failures = _grpc_failures(base)
+        if failures:
+            raise RuntimeError(f"{name}: {failures:g} gRPC calls did not end OK")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for row in out:
+        print(f"{row['bundle']:<18} {row['route']:<24} {row['scenario']:<24} {row['value']}", flush=True)
+    return out
+
+
 def target_of(row: dict) -> tuple[float, str, int] | None:
     """``(target, sense, issue)`` of a result row, or ``None`` where no issue sets one. Issue 32: the ratios of
     the default bundle and each centre kind (the synthetic bundles), rows/s in 1,024-row requests of the
     default bundle. Issue 74, stricter where both apply: the default bundle's single-row ``/predict-region`` and
     ``/contains`` at 0.55, and the UJIIndoorLoc bundle's single-row ratio, 1,024-row rows/s and 256-row p99."""
-    if (row["bundle"], row["route"], row["scenario"]) in ISSUE_74:
-        return (*ISSUE_74[row["bundle"], row["route"], row["scenario"]], 74)
+    key = (row["bundle"], row["route"], row["scenario"])
+    if key in ISSUE_98:
+        return (*ISSUE_98[key], 98)
+    if key in ISSUE_74:
+        return (*ISSUE_74[key], 74)
+    if row["scenario"] not in TARGETS:
+        return None
     if row["bundle"].startswith("uji"):
         return None
     if row["scenario"] == "rows_per_s_1024" and row["bundle"] != "default":
@@ -239,8 +356,9 @@ def target_of(row: dict) -> tuple[float, str, int] | None:
 
 def write(rows: list[dict], line: str, args) -> None:
     result = {"commit": commit(), "command": line, "date": utc_now(), "machine": machine(),
-              "server": "lmve-serve, 1 uvicorn worker; baseline benchmarks.noop_app, 1 uvicorn worker",
-              "client": "wrk -t1, same machine", "rows": rows}
+              "server": "lmve-serve, 1 uvicorn worker (gRPC on the same worker); baselines benchmarks.noop_app, 1 "
+                        "uvicorn worker, and benchmarks.noop_grpc, 1 grpc.aio process",
+              "client": "wrk -t1 (REST, JSON and binary), h2load -t1 (gRPC), same machine", "rows": rows}
     write_json(OUT / "serving.json", result, indent=2)
     lines = ["## Serving speed against a bare FastAPI no-op", "",
              f"Command: `{line}` at commit `{result['commit']}`, {result['date']}, on this {os.cpu_count()}-core "
@@ -248,7 +366,12 @@ def write(rows: list[dict], line: str, args) -> None:
              "alternating with the no-op (`wrk -t1 -c8`); p99 from one connection, rows/s from two "
              f"({args.latency_seconds} s each), each followed by the no-op on the same body (column no-op: what a "
              "server that only parses the rows reaches). Targets from issues 32 and 74 (the issue in brackets); "
-             "the V2 `infer` row's from issue 39.", "",
+             "the V2 `infer` row's from issue 39. The Open Inference Protocol's binary REST (`wrk`, the body's raw "
+             "FP64 rows after a JSON header, outputs asked as binary) and gRPC (`ModelInfer`, `h2load -t1`, raw "
+             "contents) rows are issue 98's: their no-op is `benchmarks.noop_app`'s binary route and "
+             "`benchmarks.noop_grpc` on the same bodies, the load generators' ceilings; `grpc_single_over_rest` is "
+             "single-row gRPC calls/s over JSON `/predict-region` requests/s on the same server, paired rounds "
+             "(8 connections each), its no-op the gRPC no-op's single-row calls/s.", "",
              "| bundle | centre | route | scenario | value | no-op | target | met |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         goal = target_of(row)
@@ -274,9 +397,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=int, default=2, help="seconds of each wrk run in a paired round")
     p.add_argument("--latency-seconds", type=int, default=5, help="seconds of the 256- and 1,024-row runs")
     args = p.parse_args(argv)
-    if shutil.which("wrk") is None:
-        print("wrk is not installed: apt-get install wrk", file=sys.stderr)
-        return 2
+    for tool, package in (("wrk", "wrk"), ("h2load", "nghttp2-client")):
+        if shutil.which(tool) is None:
+            print(f"{tool} is not installed: apt-get install {package}", file=sys.stderr)
+            return 2
     if args.bundles:
         names = args.bundles.split(",")
     else:
@@ -289,15 +413,19 @@ def main(argv: list[str] | None = None) -> int:
     paths = {n: bundle(n) for n in names}
     tmp = Path(tempfile.mkdtemp(prefix="lmve-serving-"))
     noop_proc, noop = serve_noop()
+    grpc_proc, noop_grpc = serve_noop_grpc()
     rows: list[dict] = []
     try:
         for n, (path, centre) in paths.items():
             rows += measure(n, path, centre, noop, tmp, args)
             if n == "default":  # the per-model routes, on a repository of three
                 rows += measure(n, path, centre, noop, tmp, args, repository=True)
+            if n in PROTOCOL_BUNDLES:
+                rows += measure_protocols(n, path, centre, noop, noop_grpc, tmp, args)
     finally:
-        noop_proc.terminate()
-        noop_proc.wait(timeout=30)
+        for proc in (noop_proc, grpc_proc):
+            proc.terminate()
+            proc.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
     write(rows, command("serving", argv), args)
     return 0

@@ -97,13 +97,12 @@ class ServiceApp(FastAPI):
     hot = None  #: the hot routes (a ``HotRoutes``), or None: every request takes FastAPI's stack
     _hot_stack = None
     #: what :meth:`openapi` documents beyond the app's routes: the hot route table's documentation
-    #: routes, the self-parsed request models, whether an API key guards the routes
-    documented: tuple = ((), (), False)
+    #: routes, the self-parsed request models, whether an API key guards the routes, the boundary limit
+    documented: tuple = ((), (), False, 512)
 
     def openapi(self) -> dict:
         if self.openapi_schema is None:
-            routes, models, api_key = self.documented
-            self.openapi_schema = document(self, routes, models, api_key)
+            self.openapi_schema = document(self, *self.documented)
         return self.openapi_schema
 
     def _build_hot_stack(self):
@@ -199,7 +198,8 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     if settings.enable_noop:
         app.include_router(health.noop_router)
     app.documented = (documented(table), (*regions.REQUEST_MODELS, *admin.REQUEST_MODELS, *feedback.REQUEST_MODELS,
-                                          *v2.REQUEST_MODELS), settings.api_key is not None)
+                                          *v2.REQUEST_MODELS), settings.api_key is not None,
+                    settings.max_boundary_points)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])

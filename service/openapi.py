@@ -12,6 +12,8 @@ under it.
 
 from __future__ import annotations
 
+import copy
+
 from fastapi.openapi.utils import get_openapi
 
 from service.auth import PUBLIC_PATHS
@@ -34,6 +36,34 @@ def _components(spec: dict, models) -> None:
         schema = m.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))  # nested models: components of their own
         schemas[m.__name__] = schema
+
+
+def _body_ref(operation: dict) -> str | None:
+    content = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+    return content.get("schema", {}).get("$ref")
+
+
+def _path_names_the_model(spec: dict) -> None:
+    """Where the path names the model (``/models/{name}/...``), the body's ``model`` must be left out (or name
+    the same one): such operations get a variant of their body schema whose ``model`` is null only."""
+    schemas = spec["components"]["schemas"]
+    for path, item in spec.get("paths", {}).items():
+        if "{name}" not in path or path.startswith("/v2/"):
+            continue
+        for operation in item.values():
+            ref = _body_ref(operation)
+            name = ref.rsplit("/", 1)[1] if ref else None
+            if name is None or "model" not in schemas.get(name, {}).get("properties", {}):
+                continue
+            variant = f"{name}ForModel"
+            if variant not in schemas:
+                schema = copy.deepcopy(schemas[name])
+                schema["title"] = variant
+                schema["properties"]["model"] = {"type": "null", "description": "the path names the model: leave "
+                                                 "`model` out (or name the same model)"}
+                schemas[variant] = schema
+            operation["requestBody"]["content"]["application/json"]["schema"] = {
+                "$ref": f"#/components/schemas/{variant}"}
 
 
 def _error_content(v2: bool) -> dict:
@@ -63,15 +93,28 @@ def _exact(path: str, method: str, operation: dict, api_key: bool) -> None:
             response["content"] = _error_content(v2)
 
 
-def document(app, extra_routes, request_models, api_key: bool) -> dict:
+def _limits(spec: dict, max_boundary_points: int) -> None:
+    """The configured limits where a body's schema can state them."""
+    for name in ("PredictRegionRequest", "PredictRegionRequestForModel"):
+        schema = spec["components"]["schemas"].get(name)
+        if schema is not None:
+            schema["properties"]["boundary_points"] = {
+                "anyOf": [{"type": "integer", "minimum": 3, "maximum": max_boundary_points}, {"type": "null"}],
+                "description": schema["properties"]["boundary_points"].get("description", "")}
+
+
+def document(app, extra_routes, request_models, api_key: bool, max_boundary_points: int = 512) -> dict:
     """The app's OpenAPI document: its routes and ``extra_routes`` (documentation-only ``APIRoute``s), the
-    self-parsed ``request_models`` as components, every operation made exact (see the module)."""
+    self-parsed ``request_models`` as components, every operation made exact (see the module), and the limits
+    of this service's settings (``LMVE_MAX_BOUNDARY_POINTS``)."""
     spec = get_openapi(title=app.title, version=app.version, openapi_version=app.openapi_version,
                        description=app.description, routes=[*extra_routes, *app.routes], tags=app.openapi_tags,
                        servers=app.servers)
     _components(spec, request_models)
     spec["components"]["schemas"].pop("HTTPValidationError", None)  # 422s are problem+json here
     spec["components"]["schemas"].pop("ValidationError", None)
+    _path_names_the_model(spec)
+    _limits(spec, max_boundary_points)
     for path, item in spec.get("paths", {}).items():
         for method, operation in item.items():
             _exact(path, method, operation, api_key)

@@ -9,6 +9,13 @@ from pydantic import AllowInfNan, BaseModel, ConfigDict, Field
 Matrix = list[list[float]]
 #: feature rows: ``null`` is a reading not heard (an RSSI feature only; models.readings)
 Features = list[list[Annotated[float, AllowInfNan(False)] | None]]
+#: what the schema cannot say and the service checks: the bundle decides the row length (its features, `GET
+#: /model`: `d`; the targets: `n`) and whether it takes `centers`, and every matrix has as many rows as `features`
+ROWS_DOC = ("; at least one row, each as long as the bundle's feature count (GET /model: `d`), which the bundle "
+            "decides: a row of another length is refused (422) though the schema allows it")
+#: a level's bounds, for the schema (the service refuses the others, naming the field)
+LEVEL = {"exclusiveMinimum": 0, "exclusiveMaximum": 1}
+SAME_ROWS = "; as many rows as `features`, each of the bundle's target count (GET /model: `n`)"
 FEATURES_DOC = ("; `null` in an RSSI feature means the access point was not heard: the bundle's not-detected code, "
                 "or below the weakest reading the survey saw of it (said in `warnings`); other features refuse null")
 WARNINGS = Field(default_factory=list, description="how the rows were read, when not as sent: a null taken as not "
@@ -22,8 +29,10 @@ class PredictRegionRequest(BaseModel):
                        -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70.0]],
          "coverage": 0.9, "boundary_points": 32}]})
 
-    features: Features = Field(description="raw feature vectors, one row per query (N, d)" + FEATURES_DOC)
-    coverage: float | None = Field(default=None, description="coverage level in (0, 1); default: the bundle's")
+    features: Features = Field(description="raw feature vectors, one row per query (N, d)" + ROWS_DOC + FEATURES_DOC,
+                               json_schema_extra={"minItems": 1})
+    coverage: float | None = Field(default=None, description="coverage level in (0, 1); default: the bundle's",
+                                   json_schema_extra=LEVEL)
     boundary_points: int | None = Field(default=None, description="if set, a closed boundary polygon of this many "
                                                                    "points per row (n = 2)")
     centers: Matrix | None = Field(default=None, description="your own position estimate per row (N, n), required "
@@ -82,14 +91,20 @@ class PredictRegionResponse(BaseModel):
 
 
 class ContainsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        # buildings go with floors: a non-null `buildings` needs a non-null `floors`
+        "if": {"required": ["buildings"], "properties": {"buildings": {"type": "array"}}},
+        "then": {"required": ["floors"], "properties": {"floors": {"type": "array"}}},
+        "examples": [
         {"features": [[-62.0, -71.5, -80.2, -66.0, -90.1, -75.3, -58.9, -84.0,
                        -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70.0]],
          "points": [[12.5, 8.0]], "coverage": 0.9}]})
 
-    features: Features = Field(description="raw feature vectors (N, d)" + FEATURES_DOC)
-    points: Matrix = Field(description="one candidate position per row (N, n)")
-    coverage: float | None = None
+    features: Features = Field(description="raw feature vectors (N, d)" + ROWS_DOC + FEATURES_DOC,
+                               json_schema_extra={"minItems": 1})
+    points: Matrix = Field(description="one candidate position per row (N, n)" + SAME_ROWS)
+    coverage: float | None = Field(default=None, description="coverage level in (0, 1); default: the bundle's",
+                                   json_schema_extra=LEVEL)
     centers: Matrix | None = Field(default=None, description="your own position estimate per row (N, n), required "
                                    "by a bundle trained with --centre-columns and refused by the others")
     floors: list[int | str] | None = Field(default=None, description="a floor bundle only: each point's floor "
@@ -239,8 +254,9 @@ class FeedbackRequest(BaseModel):
                        -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70.0]],
          "points": [[12.5, 8.0]], "site": "building-3", "device": "phone-13"}]})
 
-    features: Matrix = Field(description="raw feature vectors of labelled readings (N, d)")
-    points: Matrix = Field(description="the true position of each reading (N, n)")
+    features: Matrix = Field(description="raw feature vectors of labelled readings (N, d)" + ROWS_DOC,
+                             json_schema_extra={"minItems": 1})
+    points: Matrix = Field(description="the true position of each reading (N, n)" + SAME_ROWS)
     centers: Matrix | None = Field(default=None, description="your own estimates (N, n), for a --centre-columns bundle")
     site: str | None = Field(default=None, max_length=200, description="tag stored with the rows")
     device: str | None = Field(default=None, max_length=200, description="tag stored with the rows")

@@ -49,8 +49,11 @@ def ensure_bundle(path: Path) -> Path:
     return path / "bundle"
 
 
-def wrk(url: str, body: Path, duration: int, connections: int, delay_ms: int = 0) -> dict:
+def wrk(url: str, body: Path, duration: int, connections: int, delay_ms: int = 0, header_length: int | None = None) -> dict:
+    """``wrk -t1`` POSTing ``body`` to ``url`` (``header_length``: a V2 binary body, its JSON header's length)."""
     env = {**os.environ, "WRK_BODY": str(body), "WRK_API_KEY": KEY, "WRK_DELAY_MS": str(delay_ms)}
+    if header_length is not None:
+        env["WRK_HEADER_LENGTH"] = str(header_length)
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(LUA), url],
                          capture_output=True, text=True, env=env, timeout=duration + 60)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("WRKJSON ")), None)

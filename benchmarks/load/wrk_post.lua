@@ -1,7 +1,12 @@
--- wrk script: POST the JSON body in $WRK_BODY; optional $WRK_DELAY_MS between requests per
--- connection (a fixed offered rate); prints one JSON line with counts and percentiles.
+-- wrk script: POST the body in $WRK_BODY (JSON, or with $WRK_HEADER_LENGTH a V2 binary body: its JSON header's
+-- length, sent as Inference-Header-Content-Length); optional $WRK_DELAY_MS between requests per connection (a
+-- fixed offered rate); prints one JSON line with counts and percentiles.
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+if os.getenv("WRK_HEADER_LENGTH") then
+  wrk.headers["Content-Type"] = "application/octet-stream"
+  wrk.headers["Inference-Header-Content-Length"] = os.getenv("WRK_HEADER_LENGTH")
+end
 if os.getenv("WRK_API_KEY") then wrk.headers["X-API-Key"] = os.getenv("WRK_API_KEY") end
 local f = assert(io.open(os.getenv("WRK_BODY"), "rb"))
 wrk.body = f:read("*a")

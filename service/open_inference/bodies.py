@@ -12,24 +12,45 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.exceptions import V2Error
+from service.open_inference.tensors import INPUTS, NUMERIC, OUTPUTS
 
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")  # the protocol lets implementations add members
 
 
+#: what JSON Schema cannot say of a request, and the service checks: ``data`` holds rows x columns values,
+#: an input comes once, every input has as many rows as ``features``, and the bundle decides the columns
+#: (``GET /v2/models/{name}``: the metadata's shapes) and whether it takes ``centers``
+CHECKED = (" The service also checks what a schema cannot say: `data` holds rows x columns values, each input "
+           "comes once with as many rows as `features`, and the model's metadata decides the columns and whether "
+           "it takes `centers` (a 400 names the input otherwise).")
+_NUMBERS = {"type": "array", "items": {"anyOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]}}
+_DATA_OR_BYTES = {"anyOf": [{"required": ["data"]},
+                            {"required": ["parameters"], "properties": {"parameters": {
+                                "type": "object", "required": ["binary_data_size"]}}}]}
+
+
 class RequestInput(_Open):
-    name: str = Field(description="`features`, `points` or `centers`")
-    shape: list[int] = Field(description="`[rows, columns]`, e.g. `[1, d]` for one row of features")
-    datatype: str = Field(description="FP64 (any numeric datatype is read as float64)")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_DATA_OR_BYTES)
+
+    name: str = Field(description="`features`, `points` or `centers`", json_schema_extra={"enum": list(INPUTS)})
+    shape: list[int] = Field(description="`[rows, columns]`, e.g. `[1, d]` for one row of features",
+                             json_schema_extra={"minItems": 2, "maxItems": 2, "items": {"type": "integer",
+                                                                                        "minimum": 1}})
+    datatype: str = Field(description="FP64 (any numeric datatype is read as float64)",
+                          json_schema_extra={"enum": sorted(NUMERIC)})
     parameters: dict[str, Any] | None = Field(default=None, description="`binary_data_size`: the input's "
-                                              "bytes follow the JSON header (the binary extension) instead of `data`")
+                                              "bytes follow the JSON header (the binary extension) instead of `data`",
+                                              json_schema_extra={"properties": {"binary_data_size": {
+                                                  "type": "integer", "minimum": 0}}})
     data: list[Any] | None = Field(default=None, description="the values, row-major: flat or nested (absent "
-                                   "when `parameters.binary_data_size` is given)")
+                                   "when `parameters.binary_data_size` is given)", json_schema_extra=_NUMBERS)
 
 
 class RequestOutput(_Open):
-    name: str = Field(description="one of center, shape, volume, inside, distance, p_value, typicality")
+    name: str = Field(description="one of center, shape, volume, inside, distance, p_value, typicality",
+                      json_schema_extra={"enum": list(OUTPUTS)})
     parameters: dict[str, Any] | None = Field(default=None, description="`binary_data`: true sends this output "
                                               "as raw bytes after the JSON header (the binary extension)")
 
@@ -44,8 +65,15 @@ class InferenceRequest(_Open):
     id: str | None = Field(default=None, description="echoed in the response")
     parameters: dict[str, Any] | None = Field(default=None, description="`coverage` (in (0, 1)) and `method` "
                                               "(a method of the bundle); `binary_data_output`: true "
-                                              "sends every output as raw bytes; others are ignored")
-    inputs: list[RequestInput]
+                                              "sends every output as raw bytes; others are ignored",
+                                              json_schema_extra={"properties": {
+                                                  "coverage": {"type": "number", "exclusiveMinimum": 0,
+                                                               "exclusiveMaximum": 1},
+                                                  "method": {"type": "string"},
+                                                  "binary_data_output": {"type": "boolean"}}})
+    inputs: list[RequestInput] = Field(description="`features`, and `points` for containment" + CHECKED,
+                                       json_schema_extra={"contains": {"type": "object", "required": ["name"],
+                                                                       "properties": {"name": {"const": "features"}}}})
     outputs: list[RequestOutput] | None = Field(default=None, description="the outputs to return (default: all "
                                                 "that the inputs allow)")
 
@@ -90,6 +118,8 @@ class MetadataModelResponse(BaseModel):
 
 
 class RepositoryIndexRequest(_Open):
+    model_config = ConfigDict(extra="allow", strict=True)  # `ready` a JSON boolean, as the schema says
+
     ready: bool | None = Field(default=None, description="true: only the models that are ready")
 
 

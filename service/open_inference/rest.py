@@ -41,6 +41,8 @@ def _binary_size(name: str, parameters: dict | None) -> int | None:
     size = (parameters or {}).get("binary_data_size")
     if size is None:
         return None
+    if isinstance(size, float) and size.is_integer():  # JSON's 12.0 is the integer 12
+        size = int(size)
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise V2Error(400, f"input {name!r}: parameters.binary_data_size must be a byte count (an integer >= 0); "
                            f"received {size!r}"[:300])

@@ -74,11 +74,14 @@ PROBLEMS = {404: {"description": "the body's `model` is not in the repository"},
             503: {"description": "no verified bundle, or too many requests in flight"}}
 METHOD = {**PROBLEMS, 404: {"description": "unknown method, or the body's `model` is not in the repository"}}
 NAMED = {**PROBLEMS, 404: {"description": "unknown model or method (problem+json naming it)"}}
+#: /predict-region answers GeoJSON when asked (`format`, or `Accept: application/geo+json`)
+GEOJSON = {200: {"description": "the regions: JSON, or an RFC 7946 FeatureCollection when asked", "content": {
+    geojson.MEDIA_TYPE: {"schema": {"type": "object", "description": "a FeatureCollection, one Feature per row"}}}}}
 
 
 def _routes(prefix: str, responses: dict, whose: str) -> list[HotRoute]:
     return [HotRoute(f"{prefix}/predict-region", predict_region, f"Calibrated uncertainty ellipses{whose}",
-                     PredictRegionResponse, PREDICT_BODY, responses, ("regions",)),
+                     PredictRegionResponse, PREDICT_BODY, {**GEOJSON, **responses}, ("regions",)),
             HotRoute(f"{prefix}/contains", contains, f"Is each point inside its row's calibrated ellipse?{whose}",
                      ContainsResponse, CONTAINS_BODY, responses, ("regions",))]
 

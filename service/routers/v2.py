@@ -110,12 +110,13 @@ async def infer(request: Request):
     return await plane.run(call.rows, _infer, plane, loaded, call)
 
 
-INFER_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"$ref": "#/components/schemas/InferenceRequest"}},
-    "application/octet-stream": {"schema": {"type": "string", "format": "binary", "description": (
-        "the binary tensor data extension: a JSON InferenceRequest of `Inference-Header-Content-Length` bytes, "
-        "then each input with `parameters.binary_data_size` as that many raw little-endian bytes, in input "
-        "order")}}}}}
+#: the JSON body; the binary tensor extension's body (a JSON header, then raw tensors) is told in words: no schema
+#: can tie it to the Inference-Header-Content-Length header that says where the JSON ends
+INFER_BODY = {"requestBody": {"required": True, "description": (
+    "An InferenceRequest. With the binary tensor data extension, the body is a JSON InferenceRequest of "
+    "`Inference-Header-Content-Length` bytes (that header is then required), followed by each input whose "
+    "`parameters.binary_data_size` is set as that many raw little-endian bytes, in input order."),
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/InferenceRequest"}}}}}
 INFER_RESPONSES = {**ERRORS, 200: {"description": "the outputs; with binary outputs asked, `application/octet-stream`: "
                                                   "a JSON header of `Inference-Header-Content-Length` bytes, then "
                                                   "the raw outputs", "content": {
