@@ -57,7 +57,7 @@ def _run(url: str, out: Path, *extra: str) -> list[dict]:
     st = Path(sys.executable).parent / "st"
     proc = subprocess.run([str(st), "run", url, "--checks", "all", "--max-examples", "40", "--workers", "2",
                            "--seed", "98", "--report", "ndjson", "--report-dir", str(out), "--no-color", *extra],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, cwd=out.parent)
     reports = sorted(out.glob("*.ndjson"))
     assert reports, f"schemathesis wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
     (out / "stdout.txt").write_text(proc.stdout)
