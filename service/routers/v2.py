@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import JSONResponse
 
+from service.dataplane import INLINE_ROWS
 from service.deps import require_admin_key
 from service.open_inference import bodies, rest
 from service.routing import PATH_PARAMETERS, HotRoute
@@ -107,6 +108,8 @@ async def infer(request: Request):
         if key == b"inference-header-content-length":
             length = rest.header_length(value, len(raw))
     call = rest.decode(raw, length)
+    if call.rows <= INLINE_ROWS:  # the common single-row call: no await on the way
+        return _infer(plane, loaded, call)
     return await plane.run(call.rows, _infer, plane, loaded, call)
 
 

@@ -258,3 +258,39 @@ def test_output_tensors_are_flat_row_major():
     out = json.loads(body)["outputs"]
     assert header is None and out[0]["shape"] == [2, 2, 2] and out[0]["data"] == list(range(8))
     assert out[1]["datatype"] == "BOOL" and out[1]["data"] == [True, False]
+
+
+# ---------------------------------------------------------------------------- binary tensors
+def _binary(X, header_extra: dict | None = None) -> tuple[bytes, dict]:
+    raw = np.ascontiguousarray(X, "<f8").tobytes()
+    head = json.dumps({"inputs": [{"name": "features", "shape": list(X.shape), "datatype": "FP64",
+                                   "parameters": {"binary_data_size": len(raw)}}], **(header_extra or {})}).encode()
+    return head + raw, {**KEY, "Inference-Header-Content-Length": str(len(head))}
+
+
+def test_nan_in_a_binary_tensor_is_json_null_not_heard_with_the_same_warning(v2_client):
+    client, _, rows = v2_client
+    X = rows[SITE][0][:2].copy()
+    X[0, 3] = np.nan
+    body, headers = _binary(X)
+    r = client.post(f"/v2/models/{SITE}/infer", content=body, headers=headers)
+    assert r.status_code == 200, r.text
+    as_null = [[None if np.isnan(v) else v for v in row] for row in X.tolist()]
+    ref = client.post(f"/models/{SITE}/predict-region", json={"features": as_null}, headers=KEY).json()
+    assert r.json()["parameters"]["warnings"] == "; ".join(ref["warnings"]) and ref["warnings"]
+    np.testing.assert_array_equal(_outputs(r.json())["volume"], [g["volume"] for g in ref["regions"]])
+
+
+def test_the_limits_hold_for_binary_bodies(repository_copy):
+    root, rows = repository_copy
+    X = rows[SITE][0]
+    client = TestClient(create_app(ServiceSettings(model_repository=root, api_key="k", max_rows=64,
+                                                   max_body_bytes=4096)))
+    client.__enter__()
+    body, headers = _binary(np.repeat(X[:1], 65, axis=0)[:, :2])  # few columns: under the byte limit
+    r = client.post(f"/v2/models/{SITE}/infer", content=body, headers=headers)
+    assert r.status_code == 413 and "features has 65 rows; the limit is 64" in r.json()["error"]
+    body, headers = _binary(np.repeat(X[:1], 60, axis=0))  # 60 x d x 8 bytes: over 4,096
+    r = client.post(f"/v2/models/{SITE}/infer", content=body, headers=headers)
+    assert r.status_code == 413 and "LMVE_MAX_BODY_BYTES" in r.json()["error"]
+    client.__exit__(None, None, None)
