@@ -115,39 +115,8 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
     centre_params, centre_arrays = centre.to_arrays()
     files = {"scaler.npz": npz_bytes({"mean": model.scaler_mean, "scale": model.scaler_scale}),
              "centre.npz": npz_bytes(centre_arrays)}
-    preprocess = None
-    if model.preprocess is not None:
-        pre_params, pre_arrays = model.preprocess.to_arrays()
-        files["preprocess.npz"] = npz_bytes(pre_arrays)
-        preprocess = {"type": type(model.preprocess).__name__, "params": pre_params, "file": "preprocess.npz",
-                      "description": model.preprocess.describe()}
-    methods = {}
-    for name, reg in model.methods.items():
-        spec = registry.method(name)
-        params, arrays = reg.shape_.to_arrays()
-        methods[name] = {"file": spec.file, "kind": spec.kind, "params": params, "alpha_q": _json_float(reg.alpha_q_),
-                         "n_calibration": reg.calibrator_.n_calibration_}
-        files[spec.file] = npz_bytes(arrays)
-    scores = {}
-    for name, reg in model.methods.items():
-        scores[name] = reg.calibrator_.scores_
-        if reg.calibrator_.weights_ is not None:
-            scores[f"{name}__weights"] = reg.calibrator_.weights_
-    files["calibration.npz"] = npz_bytes(scores)
-    floors = None
-    if model.floors is not None:
-        floor_params, floor_arrays = model.floors.to_arrays()
-        files["floors.npz"] = npz_bytes(floor_arrays)
-        floors = {**floor_params, "file": "floors.npz", "guarantee": floor_guarantee(model)}
-    if model.survey is not None:
-        survey_info, survey_arrays = model.survey.to_arrays()
-        files["survey.npz"] = npz_bytes(survey_arrays)
-    if model.typicality is not None:
-        typ_params, typ_arrays = model.typicality.to_arrays()
-        files["typicality.npz"] = npz_bytes(typ_arrays)
-    if model.readings is not None:
-        readings_params, readings_arrays = model.readings.to_arrays()
-        files["readings.npz"] = npz_bytes(readings_arrays)
+    methods = _method_files(model, files)
+    parts = _optional_parts(model, files)
     first = next(iter(model.methods.values())).calibrator_
     manifest = {
         "schema_version": SCHEMA_VERSION,
@@ -159,7 +128,7 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         "d": model.n_features,
         "n": model.n_targets,
         "coverage": model.coverage,
-        "preprocess": preprocess,
+        "preprocess": parts.pop("preprocess", None),
         "centre": {"type": type(centre).__name__, "params": centre_params, "file": "centre.npz"},
         "methods": methods,
         "calibration": {**(calibration or {}), "rule": first.rule, "n_rows": first.n_rows_,
@@ -168,23 +137,61 @@ def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metric
         "training": training or {},
         "selection": model.selection,
         "files": {name: sha256_bytes(data) for name, data in sorted(files.items())},
+        **parts,
     }
-    if floors is not None:
-        manifest["floors"] = floors
     if model.crs is not None:
         manifest["crs"] = model.crs.to_manifest()
-    if model.survey is not None:
-        manifest["survey"] = {**survey_info, "file": "survey.npz"}
-    if model.typicality is not None:
-        manifest["typicality"] = {"params": typ_params, "file": "typicality.npz",
-                                  "n_calibration": int(len(model.typicality.calibration_))}
-    if model.readings is not None:
-        manifest["readings"] = {"params": readings_params, "file": "readings.npz", "rssi_features": model.readings.n_rssi}
     manifest["bundle_id"] = sha256_bytes(json.dumps(manifest["files"], sort_keys=True).encode())[:16]
     files[MANIFEST] = json.dumps(manifest, indent=2, sort_keys=True).encode()
     write_atomic(Path(path), files)
     model.manifest = manifest
     return manifest
+
+
+def _method_files(model: RegionModel, files: dict) -> dict:
+    """Each method's arrays and the calibration scores added to ``files``; the manifest's ``methods``."""
+    methods, scores = {}, {}
+    for name, reg in model.methods.items():
+        spec = registry.method(name)
+        params, arrays = reg.shape_.to_arrays()
+        methods[name] = {"file": spec.file, "kind": spec.kind, "params": params, "alpha_q": _json_float(reg.alpha_q_),
+                         "n_calibration": reg.calibrator_.n_calibration_}
+        files[spec.file] = npz_bytes(arrays)
+    for name, reg in model.methods.items():
+        scores[name] = reg.calibrator_.scores_
+        if reg.calibrator_.weights_ is not None:
+            scores[f"{name}__weights"] = reg.calibrator_.weights_
+    files["calibration.npz"] = npz_bytes(scores)
+    return methods
+
+
+def _optional_parts(model: RegionModel, files: dict) -> dict:
+    """The parts a model may lack (RSSI step, floors, survey, typicality, reading ranges): their arrays added
+    to ``files``, their manifest entries returned by key (absent parts absent)."""
+    parts = {}
+    if model.preprocess is not None:
+        params, arrays = model.preprocess.to_arrays()
+        files["preprocess.npz"] = npz_bytes(arrays)
+        parts["preprocess"] = {"type": type(model.preprocess).__name__, "params": params, "file": "preprocess.npz",
+                               "description": model.preprocess.describe()}
+    if model.floors is not None:
+        params, arrays = model.floors.to_arrays()
+        files["floors.npz"] = npz_bytes(arrays)
+        parts["floors"] = {**params, "file": "floors.npz", "guarantee": floor_guarantee(model)}
+    if model.survey is not None:
+        info, arrays = model.survey.to_arrays()
+        files["survey.npz"] = npz_bytes(arrays)
+        parts["survey"] = {**info, "file": "survey.npz"}
+    if model.typicality is not None:
+        params, arrays = model.typicality.to_arrays()
+        files["typicality.npz"] = npz_bytes(arrays)
+        parts["typicality"] = {"params": params, "file": "typicality.npz",
+                               "n_calibration": int(len(model.typicality.calibration_))}
+    if model.readings is not None:
+        params, arrays = model.readings.to_arrays()
+        files["readings.npz"] = npz_bytes(arrays)
+        parts["readings"] = {"params": params, "file": "readings.npz", "rssi_features": model.readings.n_rssi}
+    return parts
 
 
 def floor_guarantee(model: RegionModel) -> str:
@@ -306,54 +313,9 @@ def load_bundle(path) -> RegionModel:
                 raise BundleError(f"manifest names an unknown preprocessing step {entry['type']!r}",
                                   path=str(path / MANIFEST))
             preprocess = RSSIFloor.from_arrays(entry["params"], arrays(entry["file"]))
-        scores = arrays("calibration.npz")
         coverage = float(manifest["coverage"])
-        methods = {}
-        for name, entry in manifest["methods"].items():
-            spec = registry.METHODS.get(name)
-            if spec is None:
-                raise BundleError(f"manifest names an unknown method {name!r}", path=str(path / MANIFEST))
-            shape = spec.estimator.from_arrays(entry["params"], arrays(entry["file"]))
-            if name not in scores:
-                raise BundleError(f"{path / 'calibration.npz'} has no scores for method {name!r}",
-                                  path=str(path / "calibration.npz"))
-            info = manifest.get("calibration", {})
-            cal = SplitConformalCalibrator.from_arrays(info.get("rule", "rows"), scores[name],
-                                                       scores.get(f"{name}__weights"), entry["n_calibration"],
-                                                       info.get("n_rows", len(scores[name])))
-            methods[name] = SplitConformalRegressor.from_fitted(centre, shape, cal, coverage)
-        floors = None
-        if manifest.get("floors"):
-            floors = FloorModel.from_arrays(manifest["floors"], arrays(manifest["floors"]["file"]))
-            unknown = set(floors.joint) - set(methods)
-            if unknown:
-                raise BundleError(f"{path / MANIFEST}: floors calibrate methods the bundle lacks: {sorted(unknown)}",
-                                  path=str(path / MANIFEST))
-        crs = None
-        if manifest.get("crs"):
-            try:
-                crs = TargetCRS.from_manifest(manifest["crs"])
-            except InputError as exc:
-                raise BundleError(f"{path / MANIFEST}: its crs cannot be used: {exc}", path=str(path / MANIFEST)) from None
-        survey = None
-        if manifest.get("survey"):
-            file = manifest["survey"]["file"]
-            survey = Survey.from_arrays(arrays(file), int(manifest["d"]), int(manifest["n"]), str(path / file))
-        typicality = None
-        if manifest.get("typicality"):
-            typicality = Typicality.from_arrays(manifest["typicality"]["params"],
-                                                arrays(manifest["typicality"]["file"]))
-            if typicality.mean_.shape != np.shape(scaler["mean"]):
-                raise BundleError(f"{path / manifest['typicality']['file']}: its projection takes "
-                                  f"{typicality.mean_.shape[0]} features; the bundle's scaler "
-                                  f"{np.shape(scaler['mean'])[0]}",
-                                  path=str(path / manifest["typicality"]["file"]))
-        readings = None
-        if manifest.get("readings"):
-            readings = ReadingRanges.from_arrays(manifest["readings"]["params"], arrays(manifest["readings"]["file"]))
-            if readings.rssi_.shape != (int(manifest["d"]),):
-                raise BundleError(f"{path / manifest['readings']['file']}: it describes {readings.rssi_.shape[0]} "
-                                  f"features; the bundle has {manifest['d']}", path=str(path / manifest["readings"]["file"]))
+        methods = _load_methods(manifest, arrays, centre, coverage, path)
+        extras = _load_extras(manifest, arrays, scaler, methods, path)
     except BundleError:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
@@ -361,8 +323,62 @@ def load_bundle(path) -> RegionModel:
                           path=str(path)) from None
     return RegionModel(feature_names=list(manifest["feature_names"]), target_names=list(manifest["target_names"]),
                        scaler_mean=scaler["mean"], scaler_scale=scaler["scale"], methods=methods, coverage=coverage,
-                       manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path), floors=floors,
-                       crs=crs, survey=survey, typicality=typicality, readings=readings)
+                       manifest=manifest, preprocess=preprocess, selection=_selection(manifest, path), **extras)
+
+
+def _load_methods(manifest: dict, arrays, centre, coverage: float, path: Path) -> dict:
+    """The calibrated methods the manifest names, each on the shared ``centre``."""
+    scores = arrays("calibration.npz")
+    methods = {}
+    for name, entry in manifest["methods"].items():
+        spec = registry.METHODS.get(name)
+        if spec is None:
+            raise BundleError(f"manifest names an unknown method {name!r}", path=str(path / MANIFEST))
+        shape = spec.estimator.from_arrays(entry["params"], arrays(entry["file"]))
+        if name not in scores:
+            raise BundleError(f"{path / 'calibration.npz'} has no scores for method {name!r}",
+                              path=str(path / "calibration.npz"))
+        info = manifest.get("calibration", {})
+        cal = SplitConformalCalibrator.from_arrays(info.get("rule", "rows"), scores[name],
+                                                   scores.get(f"{name}__weights"), entry["n_calibration"],
+                                                   info.get("n_rows", len(scores[name])))
+        methods[name] = SplitConformalRegressor.from_fitted(centre, shape, cal, coverage)
+    return methods
+
+
+def _load_extras(manifest: dict, arrays, scaler, methods: dict, path: Path) -> dict:
+    """The optional parts (``floors``, ``crs``, ``survey``, ``typicality``, ``readings``; ``None`` when the
+    manifest has none), each checked against the rest of the bundle."""
+    out = dict.fromkeys(("floors", "crs", "survey", "typicality", "readings"))
+    if manifest.get("floors"):
+        floors = out["floors"] = FloorModel.from_arrays(manifest["floors"], arrays(manifest["floors"]["file"]))
+        unknown = set(floors.joint) - set(methods)
+        if unknown:
+            raise BundleError(f"{path / MANIFEST}: floors calibrate methods the bundle lacks: {sorted(unknown)}",
+                              path=str(path / MANIFEST))
+    if manifest.get("crs"):
+        try:
+            out["crs"] = TargetCRS.from_manifest(manifest["crs"])
+        except InputError as exc:
+            raise BundleError(f"{path / MANIFEST}: its crs cannot be used: {exc}", path=str(path / MANIFEST)) from None
+    if manifest.get("survey"):
+        file = manifest["survey"]["file"]
+        out["survey"] = Survey.from_arrays(arrays(file), int(manifest["d"]), int(manifest["n"]), str(path / file))
+    if manifest.get("typicality"):
+        typicality = out["typicality"] = Typicality.from_arrays(manifest["typicality"]["params"],
+                                                                arrays(manifest["typicality"]["file"]))
+        if typicality.mean_.shape != np.shape(scaler["mean"]):
+            raise BundleError(f"{path / manifest['typicality']['file']}: its projection takes "
+                              f"{typicality.mean_.shape[0]} features; the bundle's scaler "
+                              f"{np.shape(scaler['mean'])[0]}",
+                              path=str(path / manifest["typicality"]["file"]))
+    if manifest.get("readings"):
+        readings = out["readings"] = ReadingRanges.from_arrays(manifest["readings"]["params"],
+                                                               arrays(manifest["readings"]["file"]))
+        if readings.rssi_.shape != (int(manifest["d"]),):
+            raise BundleError(f"{path / manifest['readings']['file']}: it describes {readings.rssi_.shape[0]} "
+                              f"features; the bundle has {manifest['d']}", path=str(path / manifest["readings"]["file"]))
+    return out
 
 
 def _selection(manifest: dict, path: Path) -> dict:

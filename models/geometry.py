@@ -215,8 +215,7 @@ def ellipse_2d(C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _ellipse_one(C: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`ellipse_2d` of one shape (a single-row request): the same operations in the same order on
-    Python floats (``np.hypot`` and ``np.arctan2`` as numpy computes them), the same bits; 3 us against
-    the dozen vector operations' 9."""
+    Python floats (``np.hypot`` and ``np.arctan2`` as numpy computes them), the same bits as the vector path."""
     (a, b), (_, c) = C.tolist()
     det = a * c - b * b
     if not (a > 0 and det > 0 and det < math.inf):  # nan compares False: refused

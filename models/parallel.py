@@ -18,8 +18,7 @@ def on_idle_cores(cores: int | None = None):
     threads) and torch's own count (:func:`models.nn.threads.torch_threads`, where torch is loaded) limited
     to the idle cores inside the block (``cores``, else :func:`models.nn.threads.idle_cores`); nothing
     changes when every core is idle or when ``LMVE_TORCH_THREADS`` is set (the user fixed the threads). Beside a CPU-bound process a two-thread BLAS
-    call waits for its descheduled thread at every barrier: the ``gp`` candidate's five folds on the
-    synthetic survey took 136 s there against about 2 s alone; on one thread, 2.7 s."""
+    call waits for its descheduled thread at every barrier."""
     from models.nn.threads import ENV, available_cores, idle_cores
 
     n = None if os.environ.get(ENV) else (idle_cores() if cores is None else cores)
@@ -45,8 +44,7 @@ def side_by_side(work, items, workers: int | None = None) -> list:
 
     For small fits that use a second core poorly: an LMVE step of a few thousand rows runs its dozens of
     small operations about as fast on one thread as on two (:mod:`models.nn.threads`), and torch releases the
-    GIL inside each, so two folds side by side take about 0.6 of their time one after the other (two 1,225-row
-    LMVE fits of the 20-feature grouped survey: 7.8 s against 12.5 s on the 2-core dev machine); numpy's,
+    GIL inside each, so two folds side by side take less than their time one after the other; numpy's,
     scikit-learn's and libsvm's compiled loops release it too. ``LMVE_TORCH_THREADS`` set (the user fixed
     the threads) runs them in order on the caller's threads as they are. A fit's result does not depend on
     the thread it ran on (to float rounding where its library splits sums over threads)."""

@@ -181,7 +181,7 @@ class RSSIFloor:
     @classmethod
     def from_arrays(cls, params: dict, arrays) -> "RSSIFloor":
         est = cls(params["not_detected"], params["floor"], int(params["min_columns"]),
-                  params.get("representation", "dbm"))  # bundles before issue 70: dbm
+                  params.get("representation", "dbm"))  # older bundles: dbm
         est.reference_ = float(params.get("reference_", READING_RANGE[1]))
         est.columns_ = np.asarray(arrays["columns"], dtype=np.int64)
         est.floor_, est.weakest_ = float(params["floor_"]), float(params["weakest_"])

@@ -13,16 +13,9 @@ its position (a grouped split keeps calibration positions out of training) nor, 
 unit (``calibrate(groups=...)`` leaves out the reference rows of the row's own unit, as a new phone
 has none in the survey).
 
-Cost: the projection, then per batch one float32 ``(N, c) x (c, r)`` product and ``k`` passes of ``argmin``
-over its ``(N, r)`` rows (c = ``n_components``, r = ``max_reference``; a row's own squared norm is added
-after). With 1,620 reference rows in 16 axes (the default bundle): about 13 us for one row, 1.7 ms for
-1,024 (a partition instead of the passes: 4.3 ms); scikit-learn's ``NearestNeighbors.kneighbors`` on the
-same reference took 359 us for one row, scipy's ``cKDTree.query`` 17 us and 7.4 ms. A row's score does not
-depend on the batch it comes in, to float32's precision (BLAS orders a one-row product's sums differently). Fewer reference rows cost less and see less:
-``python -m benchmarks.shift_alarm --reference R --components C`` at 1,024 rows alarmed on 82 % of new users'
-streams (90 % at 2,048), at 512 rows in 8 axes on 69 % and on 62 % of new days' (80 %).
-scikit-learn's ``PCA`` fits the axes (training only).
-"""
+Per batch: the projection, one float32 ``(N, c) x (c, r)`` product and ``k`` passes of ``argmin`` over
+its ``(N, r)`` rows (``c = n_components``, ``r = max_reference``). A row's score does not depend on the
+batch it comes in, to float32's precision. scikit-learn's ``PCA`` fits the axes (training only)."""
 
 from __future__ import annotations
 
@@ -52,8 +45,7 @@ def conformal_p_values(calibration: np.ndarray, scores: np.ndarray, u: np.ndarra
 
 def _k_smallest(D: np.ndarray, k: int) -> np.ndarray:
     """(c, k) the ``k`` smallest entries of each row of ``D`` (c, r), ascending; ``D`` is overwritten. Up to
-    :data:`models.centres.search.ARGMIN_KTH`, ``k`` passes of ``argmin`` (1,024 rows x 1,620 reference rows:
-    1.7 ms, against 4.3 ms for ``np.partition``), beyond (or for fewer than 16 rows) a partition and a sort of
+    :data:`models.centres.search.ARGMIN_KTH`, ``k`` passes of ``argmin`` (faster than a partition for small ``k``), beyond (or for fewer than 16 rows) a partition and a sort of
 its ``k``."""
     from models.centres.search import ARGMIN_KTH
 

@@ -3,8 +3,7 @@
 glibc serves an allocation over its mmap threshold (128 KB at start) by a fresh ``mmap`` and returns
 freed heap memory above its trim threshold: numpy's temporaries of a batch request (the distances of a
 256-row UJIIndoorLoc search, the split outcomes of 1,000 trees) are then page-faulted in anew on every
-request. Measured in process on 1,024 rows of the boosted-trees centre: 27 ms per call with glibc's
-defaults, 6.8 ms with the memory kept. :func:`keep_freed_memory` sets glibc's ``M_MMAP_THRESHOLD``,
+request, which can cost more than the computation. :func:`keep_freed_memory` sets glibc's ``M_MMAP_THRESHOLD``,
 ``M_TRIM_THRESHOLD`` and ``M_TOP_PAD`` through ``mallopt`` (ctypes; nothing to install); the cost is
 that a worker keeps up to ``keep_mb`` of freed memory for its next requests.
 """

@@ -11,9 +11,8 @@ almost nothing. In order, :class:`Guards`:
    ``seconds``.
 
 One layer instead of five stacked middlewares: each layer costs an ASGI frame, a wrapped ``receive``
-or ``send`` and a header scan per request, and the five took about a quarter of a single-row
-``/predict-region`` (benchmarks/serving.py). The timeout is ``asyncio.timeout`` (uvicorn runs
-asyncio), about 10 us cheaper a request than anyio's ``fail_after``.
+or ``send`` and a header scan per request. The timeout is ``asyncio.timeout`` (uvicorn runs
+asyncio), cheaper than anyio's ``fail_after``.
 
 One :class:`Guards` (one count of requests in flight) stands in front of two stacks:
 :meth:`Guards.around` is the middleware factory ``create_app`` gives FastAPI, and

@@ -1,35 +1,24 @@
 """``--calibrate-across COL[,COL]``: calibrate at units (phones, users, days) the scoring model never saw.
 
-A survey's calibration part usually shares its phones and users with the training part, so its
-scores do not carry the shift a new phone brings (``benchmarks/results/shift.md``: 90 % regions held
-62 % of readings from held-out phones). Here the *units* are the distinct values (combinations, with
-several columns) of ``COL``; a split holds whole units out:
+The *units* are the distinct values (combinations, with several columns) of ``COL``; a split holds whole
+units out:
 
-1. shuffled units go to the test part until it holds ``ceil(0.1 m)`` rows (at least one unit);
-   the training part is every other row that shares **no** value of any ``COL`` with a test unit
-   (with ``PHONEID,USERID``, a held-out user's phone leaves training too);
-2. when the dataset is grouped (by position for a survey), whole groups holding 20 % of the rows
-   are drawn too: test and calibration keep their units' rows at those groups, training the rows
-   elsewhere, so a calibration or test reading comes from a unit *and* a position its model never
-   saw (the rows no part can use are counted as ``set_aside`` in ``Split.across``);
+1. shuffled units go to the test part until it holds ``ceil(0.1 m)`` rows (at least one unit); the training
+   part is every other row that shares **no** value of any ``COL`` with a test unit;
+2. when the dataset is grouped (by position), whole groups holding 20 % of the rows are drawn too: test and
+   calibration keep their units' rows at those groups, training the rows elsewhere, so a calibration or
+   test reading comes from a unit *and* a position its model never saw (``Split.across`` counts the rows
+   no part can use as ``set_aside``);
 3. the calibration scores come from models that never saw the unit scored, in one of two modes:
 
-   * ``cross-fit`` (default, :class:`UnitCrossFit`): every training unit calibrates. The train
-     part's units are cut into ``k`` folds; a centre and the shapes fitted without a fold score the
-     fold's units at the drawn groups (cross-conformal). UJIIndoorLoc: 13 calibration phones
-     instead of 2-3, for one more fit of the centre per unit (up to 20; :class:`UnitCrossFit`
-     says why) and ``k`` more of the shapes. The served model trains on every training unit, so
-     its scores are a little smaller than the folds' (conservative); the guarantee is approximate,
-     whatever the number of units, and said so.
-   * ``held-out``: units (10 % of the rest's rows, at least two) are held out of training and
-     calibrate alone. With ``m`` of them, ``m >= ceil(eta / (1 - eta))`` (9 at 0.9) makes one score
-     per unit drawn at random (rule ``group-subsample``) exact; fewer (a survey has few phones:
-     UJIIndoorLoc 16, 18 users, and every one held out leaves training) leaves the pooled rule.
+   * ``cross-fit`` (default, :class:`UnitCrossFit`): every training unit calibrates, scored by a centre
+     and shapes fitted without its unit fold (cross-conformal; approximate, and said so);
+   * ``held-out``: units holding 10 % of the rest's rows (at least two) are held out of training and
+     calibrate alone; ``m >= ceil(eta / (1 - eta))`` of them make rule ``group-subsample`` exact.
 
-The rule over the calibration units is ``group-weighted`` (every unit weighted ``1/m``, the pooled
-quantile at ``eta``) unless the exact form holds; the guarantee is for a reading of a new unit
-(SPEC section 9). ``benchmarks/results/shift.md`` compares the modes at held-out phones and users.
-"""
+The rule over the calibration units is ``group-weighted`` (every unit weighted ``1/m``, the pooled quantile
+at ``eta``) unless the exact form holds; the guarantee is for a reading of a new unit.
+``docs/concepts/training.md`` gives the reasoning."""
 
 from __future__ import annotations
 
@@ -220,32 +209,21 @@ class UnitCrossFit:
     """Unit folds of a train part, each with a centre fitted without the fold's units.
 
     Scores every *score* row (calibration rows at positions out of training) from a model that saw
-    neither its unit nor its position, although its unit trains the served model elsewhere: the
-    calibration then holds every unit of the survey (UJIIndoorLoc: 13-15 phones) instead of the few
-    held out of training (2-3), and the rule can be the exact form's (SPEC section 9). The scores
-    come from the fold models, not the served one (cross-conformal), so the guarantee is approximate
-    and said so; each fold centre saw all units but the fold's (one, up to ``centre_k`` units), so
-    its scores run only a little larger than the served model's would.
+    neither its unit nor its position, although its unit trains the served model elsewhere, so every
+    unit of the survey calibrates. The scores come from the fold models, not the served one
+    (cross-conformal): the guarantee is approximate.
+
+    The centres and the shapes fold apart: ``centre_k`` unit folds for the centres (default 20: one unit
+    per fold up to 20 units), ``k`` for the shapes.
 
     ``fit`` stores, after the ``k`` fits of ``make_centre()``:
 
     * ``train_centres_`` (len(train), n): each train row's centre from its fold's model (the out-of-
       fold residuals the shapes learn from);
     * ``score_centres_`` (len(score), n): each score row's centre from the model of its unit's fold;
-      rows of units with no train row stay NaN (the served model has never seen them: score them
-      with it);
+      rows of units with no train row stay NaN (score them with the served model);
     * ``folds_``: ``(rest, fold, scored)`` positions into train, train and score: the shapes' folds;
-    * ``centre_folds_``: how many unit folds the centres came from (0: the client's own centres).
-
-    The centres and the shapes fold apart: ``centre_k`` unit folds for the centres (default 20: one
-    unit per fold up to 20 units), ``k`` for the shapes. A centre fitted without a fifth of the units
-    (``k = 5``) errs more at the missing units than the served centre, fitted without none, errs at a
-    new one, and the scores ran large: at held-out UJIIndoorLoc phones and users (20 splits each, the
-    k-NN centre, ``benchmarks/results/across_folds.md``) GE's and NLE's regions held 89.5-94.2 % at
-    0.9 with 5 centre folds and 87.6-92.4 % with one unit per fold, at about half the median area.
-    Refitting the shapes per unit too moved coverage by at most 0.6 points and the median area by at
-    most 7 %, for an LMVE fit per unit, so the shapes keep ``k``.
-    """
+    * ``centre_folds_``: how many unit folds the centres came from (0: the client's own centres)."""
 
     def __init__(self, k: int = 5, seed: int = 0, centre_k: int = 20):
         self.k = k
@@ -381,8 +359,7 @@ def conformalize_across(s: TrainState, reg, name: str):
     at the configurations the served fit chose: each fold's weights never saw the fold's units, but that
     one discrete choice was made on held-out rows of the served fit's train part, the fold's units
     among them (on a grouped survey none of the calibration rows, which lie at positions out of
-    training; ungrouped, the calibration rows are the train rows, some of them in that slice). UJIIndoorLoc
-    across phones (seeds 0-2): the LMVE stage, served fit and five unit folds, from 137-192 s to 109-141 s.
+    training; ungrouped, the calibration rows are the train rows, some of them in that slice).
 
     An ellipsoid method's fold shapes also score their folds' train rows (units they never saw, about
     their fold's centres): ``s.fold_figures[name]``, ``[(fold positions into the train part, scores, unit

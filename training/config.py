@@ -51,9 +51,7 @@ class TrainConfig:
     rssi_representation: str = "auto"
     #: what centre="auto" chooses from. Not among them by default: "mlp" (six network fits per
     #: selection, the slowest candidate by far) and "stack" (the blend of the others, weighted on their out-of-fold
-    #: centres, no fit of its own: it won the row-split benchmark on ble_rssi, but on the grouped
-    #: synthetic survey it helped GE and NLE more than LMVE, see benchmarks/results/stack_grouped.md);
-    #: ask for them with a candidates list
+    #: centres, no fit of its own); ask for them with a candidates list
     centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb", "gp")
     #: what centre="auto" minimises over the candidates' out-of-fold Euclidean errors: "rmse", or
     #: "quantile", the error at the coverage level (the distance a region must reach)
@@ -63,8 +61,7 @@ class TrainConfig:
     #: every fold with all rows, whatever the size
     centre_screen_rows: int | None = 5000
     #: dropped at the screen when its error is more than this share above the best candidate's: the race's
-    #: margin and what two and a half times the rows moved a candidate's standing on UJIIndoorLoc (hgb 17.9 %
-    #: behind knn on the screen's 5,000 rows, 19.4 % on fold 1's 12,821; its full fold then cost 40 s)
+    #: margin and what a screen's few rows can misjudge a candidate by
     centre_screen_margin: float = 0.15
     #: dropped between folds of the race when its error so far is more than this share above the best's
     centre_race_margin: float = 0.10
@@ -92,8 +89,7 @@ class TrainConfig:
     #: ``cross_fit`` or 5): fold centres that miss a fifth of the units over-cover (training.across.UnitCrossFit)
     across_centre_folds: int = 20
     #: ... while the served centre's fit time times the folds stays within this many seconds (at least 5
-    #: folds whatever it costs; None: no limit): UJIIndoorLoc's k-NN refits 13 times in 2 s, its hgb
-    #: (22 s a fit) would take 280 s, beyond issue 69's budget for the whole command (360 s)
+    #: folds whatever it costs; None: no limit): a slow centre then keeps fewer folds
     across_centre_seconds: float | None = 60.0
     #: fit the queries' typicality step (models.typicality: their conformal p-value and the shift alarm's
     #: scores) on the train part, calibrated on the calibration rows (across units: each row without its unit)

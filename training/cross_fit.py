@@ -1,29 +1,19 @@
 """How the calibration scores of a grouped survey are drawn: ``split`` or ``cross-fit`` (``--calibration``).
 
 * ``split``: whole positions (groups) held out of training score the served model
-  (:func:`training.splits.group_split`). Exact: ``P >= eta`` for a reading at a position not in the
-  survey. With ``m`` calibration groups the threshold is the ``ceil((m + 1) eta)``-th smallest score: with
-  9 groups at 0.9, the largest. A small survey (a few dozen positions) then has 9 calibration positions, a
-  threshold that jumps from draw to draw, and shapes and a centre learnt from the positions left.
-* ``cross-fit``: every position of the training part calibrates. Its positions are cut into folds; the
-  centre and each shape fitted without a fold score the fold's readings (:class:`training.across.UnitCrossFit`
+  (:func:`training.splits.group_split`). Exact: ``P >= eta`` for a reading at a position not in the survey.
+* ``cross-fit``: every position of the training part calibrates. Its positions are cut into folds; the centre
+  and each shape fitted without a fold score the fold's readings (:class:`training.across.UnitCrossFit`
   with the positions as units); the served model is fitted on every training position and its threshold
-  is the quantile of those out-of-fold scores, every position weighted the same and the level corrected
-  as split conformal corrects it (rule ``group-pooled``: the pooled quantile at ``eta (m + 1) / m``).
+  is rule ``group-pooled`` over those out-of-fold scores (the pooled quantile at ``eta (m + 1) / m``).
+  Approximate: no finite-sample bound holds in general for one model calibrated on other models' scores;
+  its relatives that keep the fold models (cross-conformal, CV+ / jackknife+) guarantee
+  ``P >= 1 - 2 (1 - eta)``.
+* ``auto`` (the default): ``cross-fit`` for a grouped survey whose split would calibrate on fewer than
+  ``CROSS_FIT_BELOW`` groups, ``split`` otherwise (and always for rows, for ``--calibrate-across``, which has
+  its own modes, and for floors, calibrated on held-out rows).
 
-The cross-fit form's guarantee is approximate. No finite-sample bound holds in general for one model
-calibrated on scores of other models (the fold models err more than the served one at a new position
-when the fit is unstable, less when it overfits the scored positions' neighbours). Its relatives that
-keep the fold models, cross-conformal prediction and CV+ / jackknife+ (Vovk 2015; Barber, Candès, Ramdas
-and Tibshirani 2021), guarantee ``P >= 1 - 2 (1 - eta)`` (0.8 at 0.9) and no more; the served threshold
-approaches that form's as the fold models approach the served one (many folds, a stable fit). Split
-conformal's ``P >= eta`` is the stronger statement; ``cross-fit`` trades it for every position calibrating
-and every position training. ``docs/guides/guarantee.md`` states both and the measured coverage.
-
-``auto`` (the default) takes ``cross-fit`` for a grouped survey whose split would calibrate on fewer than
-:data:`CROSS_FIT_BELOW` groups, ``split`` otherwise (and always for rows, for ``--calibrate-across``, which
-has its own modes, and for floors, calibrated on held-out rows).
-"""
+``docs/concepts/training.md`` and ``docs/guides/guarantee.md`` discuss the trade."""
 
 from __future__ import annotations
 

@@ -1,44 +1,27 @@
 """A labelled walk against a bundle: coverage with its binomial interval, region sizes, positioning errors,
 floors, per group, and a verdict. The figures of ``lmve-evaluate`` (:mod:`training.evaluate`).
 
-Every row is answered as ``POST /predict-region`` answers it (:meth:`~models.model.RegionModel.predict_region`
-at the bundle's level, the served method unless one is named), so the figures are those of the service:
+Every row is answered as ``POST /predict-region`` answers it (the bundle's level, the served method unless
+one is named), so the figures are the service's:
 
-* **coverage**: the share of rows whose true position is inside its region (and, for a floor bundle, whose
-  true floor is in its floor set: the joint guarantee), with its exact (Clopper-Pearson) 95 % interval, and the
+* **coverage** (for a floor bundle, the joint one) with its exact (Clopper-Pearson) 95 % interval and the
   one-sided binomial p-value of a shortfall against the level;
-* **reliability**: coverage against level, each level's threshold taken from the bundle's stored calibration
-  scores (:meth:`~models.calibration.conformal.SplitConformalCalibrator.quantile`), the rows' scores computed
-  once; for all rows and for each group. A level is **short** when its one-sided binomial p-value is below
-  5 % divided by the number of levels tested on the curve (and, for a group, by the number of groups of its
-  column): Bonferroni, so a curve of eleven levels over twenty phones does not flag one by chance;
-* **typicality** (a bundle with the step, :mod:`models.typicality`): the mean of the rows' typicality
-  p-values, over all rows and per group (about 0.5 for readings like the calibration rows, smaller for
-  readings unlike them), and the **shift test** the service runs (:mod:`models.calibration.martingale`) fed
-  the walk's rows in file order: its evidence after each step and the row at which it reached ``1 / delta``;
-* **region size**: the true area (``area``), the paper's ``sqrt det C`` and the accuracy radius (the smallest
-  circle around the centre that holds the ellipse); with a CRS in the bundle, on the ground in m^2 and metres
-  (:func:`models.geo.ellipse_figures`, what GeoJSON answers say);
-* **positioning error**: the distance from the region's centre to the truth (geodesic metres with a CRS):
-  mean, median, RMSE, the 75th percentile (the IPIN competitions' score), CEP and CE95 (ISO/IEC 18305: the
-  radii holding 50 % and 95 % of the errors); percentiles are numpy's linear interpolation;
-* **floors** (a floor bundle): the most probable floor's hit rate, floor-set coverage, position coverage and
-  the IPIN score: the 75th percentile of the horizontal error plus 15 m per floor between the most probable
-  floor and the true one (floors that are not numbers: 15 m when they differ).
+* **reliability**: coverage against level, each level's threshold from the bundle's stored calibration
+  scores; a level is **short** when its one-sided p-value is below 5 % divided by the levels on the curve
+  (and, for a group, by the groups of its column): Bonferroni;
+* **typicality**: the rows' mean typicality p-value, and the service's shift test fed the walk in file
+  order (its evidence per step, the row at which it reached ``1 / delta``);
+* **region size**: true area, ``sqrt det C``, the accuracy radius (ground units with a CRS);
+* **positioning error**: mean, median, RMSE, the 75th percentile, CEP and CE95 (numpy's linear
+  interpolation);
+* **floors**: the most probable floor's hit rate, floor-set and position coverage, and the IPIN score (the
+  75th percentile of the horizontal error plus ``FLOOR_PENALTY_M`` per floor of difference);
+* **error outliers**: a group whose median error is at least :data:`ERROR_RATIO` times the other rows' and
+  above them by a one-sided Mann-Whitney test at 5 % is named.
 
-* **error outliers**: a group whose median error is at least :data:`ERROR_RATIO` times the median of the
-  other rows', and above them by a one-sided Mann-Whitney test at 5 % over the column's groups, is named:
-  its regions may hold only by being large.
-
-The **verdict** holds when nothing is short: the binomial test cannot reject "coverage >= level" at 5 %
-(one-sided) over all rows, no level of the walk's curve is short, and no group is short at the bundle's
-level (5 % over its column's groups) or at any level of its curve. A group or a level that falls short fails
-the verdict (exit status 1) even where the guarantee over the rows as a whole holds: a phone or a level
-whose coverage is short is a guarantee a user meets broken. Only a verdict with nothing short may say the
-regions are larger than the level needs.
-Rows of one walk are not independent (several readings per position, one phone), which makes the intervals
-optimistic: a failing verdict is then more often real, a passing one less certain.
-"""
+The **verdict** holds when nothing is short: not the coverage at the level (5 %, one-sided), not a level
+of the curve, not a group at the level or along its curve. Rows of one walk are not independent, so the
+intervals are optimistic. ``docs/guides/validate.md`` describes the report."""
 
 from __future__ import annotations
 

@@ -28,8 +28,7 @@ FLOOR_CANDIDATES = ("knn", "logistic")
 
 #: each candidate's hyperparameter grid, scored by the same cross-validation: a kNN's neighbour count
 #: matters to the sets (with 5 neighbours every floor none of them is on gets probability 0, so where the
-#: top floor is right less often than the level asks, as at new positions of UJIIndoorLoc, the sets tie
-#: and take every floor; 10 neighbours gave sets of 1.3 floors there, at a smaller Brier score)
+#: top floor is right less often than the level asks, the sets tie and take every floor)
 FLOOR_GRIDS = {"knn": ({"n_neighbors": 5}, {"n_neighbors": 10}, {"n_neighbors": 20}), "logistic": ({},)}
 
 

@@ -1,37 +1,15 @@
-"""Data -> calibrated bundle, following the paper's protocol (SPEC sections 2-5).
+"""Data -> calibrated bundle: :func:`train`, the paper's protocol as stages over one
+:class:`training.state.TrainState`.
 
-Per split seed ``s``:
+Per split seed ``s``: test = 10 % of the rows, calibration = 10 % of the rest (81 / 9 / 10 %; whole groups
+with groups, topped up to the calibration groups the level needs, :func:`group_split`); the RSSI step
+(``rssi="auto"``) and the standard scaler fitted on the train part; one centre shared by all methods
+(:mod:`training.centring`); each shape fitted on the train residuals (out-of-fold ones with ``cross_fit``)
+and calibrated on the calibration rows; coverage and volume on the test rows; the served method chosen on
+held-out rows (:mod:`training.served`).
 
-1. test = 10 % of the rows (shuffled with ``s``); of the rest, calibration = 10 %
-   (81 % train, 9 % calibration, 10 % test);
-2. optionally (``rssi="auto"``), "not detected" RSSI codes mapped to a floor (a step fitted on the
-   train part and stored); X standardised with the train part's mean and std (constant columns stay 0);
-3. one centre fitted on the train part, shared by all methods (``centre="auto"``: the candidate of
-   smallest cross-validated error on the train part, group folds with groups);
-4. each shape method fitted on the train residuals (LMVE chooses its configuration on a
-   held-out slice of the *train* part, never on calibration rows) and calibrated on the
-   calibration rows; with ``cross_fit=k`` (beyond the paper) the train residuals are
-   out-of-fold ones: each fold's rows get the centre fitted on the other ``k - 1`` folds, so the
-   shapes learn from residuals distributed like the calibration and test rows' (a centre's
-   residuals on its own training rows are smaller and shaped by its loss; boosted trees and
-   kNN nearly reproduce their training rows). ``centre="auto"`` does this by default with the
-   selection's folds, whose out-of-fold centres it has already computed;
-5. coverage and volume measured on the test rows;
-6. the served method chosen (``primary="auto"``): the ellipsoid method of smallest expected calibrated
-   volume on held-out rows, the train part cross-fitted (``primary_folds``) and the test rows,
-   reading no calibration row, only the calibration part's size (:mod:`training.primary`).
-
-With groups, a split whose calibration part holds too few groups for the level takes whole groups
-from the train part (and the test part, down to one group) until it holds enough
-(:func:`group_split`; SPEC section 9), and says so in ``Split.adjustment``.
-
-:func:`train` runs these as stages over one :class:`~training.state.TrainState`: :func:`plan` (every check
-that needs no fit, the split, the units and the calibration rule), then ``preprocess``, the centre
-(:mod:`training.centring`: ``centre selection``, ``centre``, ``cross-fit``), one stage per method, the
-``typicality`` step, ``floors``, ``test`` and the served method (``primary``, :mod:`training.served`),
-each wrapped by the run's :class:`~training.stages.StageMeter`. ``lmve-train`` adds ``load`` before and
-``save bundle`` after (:mod:`training.cli`).
-"""
+:func:`plan` makes every check that needs no fit, then the stages run in order, each inside the run's
+:class:`training.stages.StageMeter`. ``docs/concepts/training.md`` gives the reasoning behind each step."""
 
 from __future__ import annotations
 

@@ -1,32 +1,22 @@
 """``lmve-predict``: a whole log of readings scored offline, in partitions of bounded memory, here or on Dask.
 
     lmve-predict --bundle runs/site7/bundle --input readings.csv --out regions.parquet
-    lmve-predict --bundle B --input log.parquet --out regions.csv --keep TIMESTAMP,PHONEID --contains x,y
-    lmve-predict --bundle B --input log.csv --out regions.csv --keep none       # the answers' columns only
     lmve-predict --bundle B --input log.parquet --out regions.parquet --engine dask --scheduler tcp://10.0.0.5:8786
 
-Each row gets what ``POST /predict-region`` answers for it (:func:`region_columns`): ``center_<target>`` per
-target, the shape's upper triangle ``shape_00``, ``shape_01``, ``shape_11`` (more for more targets), ``area``
-(the region's true area, the answer's ``volume``), the radius around the centre that holds the ellipse
-(``accuracy_m`` in ground metres with a CRS, as GeoJSON answers; ``accuracy`` in target units without one),
-``area_m2`` with a CRS,
-``method``, ``typicality`` when the bundle has the step, and for a floor bundle the most probable ``floor`` (and
-``building``), its ``floor_probability``, the ``floor_set`` (labels most probable first, ``;``-separated) and
-its size. ``--contains X,Y`` names columns of points to test, as ``POST /contains`` does: ``inside``,
-``distance``, ``p_value``. Every input column that is not one of the bundle's features or targets (an id, a
-timestamp, a phone) is carried through, first and in the input's order; ``--keep COL[,COL]`` carries only
-those, ``--keep none`` none. A carried column whose name an answer column already has is written as
-``input_<name>``.
+Each row gets what ``POST /predict-region`` answers for it (:func:`region_columns`): ``center_<target>``, the
+shape's upper triangle (``shape_00``, ``shape_01``, ``shape_11``, ...), ``area``, the accuracy radius
+(``accuracy_m`` and ``area_m2`` with a CRS, ``accuracy`` without), ``method``, ``typicality`` with the step,
+and for a floor bundle ``floor`` (and ``building``), ``floor_probability``, ``floor_set`` (``;``-separated,
+most probable first) and its size. ``--contains X,Y`` adds ``inside``, ``distance``, ``p_value``. Every other
+input column is carried through first, in the input's order (``--keep COL[,COL]`` or ``--keep none``
+instead); one whose name an answer column has is written as ``input_<name>``.
 
-The input is read in partitions of ``--chunk-rows`` rows (:mod:`training.tables`), each answered as one batch
-and appended to the output (Parquet, CSV or GeoJSON, by suffix): memory stays that of one partition whatever
-the file's size. ``--engine dask`` sends the same partitions to a Dask cluster (``--scheduler ADDR``, or a
-local cluster of ``--workers`` processes) as a ``dask.dataframe`` built by ``from_map``: each worker reads its
-partitions from the shared file system, loads the bundle once, answers them, and the client writes the
-answers in order, so both engines write the same rows, to the last bit (the batches are the same). Nothing is
-written unless everything is: the output appears by rename, and a bad cell (named by column and line) leaves
-no file behind.
-"""
+The input is read in partitions of ``--chunk-rows`` rows (:mod:`training.tables`), each answered as one
+batch and appended to the output (Parquet, CSV or GeoJSON, by suffix). ``--engine dask`` sends the same
+partitions to a Dask cluster (``--scheduler ADDR``, or ``--workers`` local processes): each worker reads its
+partitions from the shared file system and loads the bundle once, and the client writes the answers in
+order, so both engines write the same rows, to the last bit. Nothing is written unless everything is: the
+output appears by rename, and a bad cell (named by column and line) leaves no file behind."""
 
 from __future__ import annotations
 

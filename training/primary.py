@@ -1,64 +1,19 @@
 """``--primary``: which method the plain routes serve, chosen on rows the calibration does not use.
 
-Every calibrated method covers a new row with ``P >= eta``; they differ in how large their regions
-are. ``auto`` serves the ellipsoid method whose regions are smallest on **held-out rows**: rows that
-the shapes scoring them did not learn from and that the calibration never reads. Two kinds pool:
+``auto`` serves the ellipsoid method of smallest **expected calibrated volume** on held-out rows: the
+train part cross-fitted (``folds`` >= 2; each fold scored by the method fitted on the other folds, whole
+groups per fold with groups) pooled with the test part (or ``Split.selection``). The figure is the mean
+volume of a method's regions at ``E[alpha_q]``, the threshold a calibration part of this split's size
+``m`` drawn from the held-out scores gives in expectation; for the ``rows`` rule, exactly
+``P(alpha_q <= s_(j)) = P(Binomial(m, W_j) >= k)``, ``k = ceil((m + 1) eta)``; the group rules likewise
+over groups. An ellipsoid's volume at threshold ``q`` is ``q^(n/2)`` times its volume at 1.
 
-* the **train part, cross-fitted** (``folds`` >= 2, 3 by default): each fold's rows are scored by the
-  method fitted on the other folds (whole groups per fold with groups, :func:`models.centres.stack.fold_splits`
-  seeded with the split seed), with the residuals the served shapes learnt from (out-of-fold centres
-  under ``cross_fit``);
-* the **test part** (or ``Split.selection``), scored by the served methods.
+The cross-fit stops early (:func:`leader_excess`) once, over ``RESAMPLES`` resamples of the held-out units,
+the ``CONFIDENCE`` quantile of the leader's excess volume over the smallest is within ``tolerance``.
 
-Per method, the figure ranked is the **expected calibrated volume**: the mean volume of the method's
-regions over the pooled rows at ``E[alpha_q]``, the threshold the calibration would give in
-expectation over calibration parts of this split's size ``m`` drawn from the held-out rows. With
-the ``rows`` rule ``alpha_q`` is the ``k = ceil((m + 1) eta)``-th smallest of ``m`` scores, whose
-distribution over draws from the pooled scores ``s_(1) <= ... <= s_(N)`` (weights ``w``, cumulative
-``W_j``) is exact: ``P(alpha_q <= s_(j)) = P(Binomial(m, W_j) >= k)``. ``group-subsample`` is the same
-over groups (one row of each group: a group weighted ``1/G``, spread over its rows); ``group-pooled``
-takes the pooled weighted quantile at ``eta (m + 1) / m`` (``group-weighted`` at ``eta``). The threshold's expectation, not the
-rows' ``eta``-quantile, because a region is served at ``alpha_q``: with ``m`` = 33 rows or 9 groups at
-0.9, ``alpha_q`` is the 3rd largest of 33 or the largest of 9 scores, so a method whose scores have a
-heavy tail above their 90 % quantile serves larger regions than that quantile says. An ellipsoid's
-volume at threshold ``q`` is ``q^(n/2)`` times its volume at 1 (``alpha_q C`` has determinant
-``q^n det C``), so each row contributes its score and its unit volume. The choice reads the
-calibration part's size (fixed by the split), never its rows.
-
-Why cross-fit: the test part alone is often small (38 rows of residential_building, 3 subjects of a
-35-subject study), and the ``eta``-quantile of a few dozen rows has a relative error of 10 % and
-more, larger than the gaps between methods; the choice then drifts between methods from split to
-split (``benchmarks/results/primary.md`` measured both). The cross-fit adds every train row at the
-cost of ``folds`` extra fits of each method (LMVE's dominate; ``folds=0`` chooses on the test part alone).
-
-Why the cross-fit often stops early: it is paid for a ranking the test part cannot settle, and on a
-large test part (2,000 rows of UJIIndoorLoc) or between two methods of the same volume it settles
-nothing that matters. Before each fold (:func:`leader_excess`), the held-out units pooled so far
-(groups with groups, else rows) are resampled ``RESAMPLES`` times; in each resample every method's
-expected calibrated volume is recomputed and the leader's excess over the smallest,
-``V_leader / min_m V_m - 1``, is taken. When its ``CONFIDENCE`` quantile is at most ``tolerance``
-(``primary_tolerance``, 5 % by default), the leader is served: either it wins clearly, or whatever
-beats it in a resample does so by less than the tolerance. So the volume served is, with that
-confidence, within the tolerance of the best the pooled rows could find, at the cost of the fits that
-were needed. ``tolerance=None`` runs every fold. 5 % rather than 2 %: on the synthetic survey, whose
-LMVE and NLE stand a few per cent apart, 2 % ran 17 of 30 possible folds over seeds 0-9 (the whole
-``lmve-train`` 39 s a run on average over seeds 0-6) where 5 % ran 8 (27 s over 0-9), while the method
-served stands, with that confidence, within 5 % of the smallest. The stopping rule reads held-out rows only, so the
-guarantee stays exact whatever it decides; the record says where it stopped (``folds_run``) and why
-(``evidence``).
-
-Why not rank the calibrated regions themselves: their threshold ``alpha_q`` is computed from the
-calibration scores, so choosing the method of smallest calibrated volume would favour the method
-whose calibration draw happened to be low, which is the one most likely to under-cover (SPEC
-section 9: selecting on calibration rows breaks the guarantee). Here nothing the choice reads
-depends on a calibration row: change them and the choice and its figures stay; the served
-method's guarantee is its split-conformal one, exact.
-
-Box methods (Copula) are never served by the plain routes, so never ranked (their score is built on
-calibration ranks). The record also carries, per method, the coverage and mean volume of the
-*calibrated* regions on the test part (what the report's test table shows): figures for people, not
-inputs to the choice.
-"""
+Nothing the choice reads depends on a calibration row (only the calibration part's size), so the served
+method's split-conformal guarantee stays exact. Box methods (Copula) are never served by the plain routes,
+never ranked. ``docs/concepts/training.md`` gives the reasoning."""
 
 from __future__ import annotations
 

@@ -98,32 +98,23 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     ``config.centre_screen_rows`` rows (module docstring).
 
     Returns the chosen name, every candidate's record (its errors; ``rows``: rows per fit; ``folds``;
-    ``status``: ``"kept"`` or ``"dropped"``, with a ``reason``; ``seconds``) and the out-of-fold
-    centres of the candidates that completed every fold (reused as cross-fitted centres with the same
-    folds). ``"stack"`` blends those candidates, each fold weighted by the other folds
-    (:func:`models.centres.stack.stacked_out_of_fold`), so it costs no fit.
+    ``scored_folds``: the 1-based folds whose held-out rows its error is on; ``status``: ``"kept"`` or
+    ``"dropped"``, with a ``reason``; ``seconds``) and the out-of-fold centres of the candidates that
+    completed every fold (reused as cross-fitted centres with the same folds). ``"stack"`` blends those
+    candidates, each fold weighted by the other folds (:func:`models.centres.stack.stacked_out_of_fold`),
+    so it costs no fit.
 
     The candidates of one fold (and of the screen) are fitted side by side on up to ``workers`` threads
-    (:func:`models.parallel.side_by_side`; default the idle cores), the slowest so far first; the
-    figures are those of fitting them one after the other. On the synthetic survey (1,620 train rows,
-    five candidates) the selection took 5-6 s against 9-11 s one after the other.
+    (:func:`models.parallel.side_by_side`; default the idle cores); the figures are those of fitting them
+    one after the other.
 
-    ``complete=False`` (the caller has no use for the chosen centre's out-of-fold centres: ``--calibrate-across``
-    refits it per unit fold) stops as soon as one candidate is left standing, at the screen or after a
-    fold: its record gives its error on the rows scored so far, ``folds`` those fitted, and a ``reason``
-    saying so; its out-of-fold centres are not returned. UJIIndoorLoc across phones: ``hgb`` alone after
-    the screen cost 4 more folds of about 30 s each.
+    ``complete=False`` (the caller has no use for the chosen centre's out-of-fold centres) stops as soon as
+    one candidate is left standing; its record then says so, and its out-of-fold centres are not returned.
 
-    ``units=True`` (the folds hold whole units, ``--calibrate-across``: a phone, a user) judges on more than
-    one fold, since one unit fold says little about the others: the screen fits every candidate on
-    ``centre_screen_rows`` rows of *each* fold's training rows and decides on all the held-out rows
-    (:func:`_screen_folds`), the race judges from fold :data:`RACE_FOLDS` on, and no dropped candidate
-    may have beaten the chosen one on the rows it was scored on (:func:`_recall`: such a candidate
-    and the chosen one complete every fold with all their rows, and the better of the two stands).
-    UJIIndoorLoc across phones (issue 70): on fold 1 alone ``knn`` led and ``hgb``, ``gp`` and the SVRs
-    were dropped; over its five folds ``knn``'s error was the largest of the five (92.9 m RMSE).
-    Every record's ``scored_folds`` lists the folds (1-based) whose held-out rows its error is on.
-    """
+    ``units=True`` (folds of whole units, ``--calibrate-across``) judges on more than one fold: the screen
+    fits every candidate on ``centre_screen_rows`` rows of *each* fold's training rows and decides on all the
+    held-out rows (:func:`_screen_folds`), the race judges from fold :data:`RACE_FOLDS` on, and no dropped
+    candidate may have beaten the chosen one on the rows it was scored on (:func:`_recall`)."""
     sel = _Selection(X, Y, config, k, groups, _Progress(progress), workers, units)
     sel.screen()
     sel.run_folds(complete)
@@ -268,9 +259,7 @@ def _schedule(todo: list[str], records: dict) -> list[list[str]]:
     the slowest so far first, so that the cores finish together; or, when the slowest is *dominant*
     (more than ``DOMINANT`` times the others' seconds together), the others first and then it alone, on
     the idle cores, where its own threads use both cores instead of one beside fits that finished long
-    before. UJIIndoorLoc across phones: ``hgb`` took 57 s a fold on one thread beside ``knn``'s 1 s. Not
-    below ``DOMINANT_SECONDS`` so far: a fit of a second or so uses a second core poorly (the synthetic
-    survey's ``gp``, about 1 s a fold, made the selection 5.6-6.5 s -> 6.9-9.1 s alone after the others)."""
+    before. Not below ``DOMINANT_SECONDS`` so far: a fit of a second or so uses a second core poorly."""
     todo = sorted(todo, key=lambda n: -records[n]["seconds"])
     slowest = records[todo[0]]["seconds"] if todo else 0.0
     if len(todo) > 1 and slowest > DOMINANT_SECONDS and slowest > DOMINANT * sum(records[n]["seconds"] for n in todo[1:]):

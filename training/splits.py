@@ -1,4 +1,4 @@
-"""The split protocols: which rows train, calibrate and test (SPEC sections 2 and 9).
+"""The split protocols: which rows train, calibrate and test (``docs/concepts/conformal.md``).
 
 :func:`paper_split` draws rows at random (the paper); :func:`group_split` draws whole groups and, with
 few groups, moves whole groups into calibration until the level is attainable;

@@ -15,8 +15,7 @@ Two rules, one interface (:class:`OnlineRule`: a state, the level or threshold i
   checks rather than assumes.
 * :class:`QuantileTracker` (the P part of conformal PID control, Angelopoulos, Candes & Tibshirani,
   NeurIPS 2023): it tracks the threshold in score space, ``q_{t+1} = q_t + lr * B_t * (err_t - a)``
-  (``B_t`` the largest score seen), with no ceiling from the calibration set. Benchmarked beside
-  ACI (``benchmarks/drift.py``); the service serves ACI.
+  (``B_t`` the largest score seen), with no ceiling from the calibration set. The service serves ACI.
 
 Both are plain Python over floats so that a state can live in a database row between requests.
 """

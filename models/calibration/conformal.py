@@ -8,35 +8,22 @@ Mahalanobis distance ``r^T C(x)^{-1} r``), a region ``{y : score(x, y) <= alpha_
     alpha_q = +inf        (the whole space)            if k >  m
 
 covers a new exchangeable row with probability ``P >= eta``, and ``P <= eta + 1/(m + 1)``
-when the scores have no ties (Vovk et al. 2005; Lei et al. 2018). The calibrator keeps every
-score, so any other level ``eta'`` and the conformal p-value of a point
+when the scores have no ties. The calibrator keeps every score, so any other level and the
+conformal p-value ``p(x, y) = (1 + #{i : alpha_i >= score(x, y)}) / (m + 1)`` come with no refit.
 
-    p(x, y) = (1 + #{i : alpha_i >= score(x, y)}) / (m + 1)
+Grouped rules (``RULES``), for rows in groups whose new queries come from new groups, over ``m``
+calibration groups:
 
-come from the stored scores with no refit.
+- ``"group-subsample"`` (exact): one score per group, drawn at random; the rule above on those scores.
+- ``"group-pooled"``: every score, each group weighted ``1/m`` and spread over its rows; the smallest score
+  whose pooled CDF reaches ``eta (m + 1) / m``. Asymptotic guarantee.
+- ``"group-weighted"`` (approximate, for few groups, e.g. two or three phones held out of training): the
+  same pooled CDF at ``eta``, so any level is attainable with any ``m``; its coverage at a new unit is
+  ``eta`` only on average over the units' draw.
 
-Grouped calibration (Dunn, Wasserman & Ramdas, "Distribution-free prediction sets for two-layer
-hierarchical models", JASA 2023). When rows come in groups (readings at one surveyed position,
-visits of one patient) and new queries come from new groups, rows of one group are not
-exchangeable with another group's, but groups are. With ``m`` calibration groups:
-
-* ``"group-subsample"`` (exact): one score per group, drawn at random; the rule above on those
-  ``m`` scores covers a new row from a new group with ``P >= eta``.
-* ``"group-pooled"``: every score, each group weighted ``1/m`` and spread evenly over its rows
-  (the pooled CDF ``F(t) = (1/m) sum_g (1/n_g) #{i in g : alpha_i <= t}``); the threshold is the
-  smallest score with ``F >= eta (m + 1) / m``. It uses every row and is less noisy, but its
-  guarantee is asymptotic, not finite-sample.
-* ``"group-weighted"`` (approximate, for few groups): the same pooled CDF, threshold the smallest
-  score with ``F >= eta``: no finite-sample correction, so it attains any level with any ``m``.
-  For calibration across a few units (two or three phones held out of training, SPEC section 9)
-  where ``m / (m + 1) < eta`` leaves the other rules no finite threshold; its coverage at a new
-  unit is ``eta`` only on average over the units' draw, with the spread of ``m`` draws, and is
-  called approximate wherever it is reported.
-
-In the first three rules ``m`` counts what is exchangeable (rows, or groups): a level above
-``m / (m + 1)`` has no finite threshold, and p-values are ``(1 + m W(alpha >= s)) / (m + 1)`` with
-``W`` the stored scores' weights (``1/m`` each for rows and for the subsample).
-"""
+In the exact rules a level above ``m / (m + 1)`` has no finite threshold, and p-values are
+``(1 + m W(alpha >= s)) / (m + 1)`` with ``W`` the stored scores' weights. ``docs/concepts/conformal.md``
+states the rules and their references."""
 
 from __future__ import annotations
 

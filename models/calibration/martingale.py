@@ -1,39 +1,22 @@
 """An online conformal test of exchangeability over a stream of query scores, with a false-alarm bound.
 
 Each query's nonconformity score (its typicality score, :mod:`models.typicality`) is ranked among the
-calibration scores *and every earlier query's* (the bag grows): under exchangeability of the
-calibration rows and the stream, these smoothed conformal p-values are independent and uniform on
-[0, 1] (Vovk, Nouretdinov and Gammerman, "Testing exchangeability on-line", ICML 2003).
+calibration scores *and every earlier query's* (the bag grows): under exchangeability of the calibration
+rows and the stream, these smoothed conformal p-values are independent and uniform on [0, 1] (Vovk,
+Nouretdinov and Gammerman, "Testing exchangeability on-line", ICML 2003).
 
-The bag is kept as counts over fixed bins (``edges``): scores are ranked by their bin, ties within a bin
-smoothed. A fixed function of the scores keeps them exchangeable, so the p-values stay exactly uniform,
-provided the edges depend on nothing the test ranks (:class:`models.typicality.Typicality` takes them
-from the train part's scores, never the calibration's or a query's). What that buys: a test's state is a
-few hundred integers and three floats whatever the stream's length (a service runs for months, and a
-fleet shares the state), and a batch of ``N`` queries costs ``O(N^2 + bins)`` numpy work plus ``N``
-float steps, where the growing sorted bag cost an ``O(len(bag))`` insertion per query. A betting
-martingale multiplies its capital by ``f(p)`` per query, ``f >= 0`` integrating to 1 on [0, 1], so
-under exchangeability its expected capital stays 1, and by Ville's inequality
-``P(the capital ever reaches 1 / delta) <= delta``: an alarm at ``1 / delta`` is a false alarm with
-probability at most ``delta``, however long the stream.
+The bag is kept as counts over fixed bins (``edges``, which must depend on nothing the test ranks:
+:class:`models.typicality.Typicality` takes them from the train part's scores); scores are ranked by their
+bin, ties within a bin smoothed, so the p-values stay exactly uniform and a test's state is a few hundred
+integers and three floats whatever the stream's length.
 
-The bettor is Vovk's Simple Jumper, one-sided: bets ``f_l(p) = 1 + l (1 - 2 p)`` for ``l`` in
-:data:`BETS` (``l > 0`` wins on small p-values, queries less typical than the calibration's), a share
-``jump`` of the capital moving between them after each query so that a bettor who lost through a
-long typical stretch still bets when the shift comes. Large p-values (queries *more* typical than the
-calibration's, e.g. at surveyed positions) raise no alarm: they do not put the coverage at risk.
-
-With a ``tolerance`` ``e`` the bets are ``1 + l (1 - 2 e - 2 p)`` (``l`` scaled by ``1 / (1 + 2 e)`` to keep them
-non-negative): the capital is then a supermartingale whenever each query's p-value has conditional mean at least
-``0.5 - e``, a composite null that holds exchangeability and a little more, so Ville's bound holds for it too.
-Why a tolerance: a survey's rows come in groups (about twenty readings per position in UJIIndoorLoc), and a
-stream from held-out positions is exchangeable with the calibration *positions*, not rows: on 200 streams of 500
-queries from positions re-drawn between calibration and stream, the untolerant test alarmed on 75, a
-tolerance of 0.05 on 10, 0.075 on none, while streams of new phones and users still alarmed on 80 of 80 (a
-diagnostic over the exact growing bag; ``benchmarks/results/shift_alarm.md`` measures the served test: 1 of
-200 exchangeable streams, 100 % of new phones' streams). The alarm then says: the queries are, with confidence ``1 - delta``,
-less typical on average than the calibration rows by more than the tolerance.
-"""
+A betting martingale multiplies its capital by ``f(p)`` per query (``f >= 0``, integrating to 1), so by
+Ville's inequality ``P(the capital ever reaches 1 / delta) <= delta``. The bettor is Vovk's Simple Jumper,
+one-sided: bets ``f_l(p) = 1 + l (1 - 2 p)`` for ``l`` in ``BETS``, a share ``jump`` of the capital moving
+between them after each query. Large p-values (queries *more* typical than the calibration's) raise no
+alarm. With a ``tolerance`` ``e`` the bets are ``1 + l (1 - 2 e - 2 p)`` (``l`` scaled by ``1 / (1 + 2 e)``):
+the capital is a supermartingale whenever each query's p-value has conditional mean at least ``0.5 - e``,
+so Ville's bound holds for that composite null too. ``docs/concepts/shift-alarm.md`` explains the choice."""
 
 from __future__ import annotations
 

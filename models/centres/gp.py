@@ -6,7 +6,7 @@ centres: docs/benchmarks/shape.md). It is stored and evaluated as a kernel sum i
 The marginal likelihood and its gradient are computed here (:func:`log_marginal_likelihood`), with one
 ``rows x rows`` matrix product per step instead of scikit-learn's ``rows x rows x features`` gradient tensor,
 and its L-BFGS search is capped at ``max_iter`` iterations: what a candidate of ``centre="auto"`` costs stays
-a few seconds on a few thousand rows (``benchmarks/results/train_speed.md``).
+proportionate to the rows (``docs/benchmarks/design.md`` has the figures).
 """
 
 from __future__ import annotations
@@ -27,26 +27,20 @@ class GPCentre(Centre):
 
     The kernel is ``c * exp(-|(x - x') / l|^2 / 2) + noise``, one kernel for every target (their
     log marginal likelihoods add). Its hyperparameters ``c``, ``l`` and ``noise`` are fitted by L-BFGS on
-    the log marginal likelihood (:func:`fit_hyperparameters`; scikit-learn's
-    :class:`~sklearn.gaussian_process.GaussianProcessRegressor` objective, start and bounds, each step's cost
+    the log marginal likelihood (``fit_hyperparameters``; scikit-learn's
+    :class:`sklearn.gaussian_process.GaussianProcessRegressor` objective, start and bounds, each step's cost
     the cube of the rows) on at most ``search_rows`` rows; the posterior is then conditioned by scikit-learn,
-    with those hyperparameters fixed, on at most ``max_rows`` rows (a seeded random subset
-    beyond them: one Cholesky factorisation of that many rows, whose matrix takes ``8 max_rows^2`` bytes).
-    After fitting it is plain arrays: the conditioning rows divided by ``l``, the weights
-    ``c (K + noise I)^-1 y`` scaled back to target units, the target mean.
+    with those hyperparameters fixed, on at most ``max_rows`` rows (a seeded random subset beyond them: one
+    Cholesky factorisation, whose matrix takes ``8 max_rows^2`` bytes). After fitting it is plain arrays.
 
     Parameters
     ----------
     max_iter : int, default=50
-        L-BFGS iterations of the marginal-likelihood search at most (scikit-learn's own cap is 15,000; the
-        search of the development data sets ends within 20-40).
+        L-BFGS iterations of the marginal-likelihood search at most.
     ard_max_features : int, default=32
-        One length scale per feature up to this many features (the marginal likelihood's gradient holds
-        one ``rows x rows`` matrix per length scale); one shared length scale above.
+        One length scale per feature up to this many features; one shared length scale above.
     search_rows : int, default=400
-        Rows the hyperparameters are fitted on (each step of the fit costs the cube of this). On the
-        grouped study of ``benchmarks/gp_search.py`` 800 rows gave a held-out RMSE 1.9 % lower on average
-        (better on 31 of 50 folds) at 2.5 times the fit's time (``benchmarks/results/gp_search.md``).
+        Rows the hyperparameters are fitted on.
     max_rows : int, default=4000
         Rows the posterior is conditioned on.
     seed : int, default=0
@@ -57,14 +51,13 @@ class GPCentre(Centre):
     rows_ : ndarray (s, d)
         The conditioning rows divided by the length scales.
     weights_ : ndarray (s, n)
-        Their weights, in target units.
+        ``c (K + noise I)^-1 y``, in target units.
     y_mean_ : ndarray (n,)
     length_scale_ : ndarray (d,)
     search_iterations_ : int
         L-BFGS iterations the hyperparameter search ran (at most ``max_iter``).
     amplitude_, noise_ : float
-        The fitted kernel's variance and noise variance, in units of the standardised targets.
-    """
+        The fitted kernel's variance and noise variance, in units of the standardised targets."""
 
     max_iter: int = 50
     ard_max_features: int = 32
@@ -107,9 +100,8 @@ class GPCentre(Centre):
     def predict(self, X) -> np.ndarray:
         """(N, n) centres: ``sum_i w_i exp(-|x / l - r_i|^2 / 2) + y_mean`` (the posterior mean of
         scikit-learn's ``predict``, to rounding), one matrix product and one ``exp`` per call, through the
-        SVR's :func:`~models.centres.svr.rbf_kernel_sum`. What scikit-learn's ``GaussianProcessRegressor.predict``
-        cost on 1,620 conditioning rows and six features, on the 2-core dev machine: 79 us for one row against 10 us here,
-        1.15 ms for 256 rows against 0.80 ms (its kernel object and input checks per call)."""
+        SVR's :func:`~models.centres.svr.rbf_kernel_sum`, without scikit-learn's per-call kernel object and
+        input checks."""
         plan = getattr(self, "_plan", None)
         if plan is None or plan[0] is not self.rows_:
             R = self.rows_
@@ -152,7 +144,7 @@ def log_marginal_likelihood(theta: np.ndarray, X: np.ndarray, Z: np.ndarray) -> 
     With ``alpha = K^-1 Z`` and ``W = alpha alpha^T - o K^-1``, the derivative in ``log l_j`` is
     ``sum_ab W_ab Kf_ab (x_aj - x_bj)^2 / (2 l_j^2)`` (``Kf`` the signal part), which expands into two
     matrix products: ``O(m^2 d)`` a step, where scikit-learn builds the ``m x m x d`` tensor of every
-    derivative (on the 2-core dev machine, 800 rows and 16 features: 0.42 s a step, against 0.13 s here).
+    derivative.
     """
     from scipy.linalg import cho_solve, cholesky, lapack
 

@@ -13,9 +13,7 @@ from models.exceptions import InputError
 
 
 #: the fewest input cells (rows x columns) whose targets are fitted side by side: below, a booster's
-#: Python loop between its compiled calls holds the GIL most of the time, and side by side was slower
-#: (the 3,000-row, 20-column grouped survey of ``benchmarks/train_speed.py``: the centre refit 1.4-1.7 s
-#: one target after the other, 2.5-2.7 s side by side)
+#: Python loop between its compiled calls holds the GIL most of the time, and side by side is slower
 SIDE_BY_SIDE_CELLS = 1_000_000
 
 
@@ -29,9 +27,7 @@ class HGBCentre(Centre):
     serving needs no fitted scikit-learn object: when every tree has at most 8 splits (the default's
     6), through a plan built at fit and load time (:meth:`_table_plan`: every tree's leaf value per
     pattern of its split outcomes, the splits as ranks among each feature's thresholds); deeper trees
-    walked level by level. scikit-learn's own ``predict`` costs about 100 us a call on one row and
-    its thread pool; the plan about 28 us on one row, 8 ms on 1,024 rows (1,000 trees per target; the
-    trees' previous float comparisons through ``np.packbits``: 53 us and 59 ms).
+    walked level by level.
 
     Parameters
     ----------
@@ -53,8 +49,7 @@ class HGBCentre(Centre):
     def fit(self, X, Y) -> "HGBCentre":
         """One booster per target; two targets or more of at least ``SIDE_BY_SIDE_CELLS`` input cells are
         fitted side by side on the idle cores (:func:`models.parallel.side_by_side`, one OpenMP thread each),
-        else one after the other on :meth:`_threads` threads. UJIIndoorLoc's position (two targets, 10,300
-        rows of 520 columns, torch loaded): 43.3 s one after the other on one thread, 23.7 s side by side."""
+        else one after the other on :meth:`_threads` threads."""
         X, Y = self._fit_input(X, Y, min_rows=2)
         columns = self._varying(X)
         if columns.size < X.shape[1]:
@@ -75,9 +70,7 @@ class HGBCentre(Centre):
 
         A booster never splits on a constant column (it has one bin), but builds its histogram at
         every node, so the fit leaves them out and maps the trees' features back (:meth:`_flatten`):
-        the same trees, split for split. UJIIndoorLoc's fingerprints (55 of 520 transmitters never
-        heard in the survey, more within a fold that leaves out a phone): a 9,000-row fit of one
-        target 22.3 s on all columns, 18.5 s on those that vary."""
+        the same trees, split for split (fingerprints hold many transmitters never heard)."""
         varying = np.flatnonzero(X.max(axis=0) > X.min(axis=0))
         return varying if varying.size else np.zeros(1, dtype=np.int64)
 
@@ -97,10 +90,8 @@ class HGBCentre(Centre):
 
     @staticmethod
     def _threads() -> int:
-        """scikit-learn's OpenMP threads for a fit: one in a process that has loaded torch (where a
-        thread per core made these fits about 20x slower on 2 cores, tests/models/test_bundle.py: 630 s
-        against 44 s), else the idle cores (:func:`models.nn.threads.idle_cores`): a UJIIndoorLoc-sized
-        fit (12,821 rows, 520 columns, one target) took 27.6 s on one thread and 14.3 s on two."""
+        """scikit-learn's OpenMP threads for a fit: one in a process that has loaded torch (where OpenMP's
+        threads and torch's contend), else the idle cores (:func:`models.nn.threads.idle_cores`)."""
         from models.nn.threads import idle_cores
 
         return 1 if "torch" in sys.modules else idle_cores()

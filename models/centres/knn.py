@@ -67,7 +67,7 @@ class KNNCentre(Centre):
         """(N, n) weighted mean positions of each row's neighbours (every row tied at the k-th distance
         included): numpy on the index prepared at fit or load time. Bundles from before the numpy search
         (no ``dense_search`` / ``sparse_search`` of at least 3 / 2) keep scikit-learn's
-        ``KNeighborsRegressor.predict``, as calibrated (about 150 us per call whatever the batch)."""
+        ``KNeighborsRegressor.predict``, as calibrated."""
         if isinstance(self.model_, search.ExactIndex):
             near = self.model_.neighbourhoods(X, self.n_neighbors)
             return search.distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)

@@ -18,8 +18,7 @@ Dense rows (too few columns, or not sparse enough) are searched by :class:`Dense
 (recorded as ``dense_search``): the same selection and tie rule on float64 distances from one matrix
 product per chunk, prepared when the estimator is fitted or loaded. Dense bundles from before it
 (version 1) keep scikit-learn's search (``KNeighborsRegressor`` / ``NearestNeighbors`` with
-``algorithm="auto"``), whose fixed cost per call was about 150 us on a 16-column, 1,400-row survey
-against about 20 us for :class:`DenseIndex` on one row.
+``algorithm="auto"``).
 
 Rows tied at the ``k``-th distance may be chosen differently by each, so each bundle keeps its own.
 """
@@ -284,8 +283,7 @@ class FingerprintIndex(ExactIndex):
     distances agree to about 7 significant digits.
 
     Version 3 searches up to ``HEARD_ROWS`` queries one by one through the columns each query hears
-    (:meth:`_heard`): on UJIIndoorLoc (16,148 rows, 519 WAPs, a query hearing about 20) one query's
-    ``kneighbors`` takes about 70 us instead of 200 us, with the same answer (rows and ties)."""
+    (:meth:`_heard`), with the same answer (rows and ties) as the chunked search."""
 
     itemsize = 4
 
@@ -335,7 +333,7 @@ class FingerprintIndex(ExactIndex):
 
     def _dense_columns(self) -> np.ndarray:
         """(d + 1, m) float32: the reference rows' columns, dense and contiguous, then their squared norms;
-        built on first use (33.5 MB for UJIIndoorLoc) and kept for the index's life."""
+        built on first use and kept for the index's life."""
         if self._columns is None:
             with _lock:
                 if self._columns is None:
@@ -416,14 +414,13 @@ class DenseIndex(ExactIndex):
     float64, kept for the index's life; a chunk's distances are one BLAS product. Distances computed this
     way agree with the exact ones to about ``1e-15 |q|^2``; identical reference rows get identical distances.
 
-    Replaces scikit-learn's ``NearestNeighbors.kneighbors`` on the request path, whose validation and
-    dispatch cost about 150 us per call whatever the batch (16 columns, 1,400 rows); the library stays the
-    reference its tests compare with."""
+    Replaces scikit-learn's ``NearestNeighbors.kneighbors`` on the request path (its validation and
+    dispatch cost per call dominate one row); the library stays the reference its tests compare with."""
 
     itemsize = 8
     #: a batch's distances are kept for the second search only while they fit in a core's cache: beyond,
     #: computing them again (one BLAS product over a few columns) is faster than reading them back from
-    #: memory (the default bundle's 1,024 rows x 1,620 reference rows: 11.4 ms a call recomputed, 15.7 kept)
+    #: memory
     share_bytes = 2**20
 
     def __init__(self, X_ref: np.ndarray, version: int = SEARCH_VERSION):
@@ -443,9 +440,8 @@ class DenseIndex(ExactIndex):
 def kth_smallest(D: np.ndarray, k: int) -> np.ndarray:
     """(c, 1) the ``k``-th smallest entry of each row of ``D`` (c, m), ``k <= m``, counting repeats (what
     ``np.partition(D, k - 1, axis=1)[:, k - 1:k]`` gives); ``D`` is left as it was. Up to :data:`ARGMIN_KTH`:
-    ``k - 1`` passes of ``argmin`` that set each row's smallest aside, then a ``min`` (the default bundle's
-    kNN centre, ``k = 3`` over 1,620 rows: 3.3 ms for 1,024 queries against 4.8 ms by partition; one query
-    over 16,148 rows: 15 us against 60 us); beyond, or for fewer than 16 rows of at most ``WHOLE_COLUMNS``
+    ``k - 1`` passes of ``argmin`` that set each row's smallest aside, then a ``min`` (faster than a
+    partition for small ``k``); beyond, or for fewer than 16 rows of at most ``WHOLE_COLUMNS``
     entries, the partition."""
     if k > ARGMIN_KTH or (D.shape[0] < 16 and D.shape[1] <= WHOLE_COLUMNS):  # few short rows: each pass's
         return np.partition(D, k - 1, axis=1)[:, k - 1:k]                     # fixed cost outweighs the partition
@@ -579,7 +575,7 @@ def _weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, idx: np.
     """(N, n): :func:`distance_weighted_mean` of rows ``X`` with ``k`` neighbours each, ``idx`` (N, k)."""
     if weights == "uniform":
         return Y_ref[idx].mean(axis=1)
-    # ``take`` and in-place ufuncs: a single row's numpy calls are most of its cost (about 1 us each)
+    # ``take`` and in-place ufuncs: a single row's numpy calls are most of its cost
     diff = X_ref.take(idx, axis=0)  # a gathered copy: the differences in place
     diff -= X[:, None, :]
     w = np.einsum("nkd,nkd->nk", diff, diff)

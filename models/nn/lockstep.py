@@ -51,9 +51,8 @@ def bf16_matrix_units(flags) -> bool:
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU has bf16 matrix units (``amx_bf16`` in ``/proc/cpuinfo``); ``False`` where that
-    file is absent (not Linux). ``avx512_bf16`` alone does not count: on such a CPU (the 2-core dev
-    machine) torch's bf16 products ran at half the float32 speed (a 256 x 520 by 520 x 2080 product:
-    7.2 ms against 3.8 ms), and an LMVE step of UJIIndoorLoc's size under bf16 autocast 1.6x slower."""
+    file is absent (not Linux). ``avx512_bf16`` alone does not count: without matrix
+    units torch's bf16 products run slower than float32's."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -181,8 +180,7 @@ class BatchedMLP(nn.Module):
         configurations: ``[u < keep_k] / keep_k`` (each still exact Bernoulli(keep_k) dropout, with K
         times fewer random numbers); ``rates`` (keep probabilities, CPU only) gives them for other
         configurations than the net's. On the CPU one mask per distinct rate, stacked: the same values
-        as broadcasting ``u`` against the (K, 1, 1) rates, which cost torch's CPU kernels about 0.6 ms
-        against 0.4 ms (4 configurations of 2 rates, 900 rows, 64 units, one thread)."""
+        as broadcasting ``u`` against the (K, 1, 1) rates, at less cost on torch's CPU kernels."""
         keep = 1.0 - self.p_drop[:, 0, 0]
         if keep.device.type != "cpu":  # one broadcast kernel; reading the rates would wait on the device
             return (u < keep[:, None, None]).to(dtype).mul_(1.0 / keep[:, None, None])
@@ -199,8 +197,7 @@ class BatchedMLP(nn.Module):
 
         On the CPU, when the rates repeat with a period ``P`` (the grid's order: the dropout is its last axis),
         ``h`` is taken as (K / P, P, B, H) and multiplied by the ``P`` distinct masks broadcast: the same values
-        without stacking K masks. Measured on the 2-core dev machine, one thread, a train step of the 8-network
-        grid on 1,470 rows of 20 features: 12.2 ms against 13.2 (with the first layer's bias in its product)."""
+        without stacking K masks."""
         K = h.shape[0]
         if h.device.type == "cpu":
             rates = (1.0 - self.p_drop[:, 0, 0]).tolist()
@@ -212,8 +209,7 @@ class BatchedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         W, b = self.layer(0)
-        # matmul broadcasts x over the K networks, at the same values as einsum("bd,kdh->kbh") in 0.4 ms against
-        # 0.75 (4 x 900 rows x 16 -> 64 units) and 37 ms against 44 (UJIIndoorLoc's size). With more rows than
+        # matmul broadcasts x over the K networks, at the same values as einsum("bd,kdh->kbh") and faster. With more rows than
         # twice the features, the bias goes in as one more input column, (B, d + 1) @ (K, d + 1, h): no (K, B, h)
         # sum forward nor reduction backward, for a copy of the (K, d, h) weights (the larger with few rows)
         if x.shape[0] > 2 * x.shape[1]:
@@ -358,19 +354,9 @@ def _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generat
                     bp[torch.as_tensor(rows, device=bp.device)] = p[sel]
         stale[active] = np.where(improved, 0, stale[active] + 1)
         bar.set_postfix(heldout=f"{float(best.min()):.4g}", active=len(active))
-        keep = np.ones(len(active), dtype=bool)
-        if schedule.patience is not None:
-            improving = stale[active] < schedule.patience
-            if not improving.any():
-                break
-            if schedule.retire:
-                keep = improving
-        if schedule.halve_every and evals % schedule.halve_every == 0 and len(active) > 1:
-            # rank by best held-out score (never improved: inf, last); the worse half leaves
-            order = np.argsort(best[active].numpy(), kind="stable")
-            keep &= np.isin(np.arange(len(active)), order[: math.ceil(len(active) / 2)])
-            if not keep.any():  # the better half has stalled and retired: nothing is left to train
-                break
+        keep = _still_training(schedule, best, stale, active, evals)
+        if keep is None:
+            break
         if not keep.all():
             left_at[active[~keep]] = step
             opt = net.select_(torch.as_tensor(np.flatnonzero(keep), device=full_p_drop.device), opt)
@@ -381,3 +367,23 @@ def _run_phase(net, lrs, loss, train, held, schedule, generator, dropout_generat
     net.restore(best_params, full_p_drop, full_lr_scale)
     return PhaseResult(steps=step, best_step=best_step, seconds=time.perf_counter() - t0, left_at=left_at,
                        threads=guard.threads)
+
+
+def _still_training(schedule, best: torch.Tensor, stale: np.ndarray, active: np.ndarray, evals: int):
+    """After an evaluation, which ``active`` configurations go on (a boolean mask), or ``None`` when the
+    phase stops: every one stalled for ``patience`` evaluations, or the halving left none. A stalled one
+    retires (``retire``); every ``halve_every`` evaluations the worse half by best held-out score leaves."""
+    keep = np.ones(len(active), dtype=bool)
+    if schedule.patience is not None:
+        improving = stale[active] < schedule.patience
+        if not improving.any():
+            return None
+        if schedule.retire:
+            keep = improving
+    if schedule.halve_every and evals % schedule.halve_every == 0 and len(active) > 1:
+        # rank by best held-out score (never improved: inf, last); the worse half leaves
+        order = np.argsort(best[active].numpy(), kind="stable")
+        keep &= np.isin(np.arange(len(active)), order[: math.ceil(len(active) / 2)])
+        if not keep.any():  # the better half has stalled and retired: nothing is left to train
+            return None
+    return keep

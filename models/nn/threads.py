@@ -1,27 +1,19 @@
 """How many threads a torch fit uses: one on small steps, the idle cores on large ones.
 
-torch's CPU operators split each tensor operation over its intra-op threads (OpenMP) and wait for all of
-them at the end of the operation. When another busy process holds a core, one of those threads is
-descheduled for a scheduler slice (milliseconds) at nearly every operation, and an LMVE step of tiny
-operations waits for it dozens of times: measured on the 2-core dev machine, a small step took 9.5 ms with
-one thread and 98 ms with two beside a two-thread busy process; a UJIIndoorLoc-sized step 262 ms with one
-thread there against 418 with two (165 and 101 ms alone). Alone, a second thread gains little on the
-smallest steps and more as they grow (one thread / two, full-batch steps of the default grid): 600 rows of
-20 features, 4 networks (6M multiply-adds) 4.0 / 3.6 ms; 1,225 rows, 4 networks (13M) 7.5 / 5.5 ms; the
-synthetic survey's 1,120 rows of 16 features, 8 networks (19M) 11.2 / 8.0 ms; 1,837 rows of 20, 8 networks
-(38M) 20 / 13 ms. So:
+torch's CPU operators split each tensor operation over their intra-op threads and wait for all of them at
+the end of the operation, so a thread descheduled by another busy process stalls nearly every operation of
+a step made of tiny ones. So:
 
-* a step below :data:`SMALL_STEP_MACS` multiply-adds runs on one thread: a second one gains a tenth or less
-  there alone and costs ten to fifty times beside a busy process;
+* a step below ``SMALL_STEP_MACS`` multiply-adds runs on one thread;
 * a larger step runs on the cores found idle when its phase starts (:func:`idle_cores`: the idle share
-  of ``/proc/stat`` over :data:`SAMPLE_SECONDS`), at most the threads torch was given (a caller's
+  of ``/proc/stat`` over ``SAMPLE_SECONDS``), at most the threads torch was given (a caller's
   ``torch.set_num_threads`` caps it) and at least one.
 
 A busy process that starts during a phase is caught by :class:`ContentionGuard`: when the phase's steps
-run more than :data:`SLOWDOWN` times slower than its fastest so far, the rest of the phase runs on one
+run more than ``SLOWDOWN`` times slower than its fastest so far, the rest of the phase runs on one
 thread. ``LMVE_TORCH_THREADS=N`` fixes the count for every fit (no guard). The setting is scoped
-(:func:`torch_threads`): torch's count is restored when the phase ends.
-"""
+(:func:`torch_threads`): torch's count is restored when the phase ends. ``docs/benchmarks/design.md``
+has the measurements behind the threshold."""
 
 from __future__ import annotations
 

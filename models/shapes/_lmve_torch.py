@@ -26,8 +26,7 @@ from models.shapes.nle import NearestNeighbourEllipsoid
 FULL_BATCH_ROWS = 4096
 #: ... and at most this many multiply-adds per full-batch step of one configuration (fit rows x the network's
 #: weights): above, the same "auto" settings, whatever the rows. The small sets of the paper stay below
-#: (residential_building's 103 columns: about 25M); a fingerprint survey's fold of a few thousand rows
-#: (UJIIndoorLoc's 520 columns: 2.2M weights) does not, where a full-batch step took 1.5 s
+#: (a hundred columns); a fingerprint survey's fold of a few thousand rows (hundreds of columns) does not
 FULL_BATCH_MACS = 50_000_000
 MINIBATCH_ROWS = 256
 HALVE_EVERY = 4
@@ -60,7 +59,7 @@ def factor_product(out: torch.Tensor, output: str) -> torch.Tensor:
 def held_out_rows(m: int, n_val: int, seed: int, groups=None) -> tuple[np.ndarray, np.ndarray]:
     """``(held_out, fit)`` row indices: ``n_val`` random rows, or whole groups in random order until at
     least ``n_val`` rows, passing over a group that would take the slice beyond ``2 n_val`` rows (a
-    survey's phones: two of UJIIndoorLoc's 16 hold 47 % of its rows), and leaving at least one group to
+    survey's phones: a few may hold most of its rows), and leaving at least one group to
     fit on. When every group is that large, the smallest is held out alone."""
     rng = np.random.default_rng(seed)
     if groups is None:

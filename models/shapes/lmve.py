@@ -4,33 +4,15 @@ The paper's model (Alon, Arnon & Wiesel)::
 
     C_theta(x) = R(x)^T R(x) + eps I,     R(x) = L3 relu(L2 relu(L1 x + b1) + b2) + b3
 
-with hidden widths ``4d`` and ``d``, dropout after each ReLU, trained in two phases on the
-training residuals and chosen in a third:
+with hidden widths ``4d`` and ``d``, trained on the training residuals in two phases (an *init* phase that
+regresses ``C_theta`` onto NLE's calibrated shapes, then the *train* phase's loss
+``mean_i M_theta(x_i, r_i) + lambda mean_i det(C_theta(x_i))^{1/2}``) and chosen in a third, by calibrated
+volume on a held-out slice of the training rows. Beyond the paper: an ensemble of the best few networks, a
+floor share of GE's shape, clipped inputs and an optional centre correction (``mean_head``).
+``docs/concepts/lmve.md`` states the model and every parameter in full.
 
-1. *init*: regress ``C_theta(x_i)`` onto a baseline ``C_B(x_i)`` (NLE fitted and calibrated on
-   the training rows themselves) with the mean squared Frobenius error;
-2. *train*: minimise ``mean_i M_theta(x_i, r_i) + lambda mean_i det(C_theta(x_i))^{1/2}``,
-   ``M = r^T C^{-1} r``, ``lambda = mean_i M_B / mean_i det(C_B)^{1/2}``;
-3. *selection*: of the grid's networks (and the init-phase ones), the one of smallest calibrated
-   volume on a held-out slice of the training rows (never the calibration rows).
-
-Beyond the paper, ``n_ensemble`` networks (3 on small fits) are served: the candidates of smallest
-held-out volume, their shapes averaged (``C(x) = mean_k C_k(x)``). The held-out volumes of the grid's candidates differ
-by less than their own noise on a small survey, so the single smallest one is partly chosen by that
-noise; the mean of the best few varies less from split to split. The members are stored as one
-stack of weights with a leading member axis and evaluated together.
-
-Beyond the paper, which fixes the centre, ``mean_head=True`` gives the network ``n`` more outputs:
-a correction ``delta(x)`` to the fitted centre, so the region's centre is ``mu(x) + delta(x)``. Its
-output weights start at zero (the network starts from the fitted centre, the best candidate) and the
-train phase learns it jointly with the shape, scoring ``(r - delta)^T C^{-1} (r - delta)``. The
-calibration scores the same quantity, so the split-conformal guarantee is unchanged.
-
-All grid configurations train at once, in lockstep, as one batched model
-(:mod:`models.nn.lockstep`); each phase stops early on the held-out slice. Training needs torch
-(imported inside :meth:`LMVEShape.fit`); a fitted LMVE is plain float64 arrays evaluated in
-numpy, so serving never imports torch.
-"""
+Training needs torch (imported inside :meth:`LMVEShape.fit`); a fitted LMVE is plain arrays evaluated in
+numpy, so serving never imports torch."""
 
 from __future__ import annotations
 
@@ -73,126 +55,58 @@ class LMVEShape(EllipsoidShapeEstimator):
     """Learned minimal-volume ellipsoid shapes (the paper's LMVE network).
 
     ``fit(X, R, coverage=eta)`` tunes for the level ``eta`` given by the owner of the level, the
-    :class:`~models.predictor.SplitConformalRegressor` (it calibrates the init baseline and
-    chooses the configuration at that level).
+    :class:`~models.predictor.SplitConformalRegressor` (it calibrates the init baseline and chooses the
+    configuration at that level). ``docs/concepts/lmve.md`` explains each parameter.
 
     Parameters
     ----------
     learning_rates_init, learning_rates_train, dropouts : tuples
-        The grid. Default ``{1e-2, 1e-3}`` x ``{1e-2, 1e-3}`` x ``{0.1, 0.5}``: 8 configurations
-        that converge within a few thousand steps. The paper's rates ``{1e-3, 1e-5}`` need its
-        100,000-step budget; ``LMVEShape(**PAPER_GRID)`` selects them.
+        The grid; ``LMVEShape(**PAPER_GRID)`` is the paper's.
     eps : float, default=1e-3
-        ``C = R^T R + eps I`` (target units squared).
     n_layers : {2, 3}, default=3
-        3 is the paper's network (hidden widths 4d, d); 2 keeps one hidden layer of width 4d.
     init : {"nle", "none"}, default="nle"
-        Smart initialisation on the NLE baseline, or none (an ablation).
     lambda_ : "auto" or float, default="auto"
-        Volume weight; ``"auto"`` balances the two terms on the baseline as in the paper.
     max_steps : int, default=2000
-        Cap on optimiser steps per phase (the paper: 100,000 full-batch steps).
     init_steps : int or None, default=500
-        Cap on the init phase's steps alone, within ``max_steps`` (``None``: ``max_steps``, the paper's even split). The init
-        phase only imitates the NLE baseline as a start: on the synthetic survey it ran to the 2,000-step
-        cap, and capped at 500 the trained LMVE's expected volume was 1.008x (+- 0.018, 12 splits) at
-        half the fit time (9.9 s against 17.9); residential_building 1.02x (+- 0.06, 9), enb 1.07x
-        (+- 0.04, 12, at 91.0 % coverage against 88.0 %).
-    eval_every, patience : int
-        Held-out scores are evaluated every ``eval_every`` steps; a phase stops when no configuration
-        improved for ``patience`` evaluations (``None``: run all ``max_steps``, as the paper's budget).
+    eval_every, patience, tol : int, int or None, float
     batch_size : int or None, default=None
-        Mini-batch rows; ``None``: full batch on a small fit, ``_lmve_torch.MINIBATCH_ROWS`` (256) on a
-        *large* one: above ``_lmve_torch.FULL_BATCH_ROWS`` (4,096) fit rows, or above
-        ``_lmve_torch.FULL_BATCH_MACS`` (50M) multiply-adds per full-batch step of one network (fit rows x
-        its weights: a few hundred rows of a fingerprint survey's 520 columns).
     validation_fraction : float, default=0.2
-        Share of the training rows held out for early stopping and configuration choice.
     min_validation_rows : int, default=100
-        Hold out at least this many rows (at most half of them) when ``validation_fraction`` gives
-        fewer: the choice rests on an ``eta``-quantile of held-out scores.
     stop_on : {"loss", "volume"}, default="volume"
-        What the train phase's early stopping (and its choice of best weights) watches on the
-        held-out rows: the calibrated volume (conformal quantile of the held-out scores at the
-        level, to the power ``n/2``, times the mean ``det(C)^1/2``), or the training loss.
     clip_inputs : bool, default=True
-        Clip each query's features onto the box of the training inputs before the network sees
-        them: a ReLU network extrapolates linearly outside its data. Inside the box nothing changes.
     floor_weight : float in [0, 1), default=0.05
-        ``C = (1 - w) (R^T R + eps I) + w C_GE``: a share ``w`` of the constant GE shape (the fit
-        residuals' second moment), which bounds every score by ``M_GE / w``. 0 is the paper's model.
     retire : bool or "auto", default="auto"
-        Drop a configuration from the batch once it has stalled for ``patience`` evaluations
-        (its best weights stay a candidate). ``"auto"``: on a large fit only (``batch_size``).
     init_candidates : bool, default=True
-        Also offer the init-phase networks (imitations of the NLE baseline) to the selection.
     n_ensemble : int or "auto", default="auto"
-        Serve the mean shape of this many candidates, those of smallest held-out calibrated volume
-        (fewer when fewer are finite). 1 is the paper's single network. ``"auto"``: ``AUTO_MEMBERS`` (3) on a
-        small fit, where the held-out slice is small and its choice noisy; 1 on a large one (``batch_size``),
-        where the slice is large or each member would add a forward pass of a wide network (four times
-        the features wide) to every request.
     device : str, default="auto"
     random_state : int, default=0
     progress : bool, default=False
     loss : {"paper", "nll", "volume"}, default="paper"
-        Train-phase loss. ``"paper"``: ``mean M + lambda mean det(C)^1/2``. ``"nll"``: the Gaussian
-        negative log-likelihood ``mean (M + log det C)``. ``"volume"``: the calibrated volume itself,
-        ``(n/2) log q_eta(M) + log mean det(C)^1/2`` (differentiable through ``torch.quantile``).
     output : {"gram", "cholesky"} or None
-        How the net's output becomes a shape: ``R^T R`` (the paper) or a Cholesky factor.
-        ``None``: Cholesky for ``loss="nll"``, gram otherwise.
     precision : {"auto", "float32", "bfloat16"}, default="auto"
-        Forward passes during training under bf16 autocast. ``"auto"``: on a large fit (``batch_size``),
-        where the device computes bf16 natively (a CPU with ``amx_bf16``, a CUDA device with bf16;
-        :func:`models.nn.lockstep.cpu_has_native_bf16`); float32 otherwise. Weights, losses, the optimiser and the
-        selection stay float32; the fitted network is served in ``forward_precision``.
     forward_precision : {"auto", "float64", "float32"}, default="auto"
-        The arithmetic of the served network's forward pass, the same in calibration and at prediction
-        (so that the calibrated threshold is a quantile of the scores the regions are built from). The
-        weights were trained in float32, so either holds them exactly. ``"auto"``: float32 when one
-        network has more than ``FLOAT32_WEIGHTS`` weights (a fingerprint survey's 520 columns: 1.8M), where
-        a row's pass streams them from memory and float32 halves it (UJIIndoorLoc, one row: 75 us against
-        38 us for the widest layer); float64 otherwise (a small network gains nothing).
     halve_every : int, None or "auto", default="auto"
-        Successive halving: every this many held-out evaluations, the worse half of the
-        configurations still training (by best held-out score) leaves the batch, keeping its best
-        weights as a candidate; only the init networks still training at the end of the init phase
-        start train-phase configurations. ``None``: every configuration trains until it stops.
-        ``"auto"``: ``_lmve_torch.HALVE_EVERY`` (4) on a large fit (``batch_size``), ``None`` on a small one.
-    tol : float, default=1e-4
-        A held-out score counts as improved when it beats the best so far by this relative amount;
-        ``patience`` evaluations without such an improvement stop a configuration.
     drop_constant : bool, default=True
-        Columns constant on the training rows are not network inputs (their first-layer weights are
-        zero in ``layers_``); the hidden widths ``4d, d`` count the varying columns only.
     mean_head : bool, default=False
-        Learn a correction ``delta(x)`` to the centre jointly with the shape (beyond the paper; see
-        the module's docstring). Regions are centred on ``mu(x) + delta(x)``.
 
     Attributes
     ----------
     config_ : LMVEConfig
-        The configuration of the candidate of smallest held-out volume (the first member).
+        The configuration of the first member (smallest held-out volume).
     grid_results_ : list of dict
-        Held-out calibrated volume and stopping step per candidate (``stage`` "train", or "init"
-        for an init-phase network, whose ``lr_train`` is ``None``); a served one has ``member``, its
-        rank by held-out volume (0 first).
+        Held-out calibrated volume and stopping step per candidate; a served one has ``member``, its rank.
     layers_ : list of (ndarray (k, in, out), ndarray (k, out))
-        The ``k`` served networks' weights, stacked along the first axis, in ``forward_precision_``.
+        The ``k`` served networks' weights, stacked, in ``forward_precision_``.
     forward_precision_ : {"float64", "float32"}
-        The arithmetic of the forward pass (a bundle from before the parameter: float64).
     input_low_, input_high_ : ndarray (d,)
-        The box queries are clipped onto (``-inf``/``+inf``: no clipping).
+        The box queries are clipped onto (infinite: no clipping).
     floor_shape_ : ndarray (n, n)
         GE's shape in target units; ``floor_weight_`` its share.
     target_scale_ : float
-        ``s``: the residual scale used inside the optimiser (``C = s^2 F + eps I`` before the floor).
+        The residual scale inside the optimiser.
     lambda_value_ : float
-        The volume weight used (internal units).
     history_ : dict
-        Per-phase steps run, seconds taken and torch threads used (``init``, ``train``, ``selection``).
-    """
+        Per phase: steps run, seconds taken and torch threads used."""
 
     tunes_to_coverage = True
 
@@ -402,24 +316,28 @@ class LMVEShape(EllipsoidShapeEstimator):
         self.grid_results_ = [c.row for c in candidates]
         self.config_ = members[0].config
 
-        s = job.scale
+        self._store(job, members, X.shape[1])
+        self._fold()
+        return self
+
+    def _store(self, job, members, d: int) -> None:
+        """The chosen ``members``' weights as the served stack (zero first-layer weights for the ``d``
+        columns the networks did not see), and what prediction needs of the fit ``job``."""
         nets = [c.net.numpy_layers(c.index) for c in members]
         self.forward_precision_ = self._forward_dtype(sum(W.size + b.size for W, b in nets[0]))
         self.layers_ = [(np.stack([net[i][0] for net in nets]).astype(self.forward_precision_),
                          np.stack([net[i][1] for net in nets]).astype(self.forward_precision_))
                         for i in range(len(nets[0]))]
-        W0 = np.zeros((len(nets), X.shape[1], self.layers_[0][0].shape[2]), dtype=self.forward_precision_)
+        W0 = np.zeros((len(nets), d, self.layers_[0][0].shape[2]), dtype=self.forward_precision_)
         W0[:, job.columns] = self.layers_[0][0]  # columns the networks did not see get zero weights
         self.layers_[0] = (W0, self.layers_[0][1])
         self.n_input_columns_ = int(len(job.columns))
-        low, high = job.input_box if self.clip_inputs else (np.full(X.shape[1], -np.inf), np.full(X.shape[1], np.inf))
+        low, high = job.input_box if self.clip_inputs else (np.full(d, -np.inf), np.full(d, np.inf))
         self.input_low_, self.input_high_ = np.asarray(low, float), np.asarray(high, float)
         self.floor_weight_ = float(self.floor_weight)
-        self.floor_shape_ = job.ge_shape.double().cpu().numpy() * s**2
+        self.floor_shape_ = job.ge_shape.double().cpu().numpy() * job.scale**2
         self.output_ = job.output
         self.mean_head_ = bool(self.mean_head)
-        self._fold()
-        return self
 
     # ------------------------------------------------------------------ predict
     def chosen_grid(self) -> dict:
@@ -466,11 +384,9 @@ class LMVEShape(EllipsoidShapeEstimator):
     def _first_layer(self, h: np.ndarray) -> np.ndarray:
         """``h W0 + b0`` (all members' first layers side by side); as ``(h - low) W0 + (low W0 + b0)`` when
         the clipped rows ``h`` minus the clip box's lower bound ``low`` are sparse (``SPARSE_DENSITY``:
-        fingerprints, where nothing-detected is the floor): a CSR product over the nonzeros, for 256
-        UJIIndoorLoc rows (519 x 1,836 weights) 2.0 ms instead of BLAS's 8.1 ms, one thread. The two
+        fingerprints, where nothing-detected is the floor), a sparse product over the nonzeros. The two
         agree to about ``1e-15`` of the layer's output (the summation order differs); a single row
-        gathers its nonzero columns' weights instead of building a CSR matrix (scipy's constructor
-        costs tens of microseconds)."""
+        gathers its nonzero columns' weights instead of building a CSR matrix."""
         W, b = self._W0, self._b0
         if self._floor_out is not None:
             D = h - self.input_low_
@@ -504,9 +420,8 @@ class LMVEShape(EllipsoidShapeEstimator):
         """One forward pass of every member: the (N, n, n) shapes, the members' mean of
         ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64, ``F = R^T R`` or ``L L^T``), and the (N, n) centre
         corrections ``s delta(x)``, the members' mean (``None`` without a mean head). A batch of
-        ``THREAD_ROWS`` rows or more goes through the network in contiguous slices on the search's threads
-        (a 256-row UJIIndoorLoc batch, float32, one BLAS thread each: 5.3 ms on one, 3.4 ms on two); each
-        row's answer is the one it gets alone, to the rounding of the library's products."""
+        ``THREAD_ROWS`` rows or more goes through the network in contiguous slices on the search's threads;
+        each row's answer is the one it gets alone, to the rounding of the library's products."""
         h = np.minimum(np.maximum(X, self.input_low_), self.input_high_) if self._clip else X
         k, N = self.n_members_, h.shape[0]
         threads = search.SEARCH_THREADS

@@ -77,8 +77,7 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         return est
 
     #: up to this many (row, neighbour) pairs per call the neighbours' outer products are gathered and summed;
-    #: above, they are summed by a sparse product (a gather of 256 x 807 UJIIndoorLoc neighbours took 5 ms
-    #: against 0.7 ms; scipy's sparse matrix costs about 35 us to build, most of a one-row call)
+    #: above, they are summed by a sparse product (whose construction costs more than a small gather)
     GATHER_PAIRS = 8192
 
     def _outer_products(self) -> np.ndarray:
