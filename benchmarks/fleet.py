@@ -75,7 +75,7 @@ def start_nginx(ports: list[int], root: Path) -> tuple[subprocess.Popen, int]:
 
 
 def wait_ready(base: str, proc: subprocess.Popen, seconds: float = 120.0) -> None:
-    from tests.service.test_e2e import wait_alive
+    from tests.e2e.servers import wait_alive
 
     wait_alive(base, proc, seconds, path="/readyz")
 

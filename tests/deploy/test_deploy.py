@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.processes import spawn, stop
-from tests.service.test_e2e import free_port, start_server, wait_alive
+from tests.e2e.servers import free_port, start_server, wait_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 

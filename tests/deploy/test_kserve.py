@@ -16,7 +16,7 @@ from service.app import create_app
 from service.auth import PUBLIC_PATHS
 from service.settings import ServiceSettings
 from tests.processes import spawn, stop
-from tests.service.test_e2e import free_port, wait_alive
+from tests.e2e.servers import free_port, wait_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 KSERVE_MOUNT = "/mnt/models"  # where KServe's storage initializer puts STORAGE_URI's contents

@@ -114,3 +114,13 @@ def test_the_access_log_is_on_only_where_its_level_shows(level, shown):
     from service.cli import access_log
 
     assert access_log(level) is shown
+
+
+def test_no_cors_unless_configured(make_client):
+    plain = make_client()
+    r = plain.options("/predict-region", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in r.headers
+    cors = make_client(cors_origins=["https://maps.example"])
+    r = cors.options("/predict-region", headers={"Origin": "https://maps.example",
+                                                 "Access-Control-Request-Method": "POST"})
+    assert r.headers["access-control-allow-origin"] == "https://maps.example"

@@ -49,3 +49,12 @@ def test_a_path_naming_the_model_takes_no_model_in_the_body(bundle_dir):
     assert (bounds["minimum"], bounds["maximum"]) == (3, 100)
     geo = spec["paths"]["/predict-region"]["post"]["responses"]["200"]["content"]
     assert set(geo) == {"application/json", "application/geo+json"}
+
+
+def test_openapi_documents_routes_with_examples(client):
+    spec = client.get("/openapi.json").json()
+    for path in ("/predict-region", "/contains", "/{method}/predict-region", "/model",
+                 "/readyz", "/admin/reload"):
+        assert path in spec["paths"], path
+    schema = spec["components"]["schemas"]["PredictRegionRequest"]
+    assert schema["examples"][0]["features"]

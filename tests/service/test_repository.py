@@ -1,5 +1,5 @@
 """The model repository in one process: discovery, per-model routes, readiness, load and unload, per-model
-feedback and metrics. (Two real workers: tests/service/test_repository_e2e.py.)"""
+feedback and metrics. (Two real workers: tests/e2e/test_repository.py.)"""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from tests.conftest import train_and_save
-from tests.service.test_e2e import serving_repository
+from tests.e2e.servers import serving_repository
 
 
 @pytest.fixture(scope="session")

@@ -244,7 +244,7 @@ def test_group_weighted_reaches_levels_the_few_units_cannot_with_the_finite_samp
 @pytest.mark.slow
 def test_cli_states_the_guarantee_in_the_report_the_manifest_and_get_model(tmp_path, capsys):
     from tests.processes import stop
-    from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
+    from tests.e2e.servers import KEY, free_port, start_server, wait_alive
 
     ds = survey(10, n_points=80, readings=8)
     header = ",".join([*ds.feature_names, *ds.target_names, "phone"])

@@ -13,7 +13,7 @@ import pyproj
 import pytest
 
 from tests.conftest import train_and_save
-from tests.service.test_e2e import serving_repository
+from tests.e2e.servers import serving_repository
 
 GEO = "application/geo+json"
 

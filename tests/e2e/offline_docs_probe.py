@@ -1,4 +1,4 @@
-"""Run by tests/service/test_docs.py in a pytest of its own, never collected on its own (its name is not
+"""Run by tests/e2e/test_docs_offline.py in a pytest of its own, never collected on its own (its name is not
 ``test_*.py``): inside ``unshare -n`` (``LMVE_OFFLINE_DOCS=netns``: a network namespace that holds only
 loopback) or with Chromium's every request but loopback's sent to a proxy nobody answers
 (``LMVE_OFFLINE_DOCS=proxy``), a real ``lmve-serve`` and a headless Chromium: ``/docs`` and ``/redoc`` render
@@ -14,7 +14,7 @@ import struct
 
 import pytest
 
-from tests.service.test_docs import BUNDLE
+from tests.service.routers.test_docs import BUNDLE
 
 MODE = os.environ.get("LMVE_OFFLINE_DOCS")
 
@@ -28,13 +28,12 @@ def loopback_up() -> None:
         fcntl.ioctl(s, set_flags, struct.pack("16sH22x", b"lo", flags | up))
 
 
-@pytest.mark.skipif(MODE not in ("netns", "proxy"), reason="run by tests/service/test_docs.py, offline")
+@pytest.mark.skipif(MODE not in ("netns", "proxy"), reason="run by tests/e2e/test_docs_offline.py, offline")
 def test_the_pages_render_offline(tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     from tests.processes import stop
-    from tests.service.test_e2e import free_port, start_server, wait_alive
-    from tests.service.test_viewer import chromium
+    from tests.e2e.servers import chromium, free_port, start_server, wait_alive
 
     if MODE == "netns":
         loopback_up()

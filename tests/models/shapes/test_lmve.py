@@ -1,128 +1,20 @@
-"""Shape methods: statistical properties (Lemma 1, Theorem 1, volumes) and error paths."""
+"""models/shapes/lmve.py: the LMVE network's fit (determinism, grid, schedule, floor, ensembles, precision,
+mini-batches, the mean head) and its numpy forward pass against the torch graph it was trained as."""
+
+from __future__ import annotations
 
 import copy
 import re
-import warnings
 
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chi2
-from sklearn.linear_model import LinearRegression
 
-from models import (
-    EmpiricalCopulaBox,
-    GaussianEllipsoid,
-    LMVEShape,
-    NearestNeighbourEllipsoid,
-    SplitConformalRegressor,
-    SVRCentre,
-)
-from models import geometry
+from models import geometry, LMVEShape, SplitConformalRegressor
 from models.centres import ConstantCentre
 from models.exceptions import InputError, NotFittedError
-from tests.conftest import heteroscedastic, joint_gaussian
-
-FAST_LMVE = dict(max_steps=600, eval_every=25, patience=6)
-
-
-def test_lemma1_ge_threshold_is_the_chi_square_quantile():
-    """Gaussian y: GE calibrated at eta scales Sigma by ~F^-1_chi2(n)(eta) and covers ~eta."""
-    rng = np.random.default_rng(0)
-    Sigma = np.array([[2.0, 0.6], [0.6, 0.5]])
-    L = np.linalg.cholesky(Sigma)
-    Y = rng.normal(size=(30000, 2)) @ L.T + np.array([3.0, -1.0])
-    X = rng.normal(size=(30000, 1))  # independent of y
-    reg = SplitConformalRegressor(GaussianEllipsoid(), centre=ConstantCentre(), coverage=0.9)
-    reg.fit(X[:15000], Y[:15000]).conformalize(X[15000:25000], Y[15000:25000])
-    assert reg.alpha_q_ == pytest.approx(chi2.ppf(0.9, 2), rel=0.05)  # sampling sd ~2 %
-    np.testing.assert_allclose(reg.shape_.covariance_, Sigma, rtol=0.05, atol=0.02)
-    region = reg.predict_region(X[25000:])
-    assert region.contains(Y[25000:]).mean() == pytest.approx(0.9, abs=0.015)
-    # optimal volume: V_2 * chi2^{n/2} * sqrt(det Sigma)
-    expected = np.pi * chi2.ppf(0.9, 2) * np.sqrt(np.linalg.det(Sigma))
-    assert region.volume()[0] == pytest.approx(expected, rel=0.06)
-
-
-@pytest.fixture(scope="module")
-def gaussian_fit():
-    X, Y, Sigma = joint_gaussian(3000, seed=3)
-    tr, ca, te = slice(0, 2000), slice(2000, 2500), slice(2500, 3000)
-    centre = LinearRegression().fit(X[tr], Y[tr])
-    out = {}
-    for name, shape in (("ge", GaussianEllipsoid()), ("lmve", LMVEShape(random_state=0, **FAST_LMVE))):
-        reg = SplitConformalRegressor(shape, centre=centre, prefit_centre=True, coverage=0.9)
-        reg.fit(X[tr], Y[tr]).conformalize(X[ca], Y[ca])
-        out[name] = reg.predict_region(X[te])
-    return out, Y[te], Sigma
-
-
-@pytest.mark.slow
-def test_theorem1_ge_shape_is_the_conditional_covariance(gaussian_fit):
-    regions, Y, Sigma = gaussian_fit
-    ge = regions["ge"]
-    # calibrated shape / alpha_q is the estimated shape; compare with Sigma
-    np.testing.assert_allclose(ge.shapes[0] / ge.alpha_q, Sigma, rtol=0.1, atol=0.05)
-
-
-def test_theorem1_lmve_cannot_meaningfully_beat_ge_on_gaussian_data(gaussian_fit):
-    regions, Y, _ = gaussian_fit
-    v_ge = regions["ge"].volume().mean()
-    v_lmve = regions["lmve"].volume().mean()
-    assert v_lmve >= 0.95 * v_ge, (v_lmve, v_ge)
-    assert regions["lmve"].contains(Y).mean() >= 0.85
-
-
-@pytest.fixture(scope="module")
-def hetero_fit():
-    X, Y = heteroscedastic(3000, seed=7)
-    tr, pool = np.arange(1800), np.arange(1800, 3000)
-    centre = SVRCentre().fit(X[tr], Y[tr])
-    centers = centre.predict(X)
-    fitted = {}
-    for name, shape in (("ge", GaussianEllipsoid()), ("nle", NearestNeighbourEllipsoid()),
-                        ("lmve", LMVEShape(random_state=0, **FAST_LMVE)), ("copula", EmpiricalCopulaBox())):
-        reg = SplitConformalRegressor(shape, centre=centre, prefit_centre=True, coverage=0.9)
-        fitted[name] = reg.fit(X[tr], Y[tr], centers=centers[tr])
-    return fitted, X, Y, centers, pool
-
-
-def coverage_over_random_splits(reg, X, Y, pool, seed: int, centers=None, m_c: int = 400, check=None) -> float:
-    """Mean test coverage of ``reg`` over 200 random calibration/test splits of ``pool`` (``m_c``
-    calibration rows each); ``check(region, te)`` runs on every split."""
-    rng = np.random.default_rng(seed)
-    cov = []
-    for _ in range(200):
-        p = rng.permutation(pool)
-        ca, te = p[:m_c], p[m_c:]
-        reg.conformalize(X[ca], Y[ca], centers=None if centers is None else centers[ca])
-        region = reg.predict_region(X[te], centers=None if centers is None else centers[te])
-        if check is not None:
-            check(region, te)
-        cov.append(region.contains(Y[te]).mean())
-    return float(np.mean(cov))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("method", ["ge", "nle", "lmve", "copula"])
-def test_conformal_validity_over_random_splits(hetero_fit, method):
-    """Mean coverage over 200 random calibration/test splits lies in [eta - tol, eta + 1/(m_c+1) + tol]."""
-    fitted, X, Y, centers, pool = hetero_fit
-    mean = coverage_over_random_splits(fitted[method], X, Y, pool, seed=11, centers=centers)
-    assert 0.9 - 0.01 <= mean <= 0.9 + 1 / 401 + 0.01, mean
-
-
-def test_lmve_and_nle_beat_ge_on_heteroscedastic_data(hetero_fit):
-    fitted, X, Y, centers, pool = hetero_fit
-    ca, te = pool[:400], pool[400:]
-    vol, cov = {}, {}
-    for name, reg in fitted.items():
-        reg.conformalize(X[ca], Y[ca], centers=centers[ca])
-        region = reg.predict_region(X[te], centers=centers[te])
-        vol[name], cov[name] = region.volume().mean(), region.contains(Y[te]).mean()
-    for name in ("nle", "lmve"):
-        assert vol[name] < 0.75 * vol["ge"], vol
-        assert abs(cov[name] - cov["ge"]) < 0.05, cov
+from tests.conftest import heteroscedastic
+from tests.models.shapes import FAST_LMVE, coverage_over_random_splits
 
 
 def test_lmve_is_deterministic_for_a_seed_on_cpu():
@@ -202,56 +94,6 @@ def test_lmve_retire_trains_and_reports_per_configuration_stops():
     assert all(0 <= s <= est.history_["train"]["steps"] for s in steps)
     C = est.predict_shape(X[:10])
     assert np.all(np.isfinite(C))
-
-
-def test_nle_local_shape_formula():
-    rng = np.random.default_rng(0)
-    X, R = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
-    est = NearestNeighbourEllipsoid().fit(X, R)  # k = 2
-    d = np.linalg.norm(X - X[7], axis=1)
-    nn = np.argsort(d)[:2]
-    local = sum(np.outer(R[i], R[i]) for i in nn) / 2
-    expected = 0.95 * local + 0.05 * R.T @ R / 40
-    np.testing.assert_allclose(est.predict_shape(X[7:8])[0], expected, rtol=1e-12)
-
-
-@pytest.mark.parametrize("est", [GaussianEllipsoid(), NearestNeighbourEllipsoid(), EmpiricalCopulaBox(),
-                                 LMVEShape(max_steps=10)])
-def test_predict_before_fit_is_refused(est):
-    with pytest.raises(NotFittedError, match="not fitted"):
-        est.conformity_scores(np.zeros((2, 3)), np.zeros((2, 2)))
-
-
-def test_bad_inputs_name_what_was_expected():
-    X, R = heteroscedastic(100)
-    with pytest.raises(InputError, match="X has 40 rows but R has 100"):
-        GaussianEllipsoid().fit(X[:40], R)
-    with pytest.raises(InputError, match=r"contains NaN or inf \(first at row 3, column 1\)"):
-        Xn = X.copy(); Xn[3, 1] = np.nan  # noqa: E702
-        GaussianEllipsoid().fit(Xn, R)
-    with pytest.raises(InputError, match="R contains NaN or inf"):
-        Rn = R.copy(); Rn[0, 0] = np.inf  # noqa: E702
-        GaussianEllipsoid().fit(X, Rn)
-    reg = SplitConformalRegressor(GaussianEllipsoid(), centre=ConstantCentre()).fit(X[:60], R[:60])
-    reg.conformalize(X[60:], R[60:])
-    with pytest.raises(InputError, match="X has 2 columns, but the fitted shape expects 3"):
-        reg.predict_region(X[:, :2])
-    with pytest.raises(InputError, match="2-D"):
-        reg.predict_region(X[0, :])
-    with pytest.raises(InputError, match="at least 20 rows"):
-        NearestNeighbourEllipsoid().fit(X[:19], R[:19])
-    with pytest.raises(InputError, match="at least 50 rows"):
-        NearestNeighbourEllipsoid(n_neighbors=50).fit(X[:30], R[:30])
-    with pytest.raises(InputError, match="LMVEShape needs at least 20 rows"):
-        LMVEShape().fit(X[:25], R[:25])
-    with pytest.raises(InputError, match="coverage must lie in the open interval"):
-        SplitConformalRegressor(GaussianEllipsoid(), coverage=1.2).fit(X, R)
-    reg = SplitConformalRegressor(GaussianEllipsoid(), centre=ConstantCentre()).fit(X[:60], R[:60])
-    with pytest.raises(NotFittedError, match="conformalize"):
-        reg.predict_region(X[60:])
-    reg.conformalize(X[60:], R[60:])
-    with pytest.raises(InputError, match="coverage must lie in the open interval"):
-        reg.predict_region(X[:3], coverage=0.0)
 
 
 def test_lmve_clips_queries_onto_the_training_box():
@@ -545,21 +387,6 @@ def test_a_float32_lmve_is_calibrated_on_the_scores_it_serves():
     reg.fit(X[:300], Y[:300]).conformalize(X[300:], Y[300:])
     assert reg.shape_.forward_precision_ == "float32"
     np.testing.assert_array_equal(np.sort(reg.conformity_scores(X[300:], Y[300:])), reg.calibrator_.scores_)
-
-
-def test_copula_numpy_forward_equals_scikit_learns_mlp():
-    from sklearn.neural_network import MLPRegressor
-
-    X, Y = heteroscedastic(300, seed=6)
-    R = Y - Y.mean(axis=0)
-    est = EmpiricalCopulaBox(max_iter=200).fit(X, R)
-    mean_abs = np.abs(R).mean(axis=0)
-    with warnings.catch_warnings():  # 200 iterations: scikit-learn may warn that it did not converge
-        warnings.simplefilter("ignore")
-        mlp = MLPRegressor(hidden_layer_sizes=(32,), alpha=10.0, max_iter=200, random_state=0).fit(X, np.abs(R) / mean_abs)
-    Q = np.vstack([X[:50], X[:5] * 3.0])
-    expected = np.maximum(mlp.predict(Q) * mean_abs, 0.01 * mean_abs)
-    np.testing.assert_allclose(est.predict_scale(Q), expected, rtol=1e-12, atol=1e-14)
 
 
 def test_lmve_auto_settings_switch_only_above_the_full_batch_size():

@@ -1,7 +1,7 @@
 """tests/processes.py and scripts/test.sh: a run that is interrupted (SIGTERM to the script, Ctrl-C's SIGINT to
 its process group), fails, or whose pytest is killed outright leaves no process behind: not the
 ``lmve-serve`` and its workers, nginx and its workers, PostgreSQL's server nor chromedriver and Chromium
-that tests/interrupt_probe.py starts. Each process of the run is found by an environment variable only it
+that tests/e2e/interrupt_probe.py starts. Each process of the run is found by an environment variable only it
 carries, or by the process group of a server the probe started (nginx and PostgreSQL rewrite their
 environment), so the check sees daemons (the postmaster) as well as children."""
 
@@ -21,7 +21,7 @@ import pytest
 
 from tests import processes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def of_run(token: str, groups: Path | None = None) -> dict[int, str]:
@@ -75,7 +75,7 @@ def test_an_interrupted_or_failed_run_leaves_no_process(how, tmp_path):
     log = tmp_path / "run.log"
     # as from a terminal: SIGINT at its default (a shell cannot trap a signal ignored when it starts, and this
     # run's own pytest may be a background job of scripts/test.sh, which ignores it)
-    script = subprocess.Popen(["bash", "scripts/test.sh", "-p", "no:cacheprovider", "tests/interrupt_probe.py"],
+    script = subprocess.Popen(["bash", "scripts/test.sh", "-p", "no:cacheprovider", "tests/e2e/interrupt_probe.py"],
                               cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
                               start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     started = None

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -17,64 +14,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import FAST_TRAIN_LMVE
-from tests.processes import spawn, stop
-
-KEY = "e2e-key"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(bundle: Path | None, port: int, log: Path, **env) -> subprocess.Popen:
-    """``lmve-serve`` on ``port`` in a process group of its own (:func:`tests.processes.spawn`: stopped at the
-    end of the run at the latest, an interrupted run included)."""
-    cmd = [str(Path(sys.executable).parent / "lmve-serve"), "--host", "127.0.0.1", "--port", str(port),
-           "--log-level", "info"]
-    if bundle is not None:
-        cmd += ["--bundle", str(bundle)]
-    full_env = {**os.environ, "LMVE_API_KEY": KEY, **env}
-    full_env.pop("LMVE_BUNDLE", None)
-    return spawn(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=full_env)
-
-
-def wait_alive(base: str, proc: subprocess.Popen, timeout: float = 60.0, path: str = "/livez") -> None:
-    """Poll ``path`` until it answers 200 (``/readyz``: a verified bundle is served)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base}{path}", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"server did not answer {path}")
-
-
-@contextmanager
-def serving_client(log: Path, **env):
-    """A real ``lmve-serve`` on a free loopback port (``env``: its settings, e.g. ``LMVE_MODEL_REPOSITORY``),
-    ready, and an httpx client on it with the API key; stopped on exit."""
-    port = free_port()
-    proc = start_server(None, port, log, **env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_alive(base, proc, path="/readyz")
-        with httpx.Client(base_url=base, timeout=30.0, headers={"X-API-Key": KEY}) as client:
-            yield client
-    finally:
-        stop(proc, timeout=20)
-
-
-def serving_repository(root: Path, default: str, logs: Path, **env):
-    """:func:`serving_client` on the model repository ``root`` whose default model is ``default``, logging
-    to ``logs/server.log``."""
-    return serving_client(logs / "server.log", LMVE_MODEL_REPOSITORY=str(root), LMVE_DEFAULT_MODEL=default, **env)
-
+from tests.e2e.servers import KEY, free_port, start_server, wait_alive
+from tests.processes import stop
 
 @pytest.fixture(scope="module")
 def large_bundle(tmp_path_factory):

@@ -17,32 +17,7 @@ import pytest
 
 from tests.service.conftest import features
 from tests.processes import stop
-from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
-
-H = {"X-API-Key": KEY}
-SYNC = "0.3"
-
-
-def wait_ready(base: str, proc, timeout: float = 90.0) -> None:
-    wait_alive(base, proc, timeout, path="/readyz")
-
-
-def fresh_get(base: str, path: str) -> httpx.Response:
-    """One request on a new connection (so that either worker may take it)."""
-    with httpx.Client(timeout=10.0) as c:
-        return c.get(f"{base}{path}", headers=H)
-
-
-def by_worker(base: str, path: str, key, tries: int = 200) -> dict:
-    """``worker_pid -> key(json)`` from requests on new connections, until two workers answered."""
-    seen = {}
-    for _ in range(tries):
-        body = fresh_get(base, path).json()
-        seen[body["worker_pid"]] = key(body)
-        if len(seen) == 2:
-            break
-    return seen
-
+from tests.e2e.servers import H, SYNC, by_worker, fresh_get, free_port, start_server, wait_ready
 
 def counter(text: str, name: str, method: str = "lmve") -> float:
     for line in text.splitlines():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.processes import stop
-from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
+from tests.e2e.servers import KEY, free_port, start_server, wait_alive
 
 H = {"X-API-Key": KEY}
 

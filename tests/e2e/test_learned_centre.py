@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from tests.processes import stop
-from tests.service.test_client_centre import post
-from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
+from tests.e2e.servers import KEY, free_port, post, start_server, wait_alive
 from training.cli import main
 
 

@@ -1,4 +1,5 @@
-"""``POST /admin/recalibrate``: new calibration from JSON or CSV rows, swapped in; errors keep the old bundle."""
+"""service/routers/admin.py: ``POST /admin/reload`` (the key required; a corrupt bundle refused, the old one kept) and
+``POST /admin/recalibrate`` (new calibration from JSON or CSV rows, swapped in; errors keep the old bundle)."""
 
 import csv
 import io
@@ -12,6 +13,7 @@ from models.bundle import load_bundle
 from tests.service.conftest import features
 
 KEY = {"x-api-key": "k"}
+ROW = [-60.0] * 16
 
 
 @pytest.fixture()
@@ -185,3 +187,34 @@ def test_ragged_points_are_named_before_any_grouping(make_client, served, test_r
     c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite")
     r = c.post("/admin/recalibrate", json={"features": features(X[:2]), "points": [[1.0, 2.0], [1.0]]}, headers=KEY)
     assert r.status_code == 422 and r.json()["errors"][0]["field"].startswith("points")
+
+
+def test_reload_is_disabled_without_a_key(client):
+    assert client.post("/admin/reload").status_code == 403
+
+
+def test_reload_good_and_corrupt_bundles(make_client, bundle_dir, tmp_path, trained_synthetic):
+    from models.bundle import save_bundle
+
+    client = make_client(api_key="k")
+    h = {"X-API-Key": "k"}
+    v0 = client.get("/model", headers=h).json()["version"]
+    assert client.post("/admin/reload").status_code == 401
+    # a good new bundle (another coverage level -> other content hash)
+    result, ds = trained_synthetic
+    model = result.model
+    other = type(model)(**{**model.__dict__, "methods": {k: v for k, v in model.methods.items() if k != "copula"}})
+    save_bundle(other, tmp_path / "new", dataset=ds.info)
+    r = client.post("/admin/reload", json={"bundle": str(tmp_path / "new")}, headers=h)
+    assert r.status_code == 200 and r.json()["previous_version"] == v0
+    v1 = r.json()["version"]
+    assert v1 != v0 and client.get("/model", headers=h).json()["version"] == v1
+    # a corrupt one is refused, the good one keeps serving
+    bad = tmp_path / "bad"
+    shutil.copytree(bundle_dir, bad)
+    (bad / "ge.npz").write_bytes(b"tampered")
+    r = client.post("/admin/reload", json={"bundle": str(bad)}, headers=h)
+    assert r.status_code == 422 and "ge.npz does not match the manifest" in r.json()["detail"]
+    assert client.get("/model", headers=h).json()["version"] == v1
+    assert client.post("/predict-region", json={"features": [ROW]}, headers=h).status_code == 200
+    assert 'lmve_reloads_total{model="synthetic",result="refused"} 1.0' in client.get("/metrics").text

@@ -6,20 +6,15 @@ error, nothing fetched from elsewhere. And the two reads it draws from, with the
 from __future__ import annotations
 
 import os
-import shutil
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests import processes
 from tests.conftest import train_and_save
-from tests.service.test_e2e import KEY, serving_repository
+from tests.e2e.servers import KEY, chromium, serving_repository
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 STROKE = (0x21, 0x66, 0xAC)  # #region's stroke colour (service/viewer/viewer.css)
 
 
@@ -93,34 +88,6 @@ def test_the_page_is_public_and_the_reads_are_not(served):
     assert r.status_code == 422 and "limit" in r.text
     r = served.get("/models/floors/feedback/recent", params={"method": "lmve"})
     assert r.status_code == 404 and r.json()["errors"][0]["field"] == "method"
-
-
-@contextmanager
-def chromium(*args: str):
-    """A headless Chromium driven by selenium (chromedriver and Chromium in a process group of their own, so
-    that tests.processes stops them at the end of the run at the latest, should ``quit()`` never come), with
-    ``args`` besides its own; skips where they are not installed."""
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip("no chromium/chromedriver on PATH (Debian: apt-get install chromium chromium-driver; .ci/run "
-                    "installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1400,900", "--force-device-scale-factor=1", *args):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    service = Service(CHROMEDRIVER, popen_kw={"start_new_session": True})
-    driver = webdriver.Chrome(service=service, options=options)
-    processes.adopt(service.process)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        processes.stop(service.process)
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.test_e2e import free_port, start_server, wait_alive
+from tests.e2e.servers import free_port, start_server, wait_alive
 from tests.processes import stop
-from tests.service.test_workers import H, SYNC, by_worker, fresh_get
+from tests.e2e.servers import H, SYNC, by_worker, fresh_get
 
 SITES = ("site=0", "site=1", "site=2")
 

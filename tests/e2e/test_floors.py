@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import train_and_save
-from tests.service.test_e2e import serving_repository
+from tests.e2e.servers import serving_repository
 
 
 @pytest.fixture(scope="module")

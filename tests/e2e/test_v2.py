@@ -19,9 +19,9 @@ from open_inference.openapi.errors import BadRequestError
 from open_inference.openapi.types import InferenceRequest, RequestInput
 from tritonclient.utils import InferenceServerException
 
-from tests.service.test_e2e import free_port, start_server, wait_alive
+from tests.e2e.servers import free_port, start_server, wait_alive
 from tests.processes import stop
-from tests.service.test_workers import H, SYNC
+from tests.e2e.servers import H, SYNC
 
 SITES = ("site=0", "site=1", "site=2")
 # every call gets its own copy of the key header H: tritonclient writes Inference-Header-Content-Length into

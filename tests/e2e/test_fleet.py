@@ -26,7 +26,7 @@ from models.bundle import load_bundle
 from service.state import open_state
 
 from tests.service.conftest import BACKENDS, features
-from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
+from tests.e2e.servers import KEY, free_port, start_server, wait_alive
 
 H = {"X-API-Key": KEY}
 POLL = {"sqlite": "0.5", "postgresql": "30"}

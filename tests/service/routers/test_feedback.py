@@ -116,7 +116,7 @@ def test_the_service_exports_every_metric_the_rules_use(make_client, test_rows):
 
     import yaml
 
-    rules = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "lmve-alerts.yml"
+    rules = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "lmve-alerts.yml"
     X, Y = test_rows
     c = make_client(api_key="k")
     c.post("/feedback", json={"features": X[:5].tolist(), "points": Y[:5].tolist()}, headers={"x-api-key": "k"})

@@ -1,4 +1,4 @@
-"""Run by tests/test_processes.py through ``scripts/test.sh``, never collected on its own (its name is not
+"""Run by tests/e2e/test_processes.py through ``scripts/test.sh``, never collected on its own (its name is not
 ``test_*.py``): one test that starts each kind of server the suite starts -- ``lmve-serve`` with two uvicorn
 workers, nginx in front of it, a PostgreSQL cluster, chromedriver with its headless Chromium on the proxy --
 writes what it started to the file ``$LMVE_PROBE_READY`` names, and then waits to be interrupted, or fails
@@ -17,8 +17,7 @@ import pytest
 
 from tests.deploy.test_deploy import start_nginx
 from tests.postgres import Cluster, bindir
-from tests.service.test_e2e import free_port, start_server, wait_alive
-from tests.service.test_viewer import chromium
+from tests.e2e.servers import chromium, free_port, start_server, wait_alive
 
 
 def test_start_every_kind_of_server_and_wait(tmp_path):

@@ -1,14 +1,10 @@
 """GET /docs and /redoc (service/routers/docs.py) with no network: the pages name only their own server's
-assets, the assets are the installed package's, and in a real Chromium the pages render from a real
-``lmve-serve`` where nothing but loopback is reachable (tests/service/offline_docs_probe.py, in a network
-namespace of its own, or, where this machine may not make one, every other address behind a dead proxy)."""
+assets, and the assets are the installed package's. tests/e2e/test_docs_offline.py renders them in a real
+Chromium with no network."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +15,7 @@ from service.auth import PUBLIC_PATHS
 from service.routers.docs import ASSETS, FILES, PATHS, POLICY
 from service.settings import ServiceSettings
 
-BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "bundle_v2"
+BUNDLE = Path(__file__).resolve().parents[2] / "fixtures" / "bundle_v2"
 PAGES = ("/docs", "/redoc", "/docs/oauth2-redirect")
 
 
@@ -72,17 +68,3 @@ def test_metrics_name_the_docs_routes(client):
                           ("/docs/assets/{asset}", 404), ("unmatched", 404)):
         assert re.search(rf'lmve_http_requests_total{{[^}}]*route="{re.escape(route)}",status="{status}"}} [1-9]', text), \
             (route, status)
-
-
-@pytest.mark.slow
-def test_docs_render_with_no_network_route(tmp_path):
-    """Runs tests/service/offline_docs_probe.py in a pytest of its own inside ``unshare -n`` (only loopback, no
-    route), or where this machine may not make a namespace, with Chromium's every non-loopback request sent to
-    a dead proxy."""
-    netns = subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
-    cmd = [sys.executable, "-m", "pytest", str(Path(__file__).with_name("offline_docs_probe.py")), "-q", "-p",
-           "no:cacheprovider", "--basetemp", str(tmp_path / "inner")]
-    run = subprocess.run((["unshare", "-n"] if netns else []) + cmd, capture_output=True, text=True, timeout=240,
-                         env={**os.environ, "LMVE_OFFLINE_DOCS": "netns" if netns else "proxy"},
-                         cwd=Path(__file__).resolve().parents[2])
-    assert run.returncode == 0 and re.search(r"\b1 passed\b", run.stdout), run.stdout[-4000:] + run.stderr[-2000:]

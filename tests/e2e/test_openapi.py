@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.processes import stop
-from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
+from tests.e2e.servers import KEY, free_port, start_server, wait_alive
 
 #: what a schema-valid request may still be refused for (ST202), as the refusal words it: the bundle's feature
 #: and target counts, whether it takes `centers` or floors, and the cross-field counts JSON Schema cannot state

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.processes import stop
-from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
+from tests.e2e.servers import KEY, free_port, post, start_server, wait_alive
 from training.cli import main
 
 
@@ -37,13 +37,6 @@ def served(tmp_path_factory):
         yield base, X, P, est, root
     finally:
         stop(proc)
-
-
-def post(base, route, body):
-    import json
-
-    return httpx.post(f"{base}{route}", content=json.dumps(body), timeout=30,  # allow_nan: NaN goes as NaN
-                      headers={"X-API-Key": KEY, "Content-Type": "application/json"})
 
 
 @pytest.mark.slow

@@ -15,8 +15,7 @@ import tritonclient.grpc as tg
 from tritonclient.utils import InferenceServerException
 
 from tests.processes import stop
-from tests.service.test_e2e import KEY, free_port, start_server, wait_alive
-from tests.service.test_workers import SYNC
+from tests.e2e.servers import KEY, SYNC, free_port, start_server, wait_alive
 
 H = {"x-api-key": KEY}
 
