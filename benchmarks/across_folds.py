@@ -4,7 +4,7 @@
     python -m benchmarks.across_folds --seeds 0-19          # about 25 minutes on 2 cores
     python -m benchmarks.across_folds --cached-only         # summarise what ran
 
-The product's splits (``training.across.across_split`` over PHONEID or USERID, as ``shift_product.py``), with
+The product's splits (``training.calibration.across.across_split`` over PHONEID or USERID, as ``shift_product.py``), with
 the k-NN centre and GE and NLE (seconds a split; the product's LMVE and centre choice cost minutes, which
 ``shift_product.py`` pays on fewer splits). Variants of ``training.pipeline.train`` on the same split:
 
@@ -61,9 +61,9 @@ def _config(variant: str, column: str, seed: int, n_train_units: int):
 
 
 def run_variant(ds, protocol: str, seed: int, variant: str) -> list[dict]:
-    from training.across import across_split, unit_codes
+    from training.calibration.across import across_split, unit_codes
     from training.pipeline import train
-    from training.splits import Split
+    from training.calibration.splits import Split
 
     column = PROTOCOLS[protocol]
     units = unit_codes(ds, [column])
@@ -94,7 +94,7 @@ def run_variant(ds, protocol: str, seed: int, variant: str) -> list[dict]:
 
 def run_representations(ds, protocol: str, seed: int) -> dict:
     """The k-NN centre's unit-fold and test RMSE (m) under each representation."""
-    from training.across import UnitCrossFit, across_split, unit_codes
+    from training.calibration.across import UnitCrossFit, across_split, unit_codes
     from training.pipeline import TrainConfig, standardise
 
     column = PROTOCOLS[protocol]
@@ -125,7 +125,7 @@ def summarise(records: list[dict], reps: list[dict], argv: list[str]) -> tuple[l
     runs = ", ".join(sorted({c[:7] for c in df["commit"]})) if len(df) else "-"
     lines = ["## Unit folds and representations", "",
              f"Command: `{command('across_folds', argv)}` at commit {commit()}; runs at {runs}. "
-             "New phones and users: UJIIndoorLoc TrainingData, the product's across splits (`training.across.across_split`), the k-NN "
+             "New phones and users: UJIIndoorLoc TrainingData, the product's across splits (`training.calibration.across.across_split`), the k-NN "
              "centre, GE and NLE at 0.9. `coverage`: pooled over the test rows (mean over splits); `area`: the "
              "regions' mean true area (m^2), mean and median over splits; `x position`: the median over splits of "
              "the area over the same split's `position` area; `oracle`: the area the same regions would need to hold "
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.cached_only:
         from tqdm.auto import tqdm
 
-        from training.datasets import group_by_position, load_dataset
+        from training.data.datasets import group_by_position, load_dataset
 
         ds = group_by_position(load_dataset("indoor_localization", args.data_dir))
         jobs = [(p, s, v) for p in protocols for s in parse_seeds(args.seeds) for v in [*variants, "representations"]]

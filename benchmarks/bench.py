@@ -32,7 +32,7 @@ PROG = "python -m benchmarks.bench"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from training.datasets import PAPER_DATASETS
+    from training.data.datasets import PAPER_DATASETS
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="enb,ble_rssi,residential_building",
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", default="rows,groups,groups-pooled,across",
                    help="with --protocol: which calibrations to tabulate: rows, groups (exact rule), groups-pooled, "
                         "across (across-PHONEID / across-USERID on leave-phone-out / leave-user-out: calibration "
-                        "units held out of training, training.across; all are computed)")
+                        "units held out of training, training.calibration.across; all are computed)")
     p.add_argument("--cached-only", action="store_true",
                    help="tabulate the splits already in the cache and run none (says which are missing)")
     p.add_argument("--merge", action="store_true",

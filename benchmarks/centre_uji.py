@@ -36,7 +36,7 @@ def _run(config: str, seed: int, methods: tuple[str, ...], data_dir: str | None)
     import torch
 
     from benchmarks.harness.shift import run_shift_split
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
 
     torch.set_num_threads(1)
     centre, rssi = CONFIGS[config]

@@ -51,7 +51,7 @@ COVERAGE = 0.9
 
 def stream_split(ds, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(train, calibration, stream)`` row indices; the stream (held-out phones) in time order."""
-    from training.datasets import group_codes_of
+    from training.data.datasets import group_codes_of
     from benchmarks.harness.shift import take_groups
 
     rng = np.random.default_rng(seed)
@@ -71,7 +71,7 @@ def run(seed: int, data_dir: str | None) -> dict:
     import torch
 
     from models.calibration.adaptive import AdaptiveConformal, QuantileTracker, run_stream
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import Split, TrainConfig, train
 
     torch.set_num_threads(1)

@@ -33,7 +33,7 @@ VOLATILE = ("seconds", "time", "timing", "mib", "elapsed")
 
 def _uji(seed: int = 0, rows: int = 3000):
     """``rows`` rows of UJIIndoorLoc's survey drawn at random (every building and phone)."""
-    from training.datasets import load_dataset, subset
+    from training.data.datasets import load_dataset, subset
 
     ds = load_dataset("indoor_localization", DATA_DIR)
     pick = np.sort(np.random.default_rng(seed).choice(len(ds.X), size=rows, replace=False))
@@ -42,7 +42,7 @@ def _uji(seed: int = 0, rows: int = 3000):
 
 def configurations():
     """``name -> (dataset, TrainConfig)``, built lazily (each loads its own data)."""
-    from training.datasets import group_by_position, load_dataset
+    from training.data.datasets import group_by_position, load_dataset
     from training.pipeline import TrainConfig
 
     fast = ("ge", "nle", "copula", "ball")

@@ -10,7 +10,7 @@ and test; the guarantee is per new position). On the same split, per method:
 
 - ``joint``: the bundle's answer, the floor set with the ellipse of the joint threshold (``models.floors``);
 - ``bonferroni``: the floor set and the ellipse each calibrated alone at ``1 - (1 - eta) / 2`` on the same
-  calibration rows (``training.floors.bonferroni``);
+  calibration rows (``training.pipeline.floors.bonferroni``);
 - ``2d``: the same bundle without its floor part, as ``lmve-train`` without ``--floor-column`` writes it
   (the floor stage runs after the ellipses and changes nothing else): its ellipse, no floor figures.
 
@@ -45,7 +45,7 @@ COLUMNS = ("protocol", "method", "n_splits", "floor_hit_rate", "set_size_mean", 
 
 
 def dataset(protocol: str):
-    from training.datasets import group_by_position, load_dataset
+    from training.data.datasets import group_by_position, load_dataset
 
     ds = load_dataset("indoor_localization")
     return ds if protocol == "random" else group_by_position(ds)
@@ -53,7 +53,7 @@ def dataset(protocol: str):
 
 def run_split(ds, protocol: str, seed: int, methods: tuple[str, ...], classifier: str) -> dict:
     """One split: train the floor bundle, then the joint, Bonferroni and 2-D figures of each method on its test part."""
-    from training.floors import bonferroni, bonferroni_sets, floor_labels, floor_metrics
+    from training.pipeline.floors import bonferroni, bonferroni_sets, floor_labels, floor_metrics
     from training.pipeline import TrainConfig, train
 
     t0 = time.perf_counter()

@@ -2,7 +2,7 @@
 
     python -m benchmarks.groups_few [--seeds 0-99] [--subjects 35] [--modes split,auto] [--jobs 2]
 
-Per seed ``s``: a new study (``training.synthetic.make_visits(subjects, seed=s)``: 4 to 12 visits per subject),
+Per seed ``s``: a new study (``training.data.synthetic.make_visits(subjects, seed=s)``: 4 to 12 visits per subject),
 ``lmve-train``'s default run on it grouped by subject (``--dataset visits``: ``--centre auto``, group-subsample
 calibration, GE, NLE and LMVE) under each ``--calibration`` mode named: ``split``, whose default fractions leave
 3 or 4 calibration subjects, so whole subjects move into calibration until 9 attain 0.9, and ``auto`` (the
@@ -39,10 +39,10 @@ def run_one(seed: int, subjects: int, mode: str) -> dict:
     path = CACHE / f"n{subjects}" / mode / f"seed_{seed:03d}.json"
     if path.is_file():
         return json.loads(path.read_text())
-    from training.cross_fit import resolve_mode
-    from training.datasets import Dataset, with_groups
+    from training.calibration.cross_fit import resolve_mode
+    from training.data.datasets import Dataset, with_groups
     from training.pipeline import TrainConfig, train
-    from training.synthetic import make_visits
+    from training.data.synthetic import make_visits
 
     X, Y, subject, fn, tn = make_visits(subjects, seed=seed)
     ds = with_groups(Dataset("visits", X, Y, fn, tn, "-", meta={"subject": subject}), {"subject": subject}, "subject")

@@ -32,7 +32,7 @@ def run(ds, protocol: str, seed: int, seconds: float) -> dict:
     """One ``train`` of the split at the centre-fold allowance ``seconds``."""
     from benchmarks.harness.shift import ACROSS_PROTOCOLS as PROTOCOLS
     from benchmarks.harness.shift import unit_coverage
-    from training.across import across_split, unit_codes
+    from training.calibration.across import across_split, unit_codes
     from training.pipeline import TrainConfig, train
 
     column = PROTOCOLS[protocol]
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     records = [json.loads(line) for line in CACHE.read_text().splitlines()] if CACHE.is_file() else []
     done = {(r["protocol"], r["seed"], r["secs"]) for r in records}
     if not args.cached_only:
-        from training.datasets import group_by_position, load_dataset
+        from training.data.datasets import group_by_position, load_dataset
 
         ds = group_by_position(load_dataset("indoor_localization", args.data_dir))
         for protocol, seed in SPLITS:

@@ -6,7 +6,7 @@ peak memory, local and on a 2-worker local Dask cluster, and memory against inpu
 
 Bundles (cached under ``benchmarks/cache/predict/``): ``synthetic``, what ``lmve-train --dataset synthetic``
 writes (the embedded default), and ``uji``, what ``lmve-train --dataset indoor_localization`` writes (520 WAP
-columns; kNN centre, floors). Inputs: fresh synthetic readings (:func:`training.synthetic.make_queries`) and
+columns; kNN centre, floors). Inputs: fresh synthetic readings (:func:`training.data.synthetic.make_queries`) and
 UJIIndoorLoc TrainingData rows drawn with replacement, written as CSV once. Each run is the installed
 ``lmve-predict`` in its own process writing Parquet; its process tree (the command and, for Dask, the
 scheduler and workers) is sampled every 50 ms for resident memory (psutil): ``peak_mib`` is the largest sum
@@ -56,7 +56,7 @@ def rows_file(name: str, n: int, model) -> Path:
     tmp = path.with_suffix(".tmp")
     print(f"writing {path.name} ...", flush=True)
     if name == "uji":
-        from training.datasets import load_dataset
+        from training.data.datasets import load_dataset
 
         X = load_dataset("indoor_localization").X
         rng = np.random.default_rng(0)
@@ -68,7 +68,7 @@ def rows_file(name: str, n: int, model) -> Path:
                 block = X[rng.integers(0, len(X), size=b - a)]
                 np.savetxt(f, block, fmt="%d", delimiter=",")
             else:
-                from training.synthetic import make_queries
+                from training.data.synthetic import make_queries
 
                 np.savetxt(f, make_queries(b - a, seed=1000 + a)[0], fmt="%.6f", delimiter=",")
     os.replace(tmp, path)

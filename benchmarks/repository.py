@@ -58,7 +58,7 @@ def serve(repository: Path) -> dict:
     """``lmve-serve --model-repository`` on ``repository``: seconds to ready, ``GET /models``, one answer per model."""
     import httpx
 
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("LMVE_BUNDLE", "LMVE_MODEL_REPOSITORY")}

@@ -93,7 +93,7 @@ def bundle(name: str) -> tuple[Path, str]:
 
 def _train(name: str, path: Path) -> None:
     from models.bundle import save_bundle
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig, train
 
     print(f"training bundle {name} ...", flush=True)
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.bundles:
         names = args.bundles.split(",")
     else:
-        from training.settings import TrainingSettings
+        from training.data.location import TrainingSettings
 
         names = ["default", *(f"synthetic-{c}" for c in CENTRES)]
         if TrainingSettings().data_dir is not None:

@@ -12,7 +12,7 @@ at which the alarm sounded (none within the stream: no alarm). Streams:
   test rows (positions held out of training) pooled, and per stream their positions re-drawn in two halves,
   one calibrating, the other's rows the stream (500 in random order): queries exchangeable with the
   calibration in the guarantee's own sense (a new position). 40 streams a seed.
-- ``leave-phone-out``, ``leave-user-out``, ``leave-day-out`` (``shifted``): ``training.across.across_split``
+- ``leave-phone-out``, ``leave-user-out``, ``leave-day-out`` (``shifted``): ``training.calibration.across.across_split``
   over PHONEID, USERID or the day of TIMESTAMP (UTC): the default model (calibrated at the training units'
   readings at held-out positions) queried by the held-out units (up to 500 rows in random order). 10 streams
   a seed. ``across``: the same streams against a model calibrated ``--calibrate-across`` the same column (each
@@ -76,7 +76,7 @@ def position_streams(ds, seed: int, n: int) -> list[dict]:
 
 def shifted_streams(ds, protocol: str, seed: int, n: int) -> list[dict]:
     from models.typicality import Typicality
-    from training.across import across_split, unit_codes
+    from training.calibration.across import across_split, unit_codes
     from training.pipeline import TrainConfig, standardise
 
     column = SHIFTED[protocol]
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="shift_alarm", help="the results' stem under benchmarks/results/")
     args = p.parse_args(argv)
     PARAMS.update({k: v for k, v in (("max_reference", args.reference), ("n_components", args.components)) if v})
-    from training.datasets import group_by_position, load_dataset
+    from training.data.datasets import group_by_position, load_dataset
 
     t0 = time.perf_counter()
     ds = group_by_position(load_dataset("indoor_localization", args.data_dir))

@@ -4,7 +4,7 @@ and the simplest honest baseline, on the same UJIIndoorLoc splits (issue 70).
     python -m benchmarks.shift_product --protocols leave-phone-out,leave-user-out --seeds 0-9
     python -m benchmarks.shift_product --cached-only        # summarise what ran
 
-One split per protocol and seed is ``training.across.across_split`` over PHONEID (leave-phone-out) or USERID
+One split per protocol and seed is ``training.calibration.across.across_split`` over PHONEID (leave-phone-out) or USERID
 (leave-user-out) with the product's defaults (cross-fit mode): the test part holds whole units absent from
 training, read at positions absent from training; the train part the other units at the other positions; the
 calibration rows the other units at the test's positions. On that one split, ``training.pipeline.train`` runs
@@ -15,7 +15,7 @@ with the CLI's defaults (``--centre auto``, the RSSI step, every method, the ser
 - ``across``: ``--calibrate-across PHONEID`` (or USERID): every training unit scored by a model of its unit
   fold at the calibration positions (rule group-weighted), the RSSI representation ``auto`` (relative);
 - ``knn-circle``: the reference row: the k-NN centre (the registry's ``knn``) on the across model's
-  features, its radius calibrated on the same unit cross-fit (``training.across.UnitCrossFit``, the same
+  features, its radius calibrated on the same unit cross-fit (``training.calibration.across.UnitCrossFit``, the same
   folds and rule): a circle around the neighbours' mean.
 
 Per row: coverage over the test rows (pooled) and the mean of the test units' own coverage, the mean true area
@@ -75,7 +75,7 @@ def knn_circle(result, ds, units, column: str, seed: int) -> dict:
     """The reference: the registry's k-NN centre on the across model's features, a circle whose radius is
     the level quantile of the unit cross-fit's distances (same folds, rule ``group-weighted``)."""
     from models.calibration.conformal import SplitConformalCalibrator
-    from training.across import UnitCrossFit
+    from training.calibration.across import UnitCrossFit
     from training.pipeline import TrainConfig
 
     model, split = result.model, result.split
@@ -96,8 +96,8 @@ def knn_circle(result, ds, units, column: str, seed: int) -> dict:
 
 def run_split(ds, protocol: str, seed: int) -> dict:
     """The three models of one split (cached)."""
-    from training.across import across_split, unit_codes
-    from training.splits import Split
+    from training.calibration.across import across_split, unit_codes
+    from training.calibration.splits import Split
 
     path = CACHE / f"{protocol}_{seed}.json"
     if path.is_file():
@@ -139,7 +139,7 @@ def summarise(records: list[dict], argv: list[str]) -> tuple[list[dict], str]:
              "",
              f"Command: `{command('shift_product', argv)}` at commit {commit()}; runs at "
              f"{', '.join(sorted({c[:7] for c in df['commit']}))}. UJIIndoorLoc TrainingData; one split per protocol "
-             "and seed (`training.across.across_split`: test units absent from training, at positions absent "
+             "and seed (`training.calibration.across.across_split`: test units absent from training, at positions absent "
              "from training); the three models on the same rows. Coverage at 0.9: pooled over the test rows and "
              "the mean of the test units' own; area: mean true area of the regions (m^2); `x position`: the "
              "served across area over the same seeds' served position-grouped area; centre RMSE on the test "
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         if protocol not in PROTOCOLS:
             p.error(f"--protocols: unknown protocol {protocol!r}; choose from {', '.join(PROTOCOLS)}")
     if not args.cached_only:
-        from training.datasets import group_by_position, load_dataset
+        from training.data.datasets import group_by_position, load_dataset
 
         ds = group_by_position(load_dataset("indoor_localization", args.data_dir))
         for protocol in protocols:

@@ -4,7 +4,7 @@
                                       [--uji-seeds 0-9] [--jobs 1]
 
 Synthetic (``dataset=synthetic``): per size ``n`` and seed ``s`` a venue survey
-``training.synthetic.make_survey(n, readings=5, n_beacons=8, seed=s)`` (a 40 x 25 m floor), trained as
+``training.data.synthetic.make_survey(n, readings=5, n_beacons=8, seed=s)`` (a 40 x 25 m floor), trained as
 ``lmve-train --csv survey.csv --targets x_m,y_m`` trains it (grouped by position, ``--centre auto``, the default
 methods, ``--seed s``) twice: ``--calibration split`` (``rule=split``, the rule before cross-fitting) and
 ``--calibration cross-fit``. ``rule=served`` is the one ``--calibration auto`` picks (a copy of that row,
@@ -64,7 +64,7 @@ def grid_positions(n: int, seed: int):
     """About :data:`NEW_POSITIONS` fresh positions drawn as the survey drew its own (a fresh jitter of its grid
     of ``n`` cells, ``make_new_positions(n, where="grid")`` repeated): new positions exchangeable with the
     surveyed ones, where the guarantee's assumption holds. ``(X, Y, position)``."""
-    from training.synthetic import make_new_positions
+    from training.data.synthetic import make_new_positions
 
     parts = [make_new_positions(n, READINGS, BEACONS, survey_seed=seed, seed=100 + k, where="grid")
              for k in range(max(1, NEW_POSITIONS // n))]
@@ -73,8 +73,8 @@ def grid_positions(n: int, seed: int):
 
 
 def synthetic(n: int, seed: int):
-    from training.datasets import Dataset, group_by_position
-    from training.synthetic import make_new_positions, make_survey
+    from training.data.datasets import Dataset, group_by_position
+    from training.data.synthetic import make_new_positions, make_survey
 
     X, Y, _, _, fn, tn = make_survey(n_points=n, readings=READINGS, n_beacons=BEACONS, seed=seed)
     ds = group_by_position(Dataset("survey", X, Y, fn, tn, "-"), auto=True)
@@ -83,7 +83,7 @@ def synthetic(n: int, seed: int):
 
 
 def uji(n: int, seed: int, data_dir: str | None):
-    from training.datasets import Dataset, group_by_position, load_dataset
+    from training.data.datasets import Dataset, group_by_position, load_dataset
 
     full = load_dataset("indoor_localization", data_dir)
     b0 = np.flatnonzero(np.asarray(full.meta["BUILDINGID"]) == 0)
@@ -140,8 +140,8 @@ def run_one(dataset: str, n: int, seed: int, mode: str, data_dir: str | None) ->
 
 def served_mode(dataset: str, n: int, seed: int, data_dir: str | None) -> tuple[str, str]:
     """What ``--calibration auto`` does on this survey: ``(mode, why)`` without training."""
-    from training.config import TrainConfig
-    from training.cross_fit import resolve_mode
+    from training.pipeline.config import TrainConfig
+    from training.calibration.cross_fit import resolve_mode
 
     ds = (synthetic(n, seed) if dataset == "synthetic" else uji(n, seed, data_dir))[0]
     return resolve_mode(ds, TrainConfig(seed=seed, centre="auto"))
@@ -219,7 +219,7 @@ def plot(rows: list[dict], path) -> None:
     cov.axhspan(88, 93, color="0.9", zorder=0, label="target 88-93 %")
     cov.set(xscale="log", xlabel="surveyed positions", ylabel="coverage at new positions (%)")
     area.set(xscale="log", yscale="log", xlabel="surveyed positions", ylabel="mean region area, synthetic (m^2)")
-    from training.synthetic import FLOOR
+    from training.data.synthetic import FLOOR
 
     area.axhline(FLOOR[0] * FLOOR[1], color="0.5", ls=":", label=f"the site ({FLOOR[0]:.0f} x {FLOOR[1]:.0f} m)")
     from matplotlib.ticker import NullFormatter, ScalarFormatter

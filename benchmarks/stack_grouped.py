@@ -30,7 +30,7 @@ def run_one(config: str, seed: int, n_samples: int) -> dict:
     path = CACHE / f"n{n_samples}" / config / f"seed_{seed:03d}.json"
     if path.is_file():
         return json.loads(path.read_text())
-    from training.datasets import group_by_position, load_dataset
+    from training.data.datasets import group_by_position, load_dataset
     from training.pipeline import TrainConfig, train
 
     ds = group_by_position(load_dataset("synthetic", n_samples=n_samples, seed=seed), auto=True)

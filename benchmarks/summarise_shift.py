@@ -4,7 +4,7 @@
 
 Reads every cached ``shift-paper/<protocol>/indoor_localization/ge-nle/seed_*.json`` (``python -m
 benchmarks.bench --datasets indoor_localization --protocol ... --seeds 0-9 --methods ge,nle``; leave-phone-out and leave-user-out carry the
-``across-PHONEID`` / ``across-USERID`` calibrations, held-out and cross-fitted, :mod:`training.across`) and, for LMVE,
+``across-PHONEID`` / ``across-USERID`` calibrations, held-out and cross-fitted, :mod:`training.calibration.across`) and, for LMVE,
 ``.../ge-nle-lmve/seed_*.json``. The rows of protocols with no cached split are carried over from the
 ``shift.{csv,md}`` already there (caches are not kept between machines), and the table says which were.
 """
@@ -97,7 +97,7 @@ def main() -> int:
                "not in this machine's cache; the command that made them: `python -m benchmarks.bench --datasets indoor_localization "
                "--protocol random,leave-location-out --seeds 0-9 --methods ge,nle` and `... --protocol "
                "leave-location-out --methods ge,nle,lmve`).\n")
-    md += ("\n`across-<COL>` (`lmve-train --calibrate-across COL --across-mode held-out`, `training.across`): "
+    md += ("\n`across-<COL>` (`lmve-train --calibrate-across COL --across-mode held-out`, `training.calibration.across`): "
            "calibrated on whole units of the protocol's column held out of training (2-3 phones or users, 10 % of "
            "the non-test rows) at positions drawn out of training (20 % of the rows), with a centre of its own "
            "trained on rows sharing neither; shapes from unit out-of-fold residuals (`-position-folds`: position "

@@ -2,7 +2,7 @@
 
     python -m benchmarks.synthetic_oracle [--variants defaults,paper] [--seeds 0-19] [--jobs 2]
 
-The data set is ``benchmarks.bench``'s ``synthetic_oracle`` (:func:`training.synthetic.make_oracle`: 2,000 rows, six
+The data set is ``benchmarks.bench``'s ``synthetic_oracle`` (:func:`training.data.synthetic.make_oracle`: 2,000 rows, six
 features, Gaussian noise whose covariance changes sixfold in size and turns half a circle with ``x``). Given ``x``
 the smallest region holding the target with probability ``eta`` is the true covariance scaled by the chi-square
 quantile; its mean volume on each split's test rows is the ``oracle_volume``. Each (variant, seed) is an
@@ -58,9 +58,9 @@ def centres(records: list[dict]) -> list[str]:
     of the true mean), both mean over splits."""
     from collections import Counter
 
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import paper_split
-    from training.synthetic import oracle_covariance
+    from training.data.synthetic import oracle_covariance
 
     ds = load_dataset("synthetic_oracle")
     lines = []

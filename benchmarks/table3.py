@@ -56,7 +56,7 @@ def paper_floats(name: str, model, n_train: int) -> int:
 
 def main(argv=None) -> int:
     from models.bundle import save_bundle
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig, train
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

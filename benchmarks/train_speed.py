@@ -6,7 +6,7 @@ served region paired on the same splits.
     python -m benchmarks.train_speed --cached-only            # summarise what ran
     python -m benchmarks.train_speed --scenarios visits --variants after --rerun-after  # after a change
 
-Each run is the real command, ``python -m training.cli`` in a child process, alone on the machine (the
+Each run is the real command, ``python -m training.commands.train`` in a child process, alone on the machine (the
 ``*_busy`` scenarios: beside one CPU-bound process, a Python busy loop started before the run and killed
 after it), with the scenario's flags, ``--seed`` and ``--quiet``:
 
@@ -20,11 +20,11 @@ Scenarios (:data:`SCENARIOS`): UJIIndoorLoc's TrainingData as a user's CSV (the 
 LONGITUDE, LATITUDE as targets; written once under ``benchmarks/cache/train_speed/``) with the defaults, with
 ``--calibrate-across PHONEID`` (every method), and the built-in data set ``--split-by BUILDINGID`` (one model per
 building); the built-in enb, ble_rssi, residential_building and synthetic; ``visits``, a grouped study of 28
-subjects, about 3,000 rows and 20 features (``training.synthetic.make_visits(28, 70, 145, extra_features=13)``,
+subjects, about 3,000 rows and 20 features (``training.data.synthetic.make_visits(28, 70, 145, extra_features=13)``,
 ``--groups subject``); and the synthetic default beside a busy process.
 
 Per run the child's ``metrics.json`` (every model's, for ``--split-by``) gives each stage's seconds and peak
-resident memory (``training.stages``), the child's rusage its whole peak, and the bundle the served method, its
+resident memory (``training.pipeline.meter``), the child's rusage its whole peak, and the bundle the served method, its
 test coverage and mean volume, and how the served-method choice was made. Runs are cached as JSON under
 ``benchmarks/cache/train_speed/runs/`` (a rerun resumes).
 
@@ -132,7 +132,7 @@ def run_one(scenario: str, variant: str, seed: int, data_dir: Path, rerun_after:
         cached.replace(aside / cached.name)
     spec = SCENARIOS[scenario]
     out = CACHE / "out" / f"{scenario}_{variant}_{seed}"
-    cmd = [sys.executable, "-m", "training.cli", *source(scenario, data_dir), *spec["flags"], "--seed", str(seed),
+    cmd = [sys.executable, "-m", "training.commands.train", *source(scenario, data_dir), *spec["flags"], "--seed", str(seed),
            "--quiet", "--out", str(out)]
     cap = spec.get("cap") if variant == "before" else None
     cwd = code_dir(variant)
@@ -268,7 +268,7 @@ def summarise(rows: list[dict], argv: list[str]) -> str:
 
 def _flags(row: dict) -> str:
     """The run's flags as a user would type them: files by name, without ``--out``, ``--data-dir`` and ``--seed``."""
-    words, out = row["command"].split()[2:], []  # past "-m training.cli"
+    words, out = row["command"].split()[2:], []  # past "-m training.commands.train"
     skip = False
     for w in words:
         if skip:

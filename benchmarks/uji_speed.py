@@ -49,7 +49,7 @@ def split_data(seed: int, data_dir: str | None):
     """Standardised features, residuals of the paper's SVR centre, and the split's row indices."""
     from sklearn.preprocessing import StandardScaler
 
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig, paper_split
 
     ds = load_dataset("indoor_localization", data_dir)

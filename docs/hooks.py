@@ -42,7 +42,7 @@ OTHER_VARIABLES = {
 
 #: settings classes, each with the page section it fills
 SETTINGS = (("service.settings:ServiceSettings", "lmve-serve (and every worker)"),
-            ("training.settings:TrainingSettings", "lmve-train (and the benchmarks)"))
+            ("training.data.location:TrainingSettings", "lmve-train (and the benchmarks)"))
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ def main() -> None:
     args = p.parse_args()
     headers = {"X-API-Key": args.api_key} if args.api_key else {}
 
-    from training.synthetic import make_localization
+    from training.data.synthetic import make_localization
 
     X, Y, *_ = make_localization(5, seed=42)
     with httpx.Client(base_url=args.url, headers=headers, timeout=10.0) as api:

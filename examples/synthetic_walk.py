@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import pandas as pd
 
-    from training.datasets import load_dataset
-    from training.synthetic import make_new_positions
+    from training.data.datasets import load_dataset
+    from training.data.synthetic import make_new_positions
 
     site = load_dataset("synthetic", n_samples=10)  # the site's column names (the survey itself is not needed)
     X, Y, point, _ = make_new_positions(args.positions, readings=args.readings, seed=args.seed)

@@ -7,7 +7,7 @@ what was expected and what came), then calls unchecked internals. It also owns t
 when the asked-for (or primary) method's shapes are not finite for a batch, the next method in
 :attr:`RegionModel.served_methods` answers, for regions and containment alike. That order is the
 bundle's ``selection`` (``lmve-train --primary``: ranked by volume on held-out rows, see
-:mod:`training.primary`), or :func:`models.registry.fallback_order` for a bundle without one.
+:mod:`training.pipeline.served_volume`), or :func:`models.registry.fallback_order` for a bundle without one.
 """
 
 from __future__ import annotations

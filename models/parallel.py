@@ -1,7 +1,7 @@
 """Fits on the cores that are idle: :func:`side_by_side` and :func:`on_idle_cores`.
 
-Used by the centre's cross-validation (:mod:`training.selection`: the candidates of one fold), the served
-method's cross-fit (:mod:`training.primary`: the folds that run whatever the check says) and the pipeline's
+Used by the centre's cross-validation (:mod:`training.pipeline.centre_selection`: the candidates of one fold), the served
+method's cross-fit (:mod:`training.pipeline.served_volume`: the folds that run whatever the check says) and the pipeline's
 fitting stages (:mod:`training.pipeline`).
 """
 

@@ -27,7 +27,7 @@ from models.centres import search
 from models.exceptions import BundleError
 from service import grpc_endpoint
 from service.dataplane import DataPlane
-from service.errors import install_error_handlers
+from service.error_handlers import install_error_handlers
 from service.memory import keep_freed_memory
 from service.metrics import Metrics
 from service.middleware import Guards

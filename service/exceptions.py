@@ -1,6 +1,6 @@
 """The service's exceptions, free of any protocol: each carries a status and the words a client reads.
 
-The status is HTTP's (400, 401, 404, 413, 422, 503, ...); :mod:`service.errors` renders it for REST
+The status is HTTP's (400, 401, 404, 413, 422, 503, ...); :mod:`service.error_handlers` renders it for REST
 (problem+json, or the Open Inference Protocol's ``{"error"}`` under ``/v2``) and
 :mod:`service.grpc_endpoint` as the gRPC status code of the same meaning (:data:`GRPC_CODES`).
 """

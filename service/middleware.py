@@ -26,7 +26,7 @@ import time
 from functools import partial
 
 from service.auth import PUBLIC_PATHS, key_matches, presented_key
-from service.errors import error_response
+from service.error_handlers import error_response
 
 UNLIMITED = frozenset({"/livez", "/readyz", "/v2/health/live", "/v2/health/ready", "/metrics"})
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})

@@ -44,7 +44,7 @@ FAST_TRAIN_LMVE = {"max_steps": 80, "eval_every": 20, "patience": 2}
 
 
 def data_dir():
-    from training.settings import TrainingSettings
+    from training.data.location import TrainingSettings
 
     return TrainingSettings().data_dir
 
@@ -56,8 +56,8 @@ needs_data = pytest.mark.skipif(data_dir() is None, reason="paper datasets not f
 def trained_synthetic():
     """A small synthetic model with all four methods (fast LMVE budget), and its dataset. LMVE is
     forced primary (``--primary lmve``): the route tests exercise its answers and its fallbacks;
-    tests/training/test_primary.py covers ``auto``."""
-    from training.datasets import load_dataset
+    tests/training/pipeline/test_served.py covers ``auto``."""
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig, train
 
     ds = load_dataset("synthetic", n_samples=800, seed=0)
@@ -67,7 +67,7 @@ def trained_synthetic():
 
 def train_and_save(ds, config, path, crs=None):
     """``train(ds, config)`` saved as a bundle at ``path`` (its targets in ``crs``, a
-    :class:`models.geo.TargetCRS`, when given); the :class:`~training.state.TrainResult`."""
+    :class:`models.geo.TargetCRS`, when given); the :class:`~training.pipeline.run.TrainResult`."""
     from models.bundle import save_bundle
     from training.pipeline import train
 

@@ -20,6 +20,9 @@ PACKAGES = ("models", "service", "training")
 TRAINING = ROOT / "training"
 MAX_DOC_WORDS = 300
 MAX_FUNCTION_LINES = 80
+MAX_TRAINING_MODULE_LINES = 400
+#: training's rooms, each a sub-package (lint-imports' contract "training-layers" keeps their order)
+TRAINING_ROOMS = {"commands", "pipeline", "calibration", "data", "figures"}
 #: what a docstring or a comment may not say
 FORBIDDEN = {"a reference to the spec": re.compile(r"\bSPEC\b"),
              "an issue number": re.compile(r"\bissues? ?#?\d+", re.IGNORECASE),
@@ -57,7 +60,7 @@ def findings(paths) -> list[str]:
 
 
 def function_lengths(paths) -> dict[str, int]:
-    """``"training/pipeline.py:train" -> lines`` for every function and method of ``paths``."""
+    """``"training/pipeline/stages.py:train" -> lines`` for every function and method of ``paths``."""
     out = {}
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -81,13 +84,34 @@ def test_the_check_catches_each_kind(tmp_path):
 
 
 def test_train_is_a_short_list_of_stages():
-    assert function_lengths(sources(["training"]))["training/pipeline.py:train"] < 40
+    assert function_lengths(sources(["training"]))["training/pipeline/stages.py:train"] < 40
 
 
 def test_no_function_is_over_80_lines():
     long = {name: n for name, n in function_lengths(sources()).items()
             if n >= MAX_FUNCTION_LINES and not name.endswith(":build_parser")}
     assert not long, f"functions of {MAX_FUNCTION_LINES} lines or more: {long}"
+
+
+def test_training_is_in_rooms_of_short_modules():
+    flat = sorted(p.name for p in TRAINING.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules outside training's sub-packages: {flat}"
+    rooms = {p.parent.name for p in TRAINING.glob("*/__init__.py")}
+    assert rooms == TRAINING_ROOMS, f"training's sub-packages are {sorted(rooms)}"
+    long = {p.relative_to(ROOT).as_posix(): n for p in sources(["training"])
+            if (n := len(p.read_text().splitlines())) > MAX_TRAINING_MODULE_LINES}
+    assert not long, f"training modules over {MAX_TRAINING_MODULE_LINES} lines: {long}"
+
+
+def test_no_two_modules_share_a_name_across_rooms():
+    """A reader never tells two modules apart by their path alone, unless the package's role makes it obvious:
+    a package's ``base.py``, each package's ``exceptions.py``, a router named after the resource it serves."""
+    by_name: dict[str, list[str]] = {}
+    for p in sources():
+        if p.name not in ("__init__.py", "__main__.py", "base.py", "exceptions.py") and p.parent.name != "routers":
+            by_name.setdefault(p.name, []).append(p.relative_to(ROOT).as_posix())
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not shared, f"modules of one name in several places: {shared}"
 
 
 def test_training_holds_no_benchmark_module():

@@ -14,7 +14,7 @@ calibrations then serve the same centre and the same test rows:
   position weighted equally).
 
 * ``across-<COL>`` (leave-phone-out: PHONEID, leave-user-out: USERID; ``lmve-train
-  --calibrate-across``, :mod:`training.across`): of the rest, whole units of the protocol's column
+  --calibrate-across``, :mod:`training.calibration.across`): of the rest, whole units of the protocol's column
   (10 % of its rows, at least two) at whole positions (20 % of its rows) calibrate, and a centre of
   its own trains on the rows that share neither a unit's value nor a drawn position: the scores
   carry a new unit's shift. Shapes learn from out-of-fold residuals with the folds over units
@@ -24,7 +24,7 @@ calibrations then serve the same centre and the same test rows:
 * ``across-<COL>-cv`` (``lmve-train --calibrate-across``'s default, ``--across-mode cross-fit``):
   every unit of the rest trains at the positions not drawn (80 % of its rows) and is scored at the
   drawn ones by a centre and shapes of its unit fold (``cross_fit`` folds,
-  :class:`training.across.UnitCrossFit`), so all units calibrate, rule ``group-weighted``;
+  :class:`training.calibration.across.UnitCrossFit`), so all units calibrate, rule ``group-weighted``;
   ``across-<COL>-cv-subsample``: the same scores, one per unit drawn at random (``group-subsample``).
 
 The guarantee of ``groups`` is for a reading at a position not in the survey; it says nothing of
@@ -55,7 +55,7 @@ def unit_coverage(inside: np.ndarray, units: np.ndarray) -> float:
 
 
 def _units(ds, protocol: str) -> np.ndarray | None:
-    from training.datasets import group_codes_of
+    from training.data.datasets import group_codes_of
 
     if protocol not in PROTOCOLS:
         raise InputError(f"protocol must be one of {', '.join(PROTOCOLS)}; got {protocol!r}", field="--protocol",
@@ -82,7 +82,7 @@ def take_groups(codes: np.ndarray, rows: np.ndarray, n_rows: int, rng) -> np.nda
 
 def shift_split(ds, protocol: str, seed: int) -> dict[str, np.ndarray]:
     """Row indices of ``test``, ``cal_groups``, ``cal_rows`` and ``train`` for one split."""
-    from training.datasets import group_codes_of
+    from training.data.datasets import group_codes_of
 
     rng = np.random.default_rng(seed)
     m = ds.X.shape[0]
@@ -181,7 +181,7 @@ def _run_across(ds, parts, column: str, seed: int, methods, config, coverage: fl
     from sklearn.preprocessing import StandardScaler
 
     from models.predictor import SplitConformalRegressor
-    from training.across import MIN_CALIBRATION_UNITS, held_groups, sharing
+    from training.calibration.across import MIN_CALIBRATION_UNITS, held_groups, sharing
     from training.pipeline import fit_preprocess, groups_needed, out_of_fold_centers
 
     rng = np.random.default_rng([seed, 1])
@@ -229,11 +229,11 @@ def _run_across_cv(ds, parts, column: str, seed: int, methods, config, coverage:
                    test_codes: np.ndarray, out: dict) -> dict:
     """``across-<column>-cv`` (rule group-weighted) and ``-cv-subsample`` (group-subsample): every unit
     of the rest trains at the positions not drawn (80 % of its rows) and is scored at the drawn ones by
-    a model of its unit fold (:class:`training.across.UnitCrossFit`), so all of them calibrate."""
+    a model of its unit fold (:class:`training.calibration.across.UnitCrossFit`), so all of them calibrate."""
     from sklearn.preprocessing import StandardScaler
 
     from models.predictor import SplitConformalRegressor
-    from training.across import UnitCrossFit, conformalize_cross_fit, held_groups
+    from training.calibration.across import UnitCrossFit, conformalize_cross_fit, held_groups
     from training.pipeline import fit_preprocess
 
     rng = np.random.default_rng([seed, 2])

@@ -15,7 +15,7 @@ from benchmarks.common import cache_dir, write_text
 def default_dataset(name: str, seed: int):
     """The data set as ``lmve-train --dataset NAME`` loads it (grouped by position when most rows repeat one)."""
     from models.calibration.recalibration import REPEATED_SHARE, share_of_repeated_positions
-    from training.datasets import group_by_position, load_dataset
+    from training.data.datasets import group_by_position, load_dataset
 
     ds = load_dataset(name, seed=seed)
     if ds.groups is None and share_of_repeated_positions(ds.Y) > REPEATED_SHARE:
@@ -42,7 +42,7 @@ def visits_csv() -> Path:
     if not path.is_file():
         import pandas as pd
 
-        from training.synthetic import make_visits
+        from training.data.synthetic import make_visits
 
         X, Y, subject, names, targets = make_visits(28, 70, 145, seed=0, extra_features=13)
         df = pd.DataFrame(X, columns=names).assign(**{t: Y[:, i] for i, t in enumerate(targets)},

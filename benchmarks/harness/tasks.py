@@ -45,8 +45,8 @@ class SplitTask:
 
 @lru_cache(maxsize=4)
 def dataset(name: str, data_dir: str | None):
-    """``training.datasets.load_dataset``, kept for the process's next splits of the same data set."""
-    from training.datasets import load_dataset
+    """``training.data.datasets.load_dataset``, kept for the process's next splits of the same data set."""
+    from training.data.datasets import load_dataset
 
     return load_dataset(name, data_dir)
 
@@ -61,7 +61,7 @@ def _run_shift(task: SplitTask) -> dict:
 
 
 def _config_and_data(task: SplitTask):
-    """The task's :class:`~training.config.TrainConfig` (our methods only), dataset and split
+    """The task's :class:`~training.pipeline.config.TrainConfig` (our methods only), dataset and split
     (``None``: the pipeline's default)."""
     from training.pipeline import TrainConfig
 
@@ -124,7 +124,7 @@ def run_split(task: SplitTask) -> dict:
               "timings": result.timings, "metrics": result.metrics, "n_train": len(result.split.train),
               "n_calibration": len(result.split.calibration), "n_test": len(result.split.test),
               "centre": result.centre}
-    from training.datasets import oracle_volume
+    from training.data.datasets import oracle_volume
 
     optimum = oracle_volume(ds, result.split.test, task.coverage)
     if optimum is not None:  # a data set whose smallest regions are known (synthetic_oracle)

@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         return 2
     bundle = ensure_bundle(args.bundle_dir)
     manifest = json.loads((bundle / "manifest.json").read_text())
-    from training.synthetic import make_localization
+    from training.data.synthetic import make_localization
 
     X, Y, *_ = make_localization(1, seed=7, n_beacons=manifest["d"])
     tmp = Path(tempfile.mkdtemp(prefix="lmve-load-"))

@@ -16,7 +16,7 @@ class IsotropicBall(GaussianEllipsoid):
     GE's second moment, stretching it along the line they fall on; the calibrated ellipse must then reach the
     typical errors across its short axis, and its area grows with the aspect ratio. The ball has no axis to
     stretch (``tests/models/shapes/test_ball.py`` builds that case), and the served-method choice
-    (:mod:`training.primary`) serves it where its expected calibrated volume is the smallest, as any
+    (:mod:`training.pipeline.served_volume`) serves it where its expected calibrated volume is the smallest, as any
     ellipsoid method.
 
     Why the identity and not a fitted scale (``tr S / n``, which calibrated gives the same region): a shape

@@ -345,7 +345,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         ``learning_rates_train`` and ``dropouts`` holding the values the members used (an init-phase member
         adds no train rate; with none left, the train rates stay as they were). ``set_params(**chosen_grid())``
         on a new shape fits those configurations alone: the unit folds of ``--calibrate-across``
-        (:func:`training.across.conformalize_across`) refit the served choice instead of searching
+        (:func:`training.calibration.across.conformalize_across`) refit the served choice instead of searching
         the grid again, a third to a half of each fold's fit."""
         check_is_fitted(self, "grid_results_", "narrowed")
         members = sorted((r for r in self.grid_results_ if "member" in r), key=lambda r: r["member"])

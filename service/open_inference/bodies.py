@@ -138,25 +138,6 @@ class LoadRequest(_Open):
     parameters: dict[str, Any] | None = None
 
 
-# ---------------------------------------------------------------------------------------- metadata
-def model_metadata(name: str, version: str, d: int, n: int, requires_centers: bool, primary: str,
-                   coverage: float, typicality: bool = False) -> dict:
-    """``GET /v2/models/{name}``: the tensors a model takes and gives."""
-    def tensor(tname, shape, datatype="FP64", **params):
-        return {"name": tname, "datatype": datatype, "shape": shape, "parameters": params}
-
-    return {"name": name, "versions": [version], "platform": "lmve",
-            "inputs": [tensor("features", [-1, d], optional=False),
-                       tensor("points", [-1, n], optional=True),
-                       tensor("centers", [-1, n], optional=not requires_centers)],
-            "outputs": [tensor("center", [-1, n]), tensor("shape", [-1, n, n]), tensor("volume", [-1]),
-                        tensor("inside", [-1], "BOOL", requires="points"),
-                        tensor("distance", [-1], requires="points"), tensor("p_value", [-1], requires="points")]
-            + ([tensor(TYPICALITY, [-1])] if typicality else []),
-            "parameters": {"coverage": coverage, "primary_method": primary}}
-
-
-
 # ---------------------------------------------------------------------------------------- parsing
 def _where(loc) -> str:
     out = ""

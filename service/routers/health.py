@@ -22,7 +22,7 @@ async def livez():
 async def readyz(request: Request, repository: Repository):
     not_ready = request.app.state.plane.unready()
     if not_ready:
-        from service.errors import problem
+        from service.error_handlers import problem
 
         listed = "; ".join(f"{name}: {reason}" if name else reason for name, reason in sorted(not_ready.items()))
         return problem(503, "Service Unavailable", f"not ready: {listed}", headers={"Retry-After": "5"},

@@ -13,7 +13,7 @@ from starlette.requests import Request
 
 from service import geojson, inference
 from service.deps import json_body, json_body_openapi, model_name
-from service.errors import FastJSONResponse
+from service.error_handlers import FastJSONResponse
 from service.routing import HotRoute
 from service.schemas import ContainsRequest, ContainsResponse, PredictRegionRequest, PredictRegionResponse
 

@@ -2,7 +2,7 @@
 binary tensors), and the model-repository extension (index, load, unload).
 
 A thin adapter over :class:`service.dataplane.DataPlane`: the codec is :mod:`service.open_inference`, the
-errors (``{"error": "..."}``) are rendered by :mod:`service.errors`. :data:`HOT` declares the two
+errors (``{"error": "..."}``) are rendered by :mod:`service.error_handlers`. :data:`HOT` declares the two
 ``infer`` routes once (:mod:`service.routing`). The health routes are public; load and unload need the
 admin key.
 """

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse
 
 from service.deps import CurrentModel
-from service.errors import FastJSONResponse
+from service.error_handlers import FastJSONResponse
 from service.exceptions import APIError
 
 router = APIRouter(tags=["viewer"])

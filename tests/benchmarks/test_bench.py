@@ -88,7 +88,7 @@ def test_markdown_puts_scaled_datasets_in_the_papers_units():
 
 @pytest.mark.slow
 def test_a_data_set_with_a_known_optimum_records_it_per_split(tmp_path):
-    from training.datasets import load_dataset, oracle_volume
+    from training.data.datasets import load_dataset, oracle_volume
     from training.pipeline import paper_split
 
     out, cache = tmp_path / "out", tmp_path / "cache"
@@ -124,7 +124,7 @@ def test_true_centre_variant_gives_the_true_mean_and_refuses_data_without_one():
 
     from models.exceptions import InputError
     from benchmarks.harness.tasks import SplitTask, _config_and_data
-    from training.synthetic import oracle_mean
+    from training.data.synthetic import oracle_mean
 
     _, ds, _ = _config_and_data(SplitTask("synthetic_oracle", 0, "true-centre"))
     np.testing.assert_array_equal(ds.centers, oracle_mean(ds.X))

@@ -5,7 +5,7 @@ import pytest
 
 from models.exceptions import InputError
 from models.calibration.conformal import UncalibratableWarning
-from training.datasets import load_dataset
+from training.data.datasets import load_dataset
 from benchmarks.harness.shift import run_shift_split, shift_split, shift_tables
 
 

@@ -84,7 +84,7 @@ def test_every_flag_of_every_command_is_in_the_cli_reference(site, command):
 
 def variables_the_code_reads() -> set[str]:
     from service.settings import ServiceSettings
-    from training.settings import TrainingSettings
+    from training.data.location import TrainingSettings
 
     names = {f"LMVE_{field}".upper() for cls in (ServiceSettings, TrainingSettings) for field in cls.model_fields}
     for folder in ("models", "service", "training", "scripts", "benchmarks"):

@@ -8,7 +8,7 @@ import pytest
 
 from tests.processes import stop
 from tests.e2e.servers import KEY, free_port, post, start_server, wait_alive
-from training.cli import main
+from training.commands.train import main
 
 
 def client_csv(path, m: int = 800, seed: int = 0):

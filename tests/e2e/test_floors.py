@@ -17,7 +17,7 @@ from tests.e2e.servers import serving_repository
 def floor_bundles(tmp_path_factory):
     """Two bundles of the built-in three-floor survey: floors alone (GE, NLE), and (building, floor) pairs
     with a text building (GE); and a survey drawn again for queries."""
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig
 
     root = tmp_path_factory.mktemp("floor-bundles")
@@ -91,7 +91,7 @@ def test_contains_with_floors_is_floor_set_membership_and_containment(served, fl
 
 def test_joint_coverage_over_http_on_new_readings(served, floor_bundles):
     """1,000 readings of a new draw of the building at 90 %: joint coverage within a binomial margin of
-    [0.9, 0.9 + 2 / (m + 1)] (a loose check: the exact one is the 200-split test of tests/training/test_floors.py)."""
+    [0.9, 0.9 + 2 / (m + 1)] (a loose check: the exact one is the 200-split test of tests/training/pipeline/test_floors.py)."""
     _, ds = floor_bundles
     rows = np.random.default_rng(0).choice(len(ds.Y), size=1000, replace=False)
     body = served.post("/contains", json={"features": ds.X[rows].tolist(), "points": ds.Y[rows].tolist(),

@@ -21,7 +21,7 @@ GEO = "application/geo+json"
 @pytest.fixture(scope="module")
 def geo_repository(tmp_path_factory):
     from models.geo import TargetCRS
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig
 
     root = tmp_path_factory.mktemp("geo-repository")

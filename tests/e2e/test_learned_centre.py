@@ -9,7 +9,7 @@ import pytest
 
 from tests.processes import stop
 from tests.e2e.servers import KEY, free_port, post, start_server, wait_alive
-from training.cli import main
+from training.commands.train import main
 
 
 def biased_rows(m: int, seed: int):

@@ -22,7 +22,7 @@ def large_bundle(tmp_path_factory):
     """A 4,000-reading survey (800 positions) in the grouped protocol: about 72 calibration positions,
     so HTTP coverage at new positions can be checked."""
     from models.bundle import save_bundle
-    from training.datasets import group_by_position, load_dataset
+    from training.data.datasets import group_by_position, load_dataset
     from training.pipeline import TrainConfig, train
 
     ds = group_by_position(load_dataset("synthetic", n_samples=4000, seed=0))
@@ -57,7 +57,7 @@ def post(base, path, body, **kw):
 def test_ready_predict_contains_and_override(server):
     base, _, _ = server
     assert httpx.get(f"{base}/readyz").json()["status"] == "ready"
-    from training.synthetic import make_localization
+    from training.data.synthetic import make_localization
 
     X, Y, *_ = make_localization(50, seed=123)
     r = post(base, "/predict-region", {"features": X.tolist(), "boundary_points": 32})
@@ -78,7 +78,7 @@ def test_ready_predict_contains_and_override(server):
 @pytest.mark.slow
 def test_http_coverage_of_held_out_points_is_near_the_level(server):
     base, _, _ = server
-    from training.synthetic import make_queries
+    from training.data.synthetic import make_queries
 
     X, Y = make_queries(3000, seed=2024)  # readings at positions between the survey's reference points
     inside = []

@@ -23,7 +23,7 @@ def viewer_repository(tmp_path_factory):
     """A floor bundle in UTM zone 30N (the built-in three-floor survey moved to Castello) and a plane bundle."""
     from models.bundle import save_bundle
     from models.geo import TargetCRS
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig, train
 
     root = tmp_path_factory.mktemp("viewer-repository")
@@ -31,8 +31,8 @@ def viewer_repository(tmp_path_factory):
     fl = replace(fl, Y=fl.Y + np.array([750000.0, 4430000.0]))
     result = train(fl, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"))
     result.model.crs = TargetCRS("EPSG:32630")
-    from training.survey import survey_of
-    from training.floors import floor_labels
+    from training.data.site import survey_of
+    from training.pipeline.floors import floor_labels
 
     result.model.survey = survey_of(fl, result.split, floor_labels(fl, "floor")[1])
     save_bundle(result.model, root / "floors", dataset=fl.info)

@@ -112,7 +112,7 @@ def test_overwrite_replaces_atomically(trained_synthetic, copy_of):
 @pytest.mark.parametrize("centre", ["paper", "scaled", "knn", "hgb", "mlp", "stack"])
 def test_every_centre_kind_round_trips_through_a_bundle(centre, tmp_path):
     """Each registered centre, trained by the pipeline, stored and loaded: identical regions."""
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig, train
 
     ds = load_dataset("synthetic", n_samples=400, seed=1)
@@ -132,7 +132,7 @@ def test_every_centre_kind_round_trips_through_a_bundle(centre, tmp_path):
 def test_lmve_learned_centre_round_trips_through_a_bundle(tmp_path):
     """LMVE with a mean head (its own centre correction), stored and loaded: identical centres, shapes,
     containment and p-values, and the stored centre is not the shared one."""
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig, train
 
     ds = load_dataset("synthetic", n_samples=500, seed=2)

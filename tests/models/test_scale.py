@@ -31,7 +31,7 @@ def test_the_warning_follows_the_share_of_the_bounding_box():
 
 
 def test_a_recalibration_takes_the_mean_area_again_over_the_fresh_rows(bundle_dir):
-    from training.synthetic import make_queries
+    from training.data.synthetic import make_queries
 
     model = load_bundle(bundle_dir)
     X, Y = make_queries(300, seed=5)

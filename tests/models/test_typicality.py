@@ -76,10 +76,10 @@ def test_edges_come_from_train_rows_and_the_shift_test_uses_them():
 
 @pytest.mark.parametrize("offset_db", [-4.0, 4.0])
 def test_a_few_db_offset_of_a_new_phone_raises_the_alarm_and_held_out_positions_do_not(offset_db):
-    """A fingerprint survey (training.synthetic, 5 phones within 3 dB of each other): the typicality step fitted
+    """A fingerprint survey (training.data.synthetic, 5 phones within 3 dB of each other): the typicality step fitted
     on the train positions, calibrated at held-out positions; 300 readings at other held-out positions keep the
     test quiet, the same readings from a phone 4 dB off raise the alarm."""
-    from training import synthetic
+    from training.data import synthetic
 
     X, _, point, _, _, _ = synthetic.make_survey(n_points=200, readings=10, seed=4)
     rng = np.random.default_rng(0)

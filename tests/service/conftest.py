@@ -46,7 +46,7 @@ def site_repository(tmp_path_factory):
     from dataclasses import replace
 
     from models.bundle import save_bundle
-    from training.datasets import load_dataset
+    from training.data.datasets import load_dataset
     from training.pipeline import TrainConfig, train
 
     root = tmp_path_factory.mktemp("repository")

@@ -23,7 +23,7 @@ def write_walk(path, model, X, Y=None, extra: dict | None = None, sep: str = ","
 
 def drifted(n, seed):
     """Readings after the radio environment drifted (every RSSI 8 dB weaker, 6 dB noisier): the guarantee breaks."""
-    from training.synthetic import make_queries
+    from training.data.synthetic import make_queries
 
     X, Y = make_queries(n, seed=seed)
     rng = np.random.default_rng(seed + 100)

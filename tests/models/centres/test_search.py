@@ -252,7 +252,7 @@ def test_a_fingerprint_bundle_searches_once_per_request_before_and_after_saving(
     index (also once loaded from disk), and a /predict-region-sized call computes each query's distances
     once; the loaded bundle answers as the trained one."""
     from models.bundle import load_bundle, save_bundle
-    from training.datasets import Dataset
+    from training.data.datasets import Dataset
     from training.pipeline import TrainConfig, train
 
     X, Y = fingerprints(800, 80, seed=8)

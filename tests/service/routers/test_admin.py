@@ -47,7 +47,7 @@ def test_recalibrate_from_json_swaps_in_a_verified_child(make_client, served, te
 def test_rows_repeating_positions_are_grouped_by_position_unless_groups_is_none(make_client, served, tmp_path):
     """As lmve-recalibrate: 12 positions x 5 readings in a JSON body calibrate over 12 positions (the guarantee
     for readings at new positions); ?groups=none counts the 60 rows."""
-    from training.synthetic import make_new_positions
+    from training.data.synthetic import make_new_positions
 
     X, Y, _, _ = make_new_positions(12, readings=5, seed=31)
     c = make_client(bundle=served, api_key="k", state_db=tmp_path / "s.sqlite")

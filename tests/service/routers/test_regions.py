@@ -156,9 +156,9 @@ def coded_bundle(tmp_path_factory):
     """A survey whose phones miss readings weaker than -85 dBm (written +100, as UJIIndoorLoc does), with a
     temperature column that is not RSSI."""
     from models.bundle import save_bundle
-    from training.datasets import Dataset, group_by_position
+    from training.data.datasets import Dataset, group_by_position
     from training.pipeline import TrainConfig, train
-    from training.synthetic import make_survey
+    from training.data.synthetic import make_survey
 
     X, Y, _, _, fn, tn = make_survey(n_points=60, readings=5, n_beacons=12, seed=3)
     X = np.where(X < -85.0, 100.0, np.round(X))

@@ -1,0 +1,80 @@
+import json
+
+import pytest
+
+from models.bundle import load_bundle
+from training.commands.train import main
+
+
+@pytest.mark.slow
+def test_synthetic_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--dataset", "synthetic", "--n-samples", "1000", "--out", str(out), "--quiet",
+                 "--calibration", "split"]) == 0  # 200 positions: auto would cross-fit (tests/training/test_cross_fit.py)
+    printed = capsys.readouterr().out
+    assert "LMVE" in printed and "GE" in printed and "coverage" in printed
+    for f in ("bundle/manifest.json", "report.md", "metrics.json", "test_regions.png"):
+        assert (out / f).is_file(), f
+    metrics = json.loads((out / "metrics.json").read_text())["metrics"]
+    assert metrics["lmve"]["volume"] < metrics["ge"]["volume"]
+    model = load_bundle(out / "bundle")
+    sel = model.selection  # auto: the smallest held-out volume, on the 3-fold cross-fit and the test part
+    assert sel["folds"] == 3 and model.primary_method == min(sel["order"], key=lambda m: sel["held_out"][m]["volume"])
+    assert f"served: {model.primary_method.upper()}" in printed
+    centre = model.manifest["training"]["centre"]  # the default: chosen by cross-validation
+    assert centre["name"] == min(centre["cv"], key=lambda n: centre["cv"][n]["rmse"])
+    assert model.manifest["centre"]["type"] == ("KNNCentre" if centre["name"] == "knn" else "SVRCentre")
+    assert (out / "test_regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_csv_writes_nothing(tmp_path, capsys):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("a,b,x,y\n" + "\n".join(f"{i},{i % 7},{i},{i * 2}" for i in range(100)))
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "x,q", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "column(s) ['q'] not found" in err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_csv_run_trains_a_bundle(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(300):
+        a, b = rng.normal(size=2)
+        rows.append(f"{a},{b},{a + 0.3 * abs(b) * rng.normal()},{b + 0.1 * rng.normal()}")
+    csv = tmp_path / "site.csv"
+    csv.write_text("a,b,x,y\n" + "\n".join(rows))
+    out = tmp_path / "run"
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(out), "--quiet", "--methods", "ge,nle",
+                 ]) == 0
+    model = load_bundle(out / "bundle")
+    held = model.selection["held_out"]
+    assert model.feature_names == ["a", "b"] and model.selection["rule"] == "auto"
+    assert model.primary_method == min(("nle", "ge"), key=lambda m: held[m]["volume"])
+
+
+def test_variant_options_reach_the_bundle(tmp_path):
+    out = tmp_path / "run"
+    assert main(["--n-samples", "600", "--out", str(out), "--quiet", "--methods", "ge,nle,lmve", "--lmve-loss", "nll",
+                 "--centre", "paper", "--lmve-max-steps", "30", "--cross-fit", "3", "--lmve-batch-size", "64",
+                 "--calibration", "split"]) == 0
+    model = load_bundle(out / "bundle")
+    assert model.manifest["training"]["cross_fit"] == 3
+    assert sum(model.manifest["training"]["rows"].values()) == 600
+    lmve = model.manifest["methods"]["lmve"]["params"]
+    assert lmve["loss"] == "nll" and lmve["output"] == "cholesky" and lmve["batch_size"] == 64
+    assert model.manifest["centre"]["params"]["scale_targets"] is False
+    assert model.methods["lmve"].shape_.output_ == "cholesky"
+
+
+@pytest.mark.slow
+def test_bad_lmve_batch_size_is_named_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--n-samples", "300", "--out", str(out), "--quiet", "--methods", "ge,nle,lmve", "--groups", "none",
+                 "--lmve-batch-size", "0"]) == 2
+    assert "batch_size must be None (automatic) or a positive integer; got 0" in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,71 @@
+"""training/commands/train_report.py: the test table's intervals, the words on each method's coverage against the target, and
+test_regions.png with one point per test position."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from training.figures.coverage import coverage_interval
+from training.commands.train_report import coverage_words, metrics_table, plot_test_regions
+
+
+def metrics_of(**tests) -> dict:
+    """Metrics rows whose test coverage is ``coverage_interval`` of the given (inside, groups)."""
+    out = {}
+    for name, (inside, groups) in tests.items():
+        test = coverage_interval(inside, 0.9, groups)
+        out[name] = {"coverage": float(np.mean(inside)), "volume": 1.0, "volume_paper": 1.0, "centre_rmse": 0.5,
+                     "fit_seconds": 0.1, "coverage_test": test}
+    return out
+
+
+def test_the_table_gives_each_interval_and_the_words_say_where_the_target_lies():
+    groups = np.repeat(np.arange(20), 10)
+    metrics = metrics_of(
+        nle=(np.repeat(np.arange(20) < 16, 10), groups),            # 80 % of 20 positions: chance can do it
+        copula=(np.repeat(np.arange(20) < 10, 10), groups),         # 50 %: beyond chance
+        ge=(np.repeat(np.arange(20) < 19, 10), groups),             # 95 % of 20: too few to tell
+        ball=(np.arange(2000) % 10 != 0, np.repeat(np.arange(400), 5)))  # 90 % of 400 positions: holds
+    table = metrics_table(metrics, 0.9)
+    rows = {line.split()[0]: line for line in table.splitlines()[2:6]}
+    assert "80.0% " in rows["NLE"] and "56.3-94.3%" in rows["NLE"] and rows["NLE"].split()[3] == "inconclusive"
+    assert rows["Copula"].split()[3] == "short" and rows["GE"].split()[3] == "inconclusive"
+    assert rows["Ball"].split()[3] == "within"
+    assert "over the 20 test groups" in table
+    words = dict(zip(("nle", "copula", "ge", "ball"), coverage_words(metrics, "positions")))
+    assert "80.0 % over 20 test positions, 95 % interval 56.3-94.3 %" in words["nle"]
+    assert "**inconclusive**" in words["nle"] and "20 test positions cannot tell" in words["nle"]
+    assert f"about {metrics['nle']['coverage_test']['needed']} would" in words["nle"]
+    assert "short of the 90.0 % target beyond its interval" in words["copula"]
+    assert "inconclusive" in words["ge"] and "no shortfall" not in words["ge"]
+    assert "no shortfall (one of more than 5.0 points is ruled out)" in words["ball"]
+    # counted over rows, the same 80 % is a shortfall beyond chance
+    rows_only = metrics_of(nle=(np.repeat(np.arange(20) < 16, 10), None))
+    (line,) = coverage_words(rows_only, "positions")
+    assert "over 200 test rows" in line and "beyond its interval" in line
+    above = metrics_of(ge=(np.ones(400, bool), None))
+    above["ge"]["coverage_test"] = coverage_interval(np.ones(400, bool), 0.98)
+    assert "above the 98.0 % target" in coverage_words(above)[0]
+
+
+@pytest.mark.slow
+def test_the_plot_draws_one_point_per_test_position(trained_synthetic, tmp_path):
+    import pandas as pd
+
+    result, ds = trained_synthetic
+    test = result.split.test
+    X, Y = ds.X[test], ds.Y[test]
+    drawn = plot_test_regions(tmp_path / "test_regions.png", result.model, X, Y)
+    positions = len(np.unique(Y, axis=0))
+    assert positions < len(Y) and (tmp_path / "test_regions.png").stat().st_size > 10_000
+    assert set(drawn) == set(result.model.served_methods)
+    for name, figures in drawn.items():
+        assert figures["points"] == positions and figures["unit"] == "groups" and figures["n"] == positions
+        inside = result.model.predict_region(X, method=name).regions.contains(Y)
+        shares = pd.DataFrame({"x": Y[:, 0], "y": Y[:, 1], "inside": inside}).groupby(["x", "y"])["inside"].mean()
+        assert figures["estimate"] == pytest.approx(shares.mean())
+    # rows that never share a position: one point per row
+    once = np.unique(Y, axis=0, return_index=True)[1]
+    drawn = plot_test_regions(tmp_path / "once.png", result.model, X[once], Y[once])
+    assert all(f["points"] == positions and f["unit"] == "rows" for f in drawn.values())

@@ -1,0 +1,157 @@
+"""A run's calibration mode: how its calibration rows are drawn and scored, chosen once and called by the stages.
+
+:func:`choose_mode` (called by :func:`training.pipeline.stages.plan`, before any fit) reads the configuration and
+the data and returns one of two strategies, each holding the split, every row's exchangeable unit and the
+calibration rule:
+
+* :class:`HeldOutMode`: the served model scores calibration rows it never trained on: rows (the paper),
+  whole positions (a grouped survey), or whole units held out of training (``--calibrate-across`` with
+  ``across_mode="held-out"``). The split-conformal guarantee is exact for the rule's unit.
+* :class:`CrossFitMode`: every training unit calibrates, scored by a centre and shapes fitted without its unit
+  fold (:class:`training.calibration.across.UnitCrossFit`): the positions of a small survey
+  (``calibration_mode="cross-fit"``, :mod:`training.calibration.cross_fit`), or the units of
+  ``--calibrate-across`` (``across_mode="cross-fit"``). Approximate, and said so.
+
+The stages never branch on the configuration for these: the centre stage calls :meth:`~CalibrationMode.fit_centres`
+after the served centre, each method is calibrated by :meth:`~CalibrationMode.conformalize`, the typicality step
+takes :meth:`~CalibrationMode.typicality_units`, and ``cross_fitted`` and ``across`` say what the rest must know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from models.exceptions import InputError
+from models.parallel import on_idle_cores
+from training.calibration.splits import Split, group_split, paper_split
+
+if TYPE_CHECKING:
+    from training.pipeline.run import TrainState
+
+
+@dataclass
+class CalibrationMode:
+    """How one run calibrates: its ``split``, every row's unit (``groups``; ``None``: rows), the calibration
+    ``rule`` (:data:`models.calibration.conformal.RULES`), and whether the units are ``--calibrate-across``'s
+    (``across``: phones, users, days, rather than positions or rows)."""
+
+    split: Split
+    groups: np.ndarray | None
+    rule: str
+    across: bool = False
+    #: whether the calibration rows are scored by fold models (a unit cross-fit) rather than the served model
+    cross_fitted = False
+
+    def units_of(self, rows: np.ndarray) -> np.ndarray | None:
+        """The units of ``rows`` (``None`` for rows)."""
+        return None if self.groups is None else np.asarray(self.groups)[rows]
+
+    def fit_centres(self, s: TrainState) -> None:
+        """After the served centre is fitted: what the mode needs of the centres (nothing here)."""
+
+    def conformalize(self, s: TrainState, reg, name: str, on_fold=None):
+        """Method ``name``'s regressor ``reg`` (fitted on the train rows) calibrated on the calibration rows."""
+        cal = s.split.calibration
+        return reg.conformalize(s.Xs[cal], s.Y[cal], centers=s.centers[cal], groups=self.units_of(cal))
+
+    def typicality_units(self) -> np.ndarray | None:
+        """The units whose own reference rows a calibration row's typicality score leaves out (``None``: none)."""
+        return self.groups if self.across else None
+
+
+class HeldOutMode(CalibrationMode):
+    """The served model scores calibration rows held out of its training: rows, positions or units."""
+
+
+class CrossFitMode(CalibrationMode):
+    """Every training unit calibrates, scored by models fitted without its unit fold (cross-conformal)."""
+
+    cross_fitted = True
+
+    def fit_centres(self, s: TrainState) -> None:
+        """The unit cross-fit of the chosen centre (stage ``cross-fit``): its out-of-fold centres replace the train
+        rows' (the shapes learn from them), and its folds become the shapes' (``s.k``)."""
+        with s.meter.stage("cross-fit"), on_idle_cores():
+            s.unit_cross_fit = self._unit_cross_fit(s, s.meter.stages.get("centre", {}).get("seconds"))
+        s.centers[s.split.train] = s.unit_cross_fit.train_centres_
+        s.k = s.centre_info["cross_fit"] = len(s.unit_cross_fit.folds_)
+        s.centre_info["centre_folds"] = s.unit_cross_fit.centre_folds_
+
+    @staticmethod
+    def _unit_cross_fit(s: TrainState, centre_seconds: float | None):
+        """A :class:`~training.calibration.across.UnitCrossFit` of the chosen centre over the train part's units,
+        scoring the calibration rows; its centre folds from the served centre's fit time ``centre_seconds``
+        (:func:`~training.calibration.across.centre_folds`, what decided in ``centre_info["centre_folds_by"]``)."""
+        from training.calibration.across import UnitCrossFit, centre_folds
+
+        config, name = s.config, s.centre_info["name"]
+        k, s.centre_info["centre_folds_by"] = centre_folds(s.n_units, config.across_centre_folds,
+                                                           config.cross_fit or 5, centre_seconds,
+                                                           config.across_centre_seconds)
+        return UnitCrossFit(config.cross_fit or 5, config.seed, centre_k=k).fit(
+            lambda: config.make_centre(name), s.Xs, s.Y, s.split.train, s.split.calibration, s.groups,
+            meta=s.dataset.meta, columns=config.calibrate_across,
+            centres=s.centers if s.dataset.centers is not None else None)
+
+    def conformalize(self, s: TrainState, reg, name: str, on_fold=None):
+        """``reg`` calibrated on the cross-fitted scores of the calibration rows, one shape per unit fold of
+        ``s.unit_cross_fit``, each fitted at the configurations the served fit chose (LMVE's ``chosen_grid``: no
+        search of its own); ``on_fold(shape, fold)`` is called with each fold's shape."""
+        from functools import partial
+
+        from training.calibration.across import conformalize_cross_fit, fold_regressor
+
+        narrowed = getattr(reg.shape_, "chosen_grid", None)
+        narrowed = narrowed() if narrowed is not None else {}
+        regressor = partial(fold_regressor, s.config, name, narrowed, reg.centre_, s.eta, self.rule)
+        return conformalize_cross_fit(reg, s.unit_cross_fit, regressor, s.Xs, s.Y, s.split.train,
+                                      s.split.calibration, np.asarray(self.groups), s.centers, self.rule,
+                                      s.config.seed, s.eta, on_fold)
+
+    def typicality_units(self) -> np.ndarray | None:
+        return self.groups
+
+
+def choose_mode(dataset, config, split: Split | None, eta: float) -> CalibrationMode:
+    """The run's mode: across units with ``config.calibrate_across``; else the cross-fit over positions when
+    ``config.calibration_mode`` resolves to it (:func:`training.calibration.cross_fit.resolve_mode`), held-out
+    rows or positions otherwise. ``split``: the caller's (``None``: :func:`default_split`'s)."""
+    from models.calibration.conformal import check_rule
+    from training.calibration.across import plan_across
+    from training.calibration.cross_fit import CROSS_FIT_RULE, cross_fit_split, resolve_mode
+
+    if config.calibrate_across:
+        split = split or default_split(dataset, config)
+        groups, rule, cross = plan_across(dataset, config, split, eta)
+        return (CrossFitMode if cross else HeldOutMode)(split=split, groups=groups, rule=rule, across=True)
+    grouped = config.grouped(dataset)
+    mode, why = resolve_mode(dataset, config) if split is None or config.calibration_mode == "cross-fit" \
+        else ("split", "the caller's split")
+    cross = mode == "cross-fit"
+    groups = dataset.groups if grouped else None
+    rule = config.resolved_rule(grouped) if not cross else check_rule(config.calibration or CROSS_FIT_RULE)
+    if rule != "rows" and not grouped:
+        raise InputError(f"calibration rule {rule!r} needs groups; the rows have none (name them with --groups)",
+                         field="calibration", expected="rows", received=rule)
+    if cross:
+        split = cross_fit_split(groups, config.seed, eta, split, why)
+    split = split or default_split(dataset, config)
+    return (CrossFitMode if cross else HeldOutMode)(split=split, groups=groups, rule=rule)
+
+
+def default_split(dataset, config) -> Split:
+    """The split a run uses when given none: over whole groups when the config uses the dataset's groups, the
+    paper's row split otherwise (both seeded with ``config.seed``); with ``calibrate_across``, over its units
+    (:func:`training.calibration.across.across_split`)."""
+    if config.calibrate_across:
+        from training.calibration.across import across_split
+
+        return across_split(dataset if config.grouped(dataset) else replace(dataset, groups=None),
+                            config.calibrate_across, config.seed, config.coverage, mode=config.across_mode,
+                            folds=config.cross_fit or 5)
+    if config.grouped(dataset):
+        return group_split(dataset.groups, config.seed, coverage=config.coverage)
+    return paper_split(dataset.X.shape[0], config.seed)

@@ -1,0 +1,164 @@
+"""The cheap rungs of ``centre="auto"`` (:mod:`training.pipeline.centre_selection`): the screen on a few rows of
+one fold (:func:`screen`) or of every unit fold (:func:`screen_folds`), the recall of a dropped candidate that beat
+the chosen one where it was scored (:func:`recall`), and the errors every rung compares (:func:`centre_errors`)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from models.parallel import side_by_side
+
+#: TrainConfig.centre_criterion -> its words in the manifest and the report
+CRITERIA = {"rmse": "RMSE", "quantile": "quantile at the coverage level"}
+
+
+def screen(X, Y, config, first_fold, records, alive, say, workers=None):
+    """Rung 1: every candidate fitted on ``centre_screen_rows`` rows of fold 1's training rows (drawn by
+    ``numpy.random.default_rng(seed).choice``, sorted), scored on its held-out rows (each record's
+    ``screen``); those more than ``centre_screen_margin`` behind the best are dropped.
+    Returns the survivors, and their fold-1 predictions when the screen used all the training rows."""
+    rest, fold = first_fold
+    n = config.centre_screen_rows
+    whole = len(rest) <= n
+    sub = rest if whole else np.sort(np.random.default_rng(config.seed).choice(rest, n, replace=False))
+    key, level = config.centre_criterion, config.coverage
+    preds, errors = {}, {}
+    say(f"screen {', '.join(alive)} on {len(sub)} rows")
+    fitted = side_by_side(lambda name: fit_predict(config, name, X[sub], Y[sub], X[fold]), alive, workers)
+    for name, (pred, seconds) in zip(alive, fitted):
+        preds[name] = pred
+        records[name]["seconds"] += seconds
+        errors[name] = centre_errors(Y[fold], preds[name], level)
+        records[name]["screen"] = {key: errors[name][key], "rows": len(sub)}
+        records[name]["screen_errors"] = errors[name]  # popped before the records leave select_centre
+    best, behind = trailing({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
+    for name, excess in behind.items():
+        records[name].update(errors[name], rows=len(sub), folds=1, stage="screen", status="dropped", scored_folds=[1],
+                             reason=f"on the screen ({len(sub)} of fold 1's {len(rest)} training rows, scored on its "
+                                    f"{len(fold)} held-out rows) its {CRITERIA[key]} {errors[name][key]:.4g} was "
+                                    f"{100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} (screen margin "
+                                    f"{100 * config.centre_screen_margin:.0f} %)")
+    survivors = [n for n in alive if n not in behind]
+    return survivors, ({n: preds[n] for n in survivors} if whole else None)
+
+
+def screen_folds(X, Y, config, folds, records, alive, say, workers=None):
+    """Rung 1 over unit folds (``select_centre(units=True)``): every candidate fitted on
+    ``centre_screen_rows`` rows of *each* fold's training rows (drawn by one
+    ``numpy.random.default_rng(seed)``, sorted; all of them where a fold has fewer) and scored on its
+    held-out rows; those more than ``centre_screen_margin`` behind the best on all the rows together are
+    dropped. Each record's ``screen`` holds the pooled error, the rows per fit, the folds and each fold's
+    own error (their spread). Returns the survivors and every candidate's screen centres of every row."""
+    n = config.centre_screen_rows
+    key, level = config.centre_criterion, config.coverage
+    rng = np.random.default_rng(config.seed)
+    preds = {name: np.empty_like(Y, dtype=np.float64) for name in alive}
+    sizes = []
+    for i, (rest, fold) in enumerate(folds):
+        sub = rest if len(rest) <= n else np.sort(rng.choice(rest, n, replace=False))
+        sizes.append(len(sub))
+        say(f"screen {', '.join(alive)} on {len(sub)} rows of fold {i + 1}/{len(folds)}")
+        fitted = side_by_side(lambda name: fit_predict(config, name, X[sub], Y[sub], X[fold]), alive, workers)
+        for name, (pred, seconds) in zip(alive, fitted):
+            preds[name][fold] = pred
+            records[name]["seconds"] += seconds
+    rows, k = int(round(np.mean(sizes))), len(folds)
+    errors = {name: centre_errors(Y, preds[name], level) for name in alive}
+    for name in alive:
+        per_fold = [round(centre_errors(Y[fold], preds[name][fold], level)[key], 6) for _, fold in folds]
+        records[name]["screen"] = {key: errors[name][key], "rows": rows, "folds": k, "per_fold": per_fold}
+        records[name]["screen_errors"] = errors[name]  # popped before the records leave select_centre
+    best, behind = trailing({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
+    for name, excess in behind.items():
+        records[name].update(errors[name], rows=rows, folds=k, stage="screen", status="dropped",
+                             scored_folds=list(range(1, k + 1)),
+                             reason=f"on the screen ({rows} training rows of each of the {k} unit folds, scored on all "
+                                    f"their held-out rows) its {CRITERIA[key]} {errors[name][key]:.4g} was "
+                                    f"{100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} (screen margin "
+                                    f"{100 * config.centre_screen_margin:.0f} %)")
+    return [n for n in alive if n not in behind], preds
+
+
+def recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, workers=None) -> str:
+    """The selection's invariant over unit folds: no dropped candidate has a smaller error than the chosen
+    one on the rows it was scored on (its ``scored_folds``). The chosen one's centres there are its
+    out-of-fold ones where it ran the fold with all the rows, its screen ones elsewhere. A dropped
+    candidate that beat it there (the one that beat it by most first) is *recalled*: both complete every
+    fold with all their rows, the one of smaller error on all the rows stands and the other is dropped
+    with that error (``stage="recall"``). Repeated until none beat the chosen one; returns its name."""
+    key, level, k = config.centre_criterion, config.coverage, len(folds)
+
+    def centres(name):
+        out = screen_pred[name].copy() if name in screen_pred else np.full_like(Y, np.nan, dtype=np.float64)
+        for i in done.get(name, ()):
+            out[folds[i][1]] = oof[name][folds[i][1]]
+        return out
+
+    while True:
+        mine, beaten = centres(chosen), {}
+        for name, record in records.items():
+            if record.get("status") != "dropped":
+                continue
+            rows = np.concatenate([folds[j - 1][1] for j in record["scored_folds"]])
+            if np.isnan(mine[rows]).any():  # not scored there (cannot happen: the chosen ran those folds)
+                continue
+            error = centre_errors(Y[rows], mine[rows], level)[key]
+            if error > record[key]:
+                beaten[name] = error / record[key]
+        if not beaten:
+            return chosen
+        other = max(beaten, key=beaten.get)
+        for name in (chosen, other):
+            oof.setdefault(name, np.empty_like(Y, dtype=np.float64))
+            todo = [i for i in range(k) if i not in done.setdefault(name, [])]
+            say(f"recall {other}: {name} folds {', '.join(str(i + 1) for i in todo)}")
+            fitted = side_by_side(lambda i: fit_predict(config, name, X[folds[i][0]], Y[folds[i][0]], X[folds[i][1]]),
+                                  todo, workers)
+            for i, (pred, seconds) in zip(todo, fitted):
+                oof[name][folds[i][1]] = pred
+                records[name]["seconds"] += seconds
+                done[name].append(i)
+        errors = {name: centre_errors(Y, oof[name], level) for name in (chosen, other)}
+        winner, loser = (other, chosen) if errors[other][key] < errors[chosen][key] else (chosen, other)
+        rows = fit_rows(folds)
+        records[winner].update(errors[winner], rows=rows, folds=k, stage="cv", status="kept",
+                               scored_folds=list(range(1, k + 1)))
+        records[winner].pop("reason", None)
+        if winner == other:
+            records[winner]["recalled"] = True
+        records[loser].update(errors[loser], rows=rows, folds=k, stage="recall", status="dropped",
+                              scored_folds=list(range(1, k + 1)),
+                              reason=f"{other} was recalled (its {CRITERIA[key]} where it was dropped was below "
+                                     f"{chosen}'s there); on all {k} folds with all the rows its {CRITERIA[key]} "
+                                     f"{errors[loser][key]:.4g} was above {winner}'s {errors[winner][key]:.4g}")
+        chosen = winner
+
+
+def centre_errors(Y: np.ndarray, P: np.ndarray, level: float | None = None) -> dict:
+    """Root mean squared, median and mean Euclidean error of predictions ``P`` of ``Y`` (target units),
+    and with ``level`` its ``level``-quantile (``"quantile"``)."""
+    e = np.linalg.norm(Y - P, axis=1)
+    out = {"rmse": float(np.sqrt(np.mean(e**2))), "median": float(np.median(e)), "mean": float(np.mean(e))}
+    if level is not None:
+        out["quantile"] = float(np.quantile(e, level))
+    return out
+
+
+def trailing(errors: dict[str, float], margin: float) -> tuple[str, dict[str, float]]:
+    """The best name and, for each name more than ``margin`` above it, its excess share."""
+    best = min(errors, key=errors.get)
+    return best, {n: e / errors[best] - 1.0 for n, e in errors.items()
+                  if errors[best] > 0 and e > (1.0 + margin) * errors[best]}
+
+
+def fit_predict(config, name: str, X, Y, X_held) -> tuple[np.ndarray, float]:
+    """Candidate ``name`` fitted on ``X, Y``; its centres at ``X_held`` and the seconds it took."""
+    t0 = time.perf_counter()
+    return config.make_centre(name).fit(X, Y).predict(X_held), time.perf_counter() - t0
+
+
+def fit_rows(folds) -> int:
+    """Rows per fit over ``folds`` (their training rows, averaged)."""
+    return int(round(np.mean([len(rest) for rest, _ in folds])))

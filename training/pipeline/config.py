@@ -1,0 +1,196 @@
+"""What :func:`training.pipeline.train` fits, as one object: :class:`TrainConfig`, and the checks of a
+configuration that need no data (:func:`check_config`), run before anything is fitted."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from models import registry
+from models._validation import lookup
+from models.exceptions import InputError
+from training.pipeline.centre_selection import CRITERIA, MIN_SCREEN_ROWS
+from training.pipeline.served_volume import check_folds, check_primary, check_tolerance
+
+#: every shape method, in the registry's order
+METHODS = tuple(registry.METHODS)
+
+
+@dataclass
+class TrainConfig:
+    """What to fit: the level, the split seed, the methods (registry names) and their parameters
+    (``method_params[name]``), and the centre (a registry name, with ``centre_params`` overrides)."""
+
+    coverage: float = 0.9
+    seed: int = 0
+    methods: tuple[str, ...] = METHODS
+    device: str = "auto"
+    method_params: dict = field(default_factory=dict)
+    centre: str = "paper"
+    centre_params: dict = field(default_factory=dict)
+    progress: bool = False
+    #: 0: shapes learn from the centre's own training residuals (the paper); k >= 2: from k-fold
+    #: out-of-fold residuals (the served centre is still the one fitted on all training rows);
+    #: None: 5 with centre="auto" (the selection's folds: no extra fit) or when the dataset has
+    #: groups (group folds), else 0
+    cross_fit: int | None = None
+    #: the calibration rule (models.calibration.conformal.RULES); None: "rows", or "group-subsample" with groups
+    calibration: str | None = None
+    #: how a grouped survey's calibration scores are drawn (training.calibration.cross_fit.MODES): "split" (held-out
+    #: positions, exact), "cross-fit" (every training position scored out of fold, approximate) or "auto"
+    #: (cross-fit below training.calibration.cross_fit.CROSS_FIT_BELOW calibration groups)
+    calibration_mode: str = "auto"
+    #: with groups: whether the split and calibration use them (False: the paper's row protocol)
+    use_groups: bool = True
+    #: "auto": map the "not detected" codes of RSSI columns to a floor (models.preprocessing); "off": no step
+    rssi: str = "off"
+    not_detected: float | None = None
+    rssi_floor: float | None = None
+    #: how the RSSI step re-expresses the readings (models.preprocessing.REPRESENTATIONS), or "auto":
+    #: "relative" with ``calibrate_across`` (a new phone's offset cancels), "dbm" otherwise
+    rssi_representation: str = "auto"
+    #: what centre="auto" chooses from. Not among them by default: "mlp" (six network fits per
+    #: selection, the slowest candidate by far) and "stack" (the blend of the others, weighted on their out-of-fold
+    #: centres, no fit of its own); ask for them with a candidates list
+    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb", "gp")
+    #: what centre="auto" minimises over the candidates' out-of-fold Euclidean errors: "rmse", or
+    #: "quantile", the error at the coverage level (the distance a region must reach)
+    centre_criterion: str = "rmse"
+    #: centre="auto" on a train part above this many rows screens the candidates on this many rows of
+    #: one fold, then races the survivors fold by fold (training.pipeline.centre_selection); None: every candidate on
+    #: every fold with all rows, whatever the size
+    centre_screen_rows: int | None = 5000
+    #: dropped at the screen when its error is more than this share above the best candidate's: the race's
+    #: margin and what a screen's few rows can misjudge a candidate by
+    centre_screen_margin: float = 0.15
+    #: dropped between folds of the race when its error so far is more than this share above the best's
+    centre_race_margin: float = 0.10
+    #: below centre_screen_rows the race starts once the folds seen hold this many rows (and from fold
+    #: training.pipeline.centre_selection.RACE_FOLDS on); None: only above it
+    #: (centre_screen_rows=None: no race either)
+    centre_race_rows: int | None = 500
+    #: the method the plain routes serve: "auto" (the smallest on held-out rows, training.pipeline.served_volume) or an
+    #: ellipsoid method's name
+    primary: str = "auto"
+    #: the folds of the train part whose out-of-fold rows join the test rows in that choice (training.pipeline.served_volume;
+    #: each costs one more fit of every ellipsoid method, at most the train part's groups); 0: the test part alone
+    primary_folds: int = 3
+    #: the cross-fit stops (or never starts) once the leader's expected volume is within this share of the
+    #: smallest with 95 % confidence on the held-out rows so far (training.pipeline.served_volume.leader_excess); None: every fold
+    primary_tolerance: float | None = 0.05
+    #: per-row label columns (``Dataset.meta``: PHONEID, USERID, a day) whose units the test and calibration
+    #: parts hold out of training (training.calibration.across); the guarantee is then for a new unit. Empty: off
+    calibrate_across: tuple[str, ...] = ()
+    #: how ``calibrate_across`` scores its calibration rows (training.calibration.across.MODES): "cross-fit" every
+    #: training unit by a model of its unit fold (all units calibrate; approximate), "held-out" only
+    #: units held out of training (exact with 9 or more at 0.9; few units in a survey)
+    across_mode: str = "cross-fit"
+    #: cross-fit mode: the centre's unit folds (one unit per fold up to this many units; the shapes keep
+    #: ``cross_fit`` or 5): fold centres that miss a fifth of the units over-cover (training.calibration.across.UnitCrossFit)
+    across_centre_folds: int = 20
+    #: ... while the served centre's fit time times the folds stays within this many seconds (at least 5
+    #: folds whatever it costs; None: no limit): a slow centre then keeps fewer folds
+    across_centre_seconds: float | None = 60.0
+    #: fit the queries' typicality step (models.typicality: their conformal p-value and the shift alarm's
+    #: scores) on the train part, calibrated on the calibration rows (across units: each row without its unit)
+    typicality: bool = True
+    #: the per-row label column (``Dataset.meta``) holding each row's floor: the bundle then answers a floor set
+    #: beside each ellipse, both calibrated on one joint score (training.pipeline.floors, models.floors). None: off
+    floor_column: str | None = None
+    #: with ``floor_column``: the column of each row's building (the floors are then (building, floor) pairs)
+    building_column: str | None = None
+    #: the floor classifier: "auto" (the candidate of smallest cross-validated Brier score) or one of
+    #: models.floors.CLASSIFIERS
+    floor_classifier: str = "auto"
+
+    def grouped(self, dataset) -> bool:
+        return self.use_groups and getattr(dataset, "groups", None) is not None
+
+    def resolved_cross_fit(self, grouped: bool, n_units: int | None = None) -> int:
+        """The fold count: ``cross_fit`` when set, else 5 with groups or ``centre="auto"`` (at most
+        ``n_units``, the train part's groups or rows, and 0 when fewer than 2), else 0."""
+        if self.cross_fit is not None:
+            return self.cross_fit
+        k = 5 if grouped or self.centre == "auto" else 0
+        return k if n_units is None or n_units >= k else (n_units if n_units >= 2 else 0)
+
+    def resolved_representation(self) -> str:
+        """``rssi_representation``, with "auto" resolved: "relative" across units, else "dbm"."""
+        if self.rssi_representation == "auto":
+            return "relative" if self.calibrate_across else "dbm"
+        return self.rssi_representation
+
+    def resolved_rule(self, grouped: bool) -> str:
+        from models.calibration.conformal import check_rule
+
+        return check_rule(self.calibration or ("group-subsample" if grouped else "rows"))
+
+    def make_shape(self, name: str):
+        return registry.method(name).make(seed=self.seed, device=self.device, progress=self.progress,
+                                          **self.method_params.get(name, {}))
+
+    def make_centre(self, name: str | None = None):
+        """A new centre: ``name`` (default ``self.centre``) with ``centre_params`` for the configured one."""
+        import inspect
+
+        name = name or self.centre
+        spec = registry.centre(name)
+        accepts = inspect.signature(spec.estimator).parameters
+        run = {k: v for k, v in (("seed", self.seed), ("device", self.device)) if k in accepts}  # the MLP's
+        if name == "stack":  # seeded; with centre="auto", a blend of the other candidates
+            run = {"random_state": self.seed}
+            if self.centre == "auto":
+                run["members"] = tuple(n for n in self.centre_candidates if n != "stack")
+        return spec.make(**run, **(self.centre_params if name == self.centre else {}))
+
+
+def check_config(config: TrainConfig) -> None:
+    """Refuse what cannot be fitted, naming the field: no methods, an unknown method or centre, a criterion,
+    screen or served-method setting out of range, a ``stack`` with fewer than two members."""
+    if not config.methods:
+        raise InputError(f"methods must be a non-empty subset of {', '.join(METHODS)}; got none", field="methods",
+                         expected=f"a subset of {', '.join(METHODS)}", received="none")
+    for name in config.methods:
+        registry.method(name)
+    if config.centre != "auto":
+        registry.centre(config.centre)
+    for name in config.centre_candidates if config.centre == "auto" else ():
+        registry.centre(name)
+    lookup(CRITERIA, config.centre_criterion, "centre_criterion")
+    check_screen(config)
+    others = [n for n in config.centre_candidates if n != "stack"]
+    if config.centre == "auto" and "stack" in config.centre_candidates and len(others) < 2:
+        raise InputError(f"the candidate stack blends the other candidates, so it needs at least two of them; got "
+                         f"{', '.join(config.centre_candidates)}", field="centre_candidates",
+                         expected="stack with at least two other candidates", received=", ".join(others) or "none")
+    from training.calibration.cross_fit import check_mode
+
+    check_mode(config.calibration_mode)
+    check_primary(config.primary, config.methods)
+    check_folds(config.primary_folds)
+    check_tolerance(config.primary_tolerance)
+
+
+def check_cross_fit(k, m: int) -> int:
+    """``k`` as a fold count over ``m`` units (rows or groups), or an error naming ``cross_fit``."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= m:
+        raise InputError(f"cross_fit must be 0 (off) or a fold count in [2, {m}]; got {k!r}")
+    return k
+
+
+def check_screen(config: TrainConfig) -> None:
+    """Refuse screen settings that cannot work, before any fitting."""
+    n = config.centre_screen_rows
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < MIN_SCREEN_ROWS):
+        raise InputError(f"centre_screen_rows must be None (off) or a row count of at least {MIN_SCREEN_ROWS}; "
+                         f"got {n!r}", field="centre_screen_rows", expected=f"None or an integer >= {MIN_SCREEN_ROWS}",
+                         received=repr(n))
+    r = config.centre_race_rows
+    if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 1):
+        raise InputError(f"centre_race_rows must be None (race only above the screen size) or a positive row count; "
+                         f"got {r!r}", field="centre_race_rows", expected="None or an integer >= 1", received=repr(r))
+    for name in ("centre_screen_margin", "centre_race_margin"):
+        v = getattr(config, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise InputError(f"{name} must be a share >= 0 (0.1: 10 % above the best); got {v!r}", field=name,
+                             expected="a finite number >= 0", received=repr(v))

@@ -1,0 +1,97 @@
+"""What a run of :func:`training.pipeline.train` carries from stage to stage (:class:`TrainState`), and what
+it returns (:class:`TrainResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from models.model import RegionModel
+from training.calibration.modes import CalibrationMode
+from training.calibration.splits import Split
+from training.data.datasets import Dataset
+from training.pipeline.config import TrainConfig
+from training.pipeline.meter import StageMeter
+
+
+@dataclass
+class TrainResult:
+    model: RegionModel
+    split: Split
+    metrics: dict
+    timings: dict
+    #: the centre used, and with centre="auto" every candidate's cross-validated error
+    centre: dict = field(default_factory=dict)
+    #: wall seconds and peak resident MiB per stage (training.pipeline.meter.StageMeter)
+    stages: dict = field(default_factory=dict)
+    #: survey-size guidance (training.pipeline.survey_size), None where it does not apply
+    survey_size: dict | None = None
+
+
+@dataclass
+class TrainState:
+    """One run: the inputs and the plan checked before any fit, then what each stage adds.
+
+    The plan: ``eta`` (the level), ``split``, ``mode`` (the calibration mode,
+    :class:`training.calibration.modes.CalibrationMode`: each row's unit, ``groups``, and the calibration
+    ``rule``), ``n_units`` (the train part's units), ``k`` (the shapes' out-of-fold folds, 0 for in-sample
+    residuals) and ``floor_classes`` (``(labels, codes)`` with floors). The stages add the fitted ``preprocess``
+    and ``scaler`` and the standardised rows ``Xs``; the ``centre``, every row's ``centers`` and ``centre_info``;
+    a cross-fitted mode's ``unit_cross_fit``; the calibrated ``methods`` with their ``fold_figures``; the
+    ``model``; the test ``metrics``; and each step's ``timings``.
+    """
+
+    dataset: Dataset
+    config: TrainConfig
+    meter: StageMeter
+    eta: float
+    split: Split
+    mode: CalibrationMode
+    n_units: int
+    k: int
+    floor_classes: tuple | None
+    bar: Any = None
+    preprocess: Any = None
+    scaler: Any = None
+    Xs: np.ndarray | None = None
+    centre: Any = None
+    centers: np.ndarray | None = None
+    centre_info: dict = field(default_factory=dict)
+    unit_cross_fit: Any = None
+    methods: dict = field(default_factory=dict)
+    fold_figures: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    model: RegionModel | None = None
+    metrics: dict = field(default_factory=dict)
+    survey_size: dict | None = None
+
+    @property
+    def Y(self) -> np.ndarray:
+        return self.dataset.Y
+
+    @property
+    def groups(self) -> np.ndarray | None:
+        """Each row's exchangeable unit (``None``: rows), the calibration mode's."""
+        return self.mode.groups
+
+    @property
+    def rule(self) -> str:
+        """The calibration rule, the calibration mode's."""
+        return self.mode.rule
+
+    @cached_property
+    def train_groups(self) -> np.ndarray | None:
+        """The train rows' units (``None`` for rows; the split and the units never change after the plan)."""
+        return None if self.groups is None else np.asarray(self.groups)[self.split.train]
+
+    def groups_of(self, rows: np.ndarray) -> np.ndarray | None:
+        """The units of ``rows`` (``None`` for rows)."""
+        return self.mode.units_of(rows)
+
+    def result(self) -> TrainResult:
+        return TrainResult(model=self.model, split=self.split, metrics=self.metrics, timings=self.timings,
+                           centre=self.centre_info, stages=self.meter.stages,
+                           survey_size=self.survey_size)

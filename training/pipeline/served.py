@@ -1,0 +1,145 @@
+"""The served-method stage of :func:`training.pipeline.train` (``primary="auto"``, :mod:`training.pipeline.served_volume`):
+the ellipsoid method of smallest expected calibrated volume on held-out rows, the test (or selection) rows
+joined by the train part's ``primary_folds`` cross-fit, fold by fold until the leader is within
+``primary_tolerance`` of the best (:func:`training.pipeline.served_volume.leader_excess`).
+
+Across units in cross-fit mode the calibration has already scored every train row by a shape of its unit
+fold (:func:`training.pipeline.conformalize_across`'s ``fold_figures``): when every ellipsoid method has
+the same rows, that cross-fit joins the test rows and nothing is fitted again.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from models import registry
+from models.exceptions import InputError
+from models.predictor import SplitConformalRegressor
+from training.calibration.splits import count_units
+from training.pipeline.run import TrainState
+from training.pipeline.served_volume import (MIN_UNITS, choose, cross_fit_figures, ellipsoid_figures, leader_excess, stop_reason)
+
+
+def choose_served(s: TrainState) -> dict:
+    """The model's ``selection``: which method the plain routes serve, and the evidence."""
+    choice = ServedChoice(s)
+    if not choice.reuse_unit_folds():
+        choice.read_held_out()
+        if choice.folds:
+            choice.cross_fit()
+    return choice.selection()
+
+
+def _regressor(config, centre, eta: float, rule: str, name: str) -> SplitConformalRegressor:
+    """A fresh ``name`` shape on the run's centre, as the cross-fit fits it fold by fold."""
+    return SplitConformalRegressor(config.make_shape(name), centre=centre, coverage=eta, prefit_centre=True,
+                                   calibration=rule, random_state=config.seed)
+
+
+def _check(evidence: dict, folds: int) -> dict:
+    """One line of ``selection.evidence.checks``."""
+    return {"folds": folds, "rows": evidence["rows"], "leader": evidence["leader"],
+            "excess": evidence["excess"] if np.isfinite(evidence["excess"]) else None, "wins": evidence["wins"]}
+
+
+class ServedChoice:
+    """One choice of the served method: the held-out rows, the cross-fit folds still to run, and the evidence
+    read after each (``checks``)."""
+
+    def __init__(self, s: TrainState):
+        self.s, config = s, s.config
+        self.rows = s.split.test if s.split.selection is None else s.split.selection
+        self.ellipsoids = [m for m in registry.fallback_order() if m in config.methods
+                           and registry.METHODS[m].kind == "ellipsoid"]
+        folds = min(config.primary_folds, s.n_units) if len(self.ellipsoids) > 1 else 0
+        self.folds = self.folds_run = folds if folds >= 2 else 0
+        self.held_groups = s.groups_of(self.rows)
+        self.held_centers = None if s.dataset.centers is None else s.dataset.centers[self.rows]
+        self.calibration = (s.rule, count_units(s.split.calibration, s.groups))
+        self.oof = self.oof_rows = self.skipped = self.evidence = self.how = self.held = None
+        self.checks: list[dict] = []  # each read of the evidence, after how many folds
+
+    def reuse_unit_folds(self) -> bool:
+        """Take the calibration's unit folds as the cross-fit when every ellipsoid method has the same rows."""
+        figures = self.s.fold_figures if self.s.mode.cross_fitted else None
+        if not (self.folds and figures and all(m in figures for m in self.ellipsoids)):
+            return False
+        done = [np.concatenate([f[0] for f in figures[m]]) for m in self.ellipsoids]
+        if not (all(np.array_equal(d, done[0]) for d in done) and len(done[0])):
+            return False
+        self.oof = {m: (np.concatenate([f[1] for f in figures[m]]), np.concatenate([f[2] for f in figures[m]]))
+                    for m in self.ellipsoids}
+        self.oof_rows, self.folds = done[0], len(figures[self.ellipsoids[0]])
+        self.folds_run, self.how = self.folds, f"the calibration's {self.folds} unit folds (no fit of their own)"
+        return True
+
+    def read_held_out(self) -> None:
+        """With a tolerance: the evidence of the held-out rows alone; when it settles, no fold is fitted."""
+        config = self.s.config
+        if not (self.folds and config.primary == "auto" and config.primary_tolerance is not None):
+            return
+        X, Y = self.s.dataset.X[self.rows], self.s.Y[self.rows]
+        self.held = ellipsoid_figures(self.s.model, X, Y, self.held_centers)
+        self._read(self.held, self.held_groups, 0)
+        if self.evidence["excess"] <= config.primary_tolerance:
+            self.skipped = stop_reason(self.evidence, config.primary_tolerance, f"not needed ({self.folds} folds saved)")
+            self.folds = self.folds_run = 0
+
+    def _read(self, figures: dict, groups, folds_done: int) -> dict:
+        s = self.s
+        self.evidence = leader_excess(figures, s.eta, s.Y.shape[1], self.calibration, groups, s.config.seed)
+        self.checks.append(_check(self.evidence, folds_done))
+        return self.evidence
+
+    def settled(self, figures: dict, done: np.ndarray, folds_done: int) -> bool:
+        """Whether the leader is within the tolerance on the cross-fit rows ``done`` of ``folds_done`` folds and
+        the held-out rows."""
+        pooled = {m: (np.concatenate([figures[m][0], self.held[m][0]]),
+                      np.concatenate([figures[m][1], self.held[m][1]])) for m in self.ellipsoids}
+        groups = None if self.s.groups is None else np.concatenate([self.s.train_groups[done], self.held_groups])
+        return self._read(pooled, groups, folds_done)["excess"] <= self.s.config.primary_tolerance
+
+    def unsettled(self, done: np.ndarray) -> bool:
+        """Too few held-out units for the evidence to settle anything yet."""
+        s = self.s
+        return count_units(s.split.train[done], s.groups) + count_units(self.rows, s.groups) < MIN_UNITS
+
+    def cross_fit(self) -> None:
+        """The train part's folds, each method refitted on the others and scored on it, stopping once settled."""
+        from tqdm.auto import tqdm
+
+        s, config = self.s, self.s.config
+        train = s.split.train
+        with tqdm(total=self.folds * len(self.ellipsoids), desc=f"{s.dataset.name} primary",
+                  disable=not config.progress, leave=False) as bar:
+            try:
+                self.oof, self.oof_rows = cross_fit_figures(
+                    partial(_regressor, config, s.centre, s.eta, s.rule), self.ellipsoids, s.Xs[train], s.Y[train],
+                    s.centers[train], self.folds, config.seed, s.eta, groups=s.train_groups, bar=bar,
+                    stop=self.settled if self.evidence is not None else None, unsettled=self.unsettled)
+            except InputError as err:  # a fold too small for a method: the test part alone decides
+                self.skipped = f"the {self.folds}-fold cross-fit of the train part could not run ({err})"
+                self.folds, self.evidence = 0, None
+        if self.oof is None or self.evidence is None:
+            return
+        if len(self.oof_rows) < len(train):  # the folds partition the train part: it stopped early
+            self.folds_run = self.checks[-1]["folds"]
+            self.skipped = stop_reason(self.evidence, config.primary_tolerance,
+                                       f"stopped after {self.folds_run} of {self.folds} folds")
+        else:  # every fold ran: the evidence on all of them
+            self.settled(self.oof, self.oof_rows, self.folds)
+
+    def selection(self) -> dict:
+        """The choice (:func:`training.pipeline.served_volume.choose`) on the held-out rows and the cross-fit."""
+        s = self.s
+        evidence = None if self.evidence is None else {**self.evidence, "tolerance": s.config.primary_tolerance,
+                                                       "checks": self.checks}
+        groups = None if s.groups is None else np.concatenate(
+            ([s.train_groups[self.oof_rows]] if self.oof else []) + [self.held_groups])
+        return choose(s.model, s.dataset.X[self.rows], s.Y[self.rows], s.eta, s.config.primary,
+                      centers=self.held_centers, rows="test part" if s.split.selection is None else "selection rows",
+                      cross_fit=self.oof, folds=self.folds, skipped=self.skipped, calibration=self.calibration,
+                      groups=groups, folds_run=self.folds_run, evidence=evidence, n_train=len(s.split.train),
+                      how=self.how)

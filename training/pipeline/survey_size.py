@@ -1,0 +1,78 @@
+"""Survey-size guidance: what surveying half or twice as many positions would do to the served regions.
+
+An estimate by subsampling, labelled as one wherever it is shown. The train part's positions are cut
+in two halves; a centre (the run's chosen one) and the served method's shape fitted on one half score
+every reading of the other, both ways round, so each surveyed position gets a score from a model that
+learned from half the survey. The calibrated area at those scores (the mean region at their
+``eta``-quantile) against the same figure at the run's own scores (its residuals about centres that
+never saw the position: the calibration's, or the out-of-fold ones of the cross-fit) gives how the area
+grows when the positions halve. Area falls about as a power of the number of positions (the centre's
+error and the shapes' spread shrink together); the exponent ``b`` of that power law through the two
+points puts the served area at ``2^b`` times itself with half the positions and ``2^-b`` with twice.
+The doubling is an extrapolation and the halving a refit on half a survey of the same site: both
+assume the new positions are like the surveyed ones, and neither counts the calibration's own gain
+from more groups (small under cross-fit, where every position calibrates).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+#: fewer train positions than this: no estimate (a half of 3 positions says nothing about a survey)
+MIN_POSITIONS = 8
+
+
+def survey_size(s) -> dict | None:
+    """``{"estimate": "subsampling", "positions", "exponent", "half_factor", "twice_factor", ...}`` for a
+    survey run (:class:`training.pipeline.run.TrainState` after the served choice); ``{"estimate": None, "why"}``
+    when the served shape cannot be fitted on half the survey; None where it does not apply: rows not grouped by position, floors, ``--calibrate-across``, the client's own centres, a served
+    method that is not an ellipsoid, or fewer than :data:`MIN_POSITIONS` train positions."""
+    from models import registry
+    from models.exceptions import InputError
+    from training.calibration.across import UnitCrossFit, fold_regressor
+    from training.pipeline.served_volume import pooled_figures, unit_figures
+
+    ds, config = s.dataset, s.config
+    name = s.model.primary_method
+    if ((ds.grouping or {}).get("by") != "position" or s.floor_classes is not None or s.mode.across
+            or ds.centers is not None or registry.METHODS[name].kind != "ellipsoid" or s.groups is None):
+        return None
+    train, units = s.split.train, np.asarray(s.groups)
+    n_pos = len(np.unique(units[train]))
+    if n_pos < MIN_POSITIONS:
+        return None
+    reg = s.methods[name]
+    centre_name = s.centre_info["name"]
+    halves = UnitCrossFit(k=2, seed=config.seed, centre_k=2).fit(lambda: config.make_centre(centre_name), s.Xs, s.Y,
+                                                                 train, train, units)
+    narrowed = getattr(reg.shape_, "chosen_grid", None)
+    narrowed = narrowed() if narrowed is not None else {}
+    figures: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def keep(shape, fold):
+        rows = train[fold]
+        figures.append(unit_figures(shape, s.Xs[rows], s.Y[rows] - halves.train_centres_[fold], s.eta))
+
+    try:
+        halves.scores(partial(fold_regressor, config, name, narrowed, reg.centre_, s.eta, s.rule), s.Xs, s.Y,
+                      train, train, units, on_fold=keep)
+    except InputError as exc:  # the served shape cannot learn from half the survey (LMVE below its row minimum)
+        return {"estimate": None, "method": name, "positions": int(n_pos),
+                "why": f"{name} cannot be fitted on half the survey: {exc}"}
+    half = pooled_figures(np.concatenate([f[0] for f in figures]), np.concatenate([f[1] for f in figures]), s.eta,
+                          s.Y.shape[1])["quantile_volume"]
+    rows = s.split.calibration
+    now = pooled_figures(*unit_figures(reg.shape_, s.Xs[rows], s.Y[rows] - s.centers[rows], s.eta), s.eta,
+                         s.Y.shape[1])["quantile_volume"]
+    folds = s.centre_info.get("centre_folds") or 0
+    seen = n_pos * (folds - 1) / folds if s.mode.cross_fitted and folds >= 2 else n_pos  # positions the scores' centres saw
+    if not (np.isfinite(half) and np.isfinite(now) and now > 0 and seen > n_pos / 2):
+        return None
+    b = max(0.0, float(np.log(half / now) / np.log(seen / (n_pos / 2))))
+    return {"estimate": "subsampling", "method": name, "positions": int(n_pos), "exponent": b,
+            "half_factor": 2.0**b, "twice_factor": 2.0**-b, "half_area_ratio_measured": float(half / now),
+            "how": "a centre and the served shape refitted on each half of the train part's positions score the "
+                   "other half; the area at those scores against the run's own gives the power law's exponent "
+                   "(twice: extrapolated on it)"}
