@@ -9,8 +9,9 @@ and the thread counts are fixed (``LMVE_TORCH_THREADS=1``: no fit follows the id
 last bits of a multithreaded product).
 
 ``python -m benchmarks.fingerprints`` writes ``benchmarks/results/fingerprints.json``;
-``python -m benchmarks.fingerprints --compare`` trains again and names every fingerprint that differs from that
-file (exit status 1), so a change meant to move no number can show it moved none.
+``python -m benchmarks.fingerprints --compare`` trains again, names every fingerprint that differs from that
+file (exit status 1) and records the outcome with its commit in ``benchmarks/results/fingerprints_check.md``, so a
+change meant to move no number can show it moved none.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from benchmarks.common import DATA_DIR, RESULTS, command, commit, write_json
+from benchmarks.common import DATA_DIR, RESULTS, command, commit, write_json, write_text
 
 OUT = RESULTS / "fingerprints.json"
+CHECK = RESULTS / "fingerprints_check.md"
 #: keys whose values are wall times or memory: never part of a fingerprint
 VOLATILE = ("seconds", "time", "timing", "mib", "elapsed")
 
@@ -176,9 +178,14 @@ def main(argv=None) -> int:
     reference = json.loads(OUT.read_text())
     lines = [f"{name}: {line}" for name in names for line in diff(reference["fingerprints"].get(name, {}),
                                                                   prints[name])]
-    print(f"against {OUT.name} (commit {reference['commit']}): "
-          + ("equal" if not lines else f"{len(lines)} differences"))
+    verdict = "equal" if not lines else f"{len(lines)} differences"
+    print(f"against {OUT.name} (commit {reference['commit']}): {verdict}")
     print("\n".join(lines))
+    if not args.only:  # a whole check is recorded; a partial one only printed
+        write_text(CHECK, f"# train() fingerprints against the reference\n\n`{command('fingerprints', argv)}` at "
+                          f"{commit()} against `{OUT.name}` (taken at {reference['commit']}): **{verdict}** over "
+                          f"{len(names)} configurations ({', '.join(names)}).\n"
+                          + ("".join(f"\n- {line}" for line in lines) + "\n" if lines else ""))
     return 1 if lines else 0
 
 
