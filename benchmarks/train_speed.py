@@ -119,6 +119,12 @@ def code_dir(variant: str) -> Path:
 
 
 # ----------------------------------------------------------------------------------------- one run
+def train_module(code: Path) -> str:
+    """The module ``lmve-train`` runs as in the checkout at ``code``: ``training.commands.train``, or the flat
+    ``training.cli`` of commits before training/ had sub-packages."""
+    return "training.commands.train" if (code / "training" / "commands" / "train.py").is_file() else "training.cli"
+
+
 def run_one(scenario: str, variant: str, seed: int, data_dir: Path, rerun_after: bool = False) -> dict:
     """One ``lmve-train`` run in a child process; its figures (cached). ``rerun_after``: an ``after`` run
     cached at another commit moves to ``runs_<its commit>/`` and runs again."""
@@ -132,10 +138,10 @@ def run_one(scenario: str, variant: str, seed: int, data_dir: Path, rerun_after:
         cached.replace(aside / cached.name)
     spec = SCENARIOS[scenario]
     out = CACHE / "out" / f"{scenario}_{variant}_{seed}"
-    cmd = [sys.executable, "-m", "training.commands.train", *source(scenario, data_dir), *spec["flags"], "--seed", str(seed),
+    cwd = code_dir(variant)
+    cmd = [sys.executable, "-m", train_module(cwd), *source(scenario, data_dir), *spec["flags"], "--seed", str(seed),
            "--quiet", "--out", str(out)]
     cap = spec.get("cap") if variant == "before" else None
-    cwd = code_dir(variant)
     log = CACHE / "out" / f"{scenario}_{variant}_{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if spec.get("busy") else None
