@@ -66,6 +66,25 @@ def wait_ready(base: str, proc, timeout: float = 90.0) -> None:
     wait_alive(base, proc, timeout, path="/readyz")
 
 
+def wait_workers(base: str, proc: subprocess.Popen, workers: int = 2, path: str = "/model",
+                 timeout: float = 90.0) -> None:
+    """Until ``workers`` distinct workers answered ``path`` (a route whose body names ``worker_pid``) on new
+    connections: the first worker to load
+    takes every connection while its siblings still load, so a test that needs each worker waits here."""
+    deadline, pids = time.monotonic() + timeout, set()
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            pids.add(fresh_get(base, path).json()["worker_pid"])
+        except (httpx.TransportError, KeyError, ValueError):
+            pass
+        if len(pids) >= workers:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{len(pids)} of {workers} workers answered within {timeout} s")
+
+
 @contextmanager
 def serving_client(log: Path, **env):
     """A real ``lmve-serve`` on a free loopback port (``env``: its settings, e.g. ``LMVE_MODEL_REPOSITORY``),

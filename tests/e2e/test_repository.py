@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.e2e.servers import free_port, start_server, wait_alive
+from tests.e2e.servers import free_port, start_server, wait_alive, wait_workers
 from tests.processes import stop
 from tests.e2e.servers import H, SYNC, by_worker, fresh_get
 
@@ -36,6 +36,7 @@ def repo_server(site_repository, tmp_path_factory):
                         LMVE_STATE_DB=str(root / "state.sqlite"), LMVE_SYNC_INTERVAL_S=SYNC)
     try:
         wait_alive(base, proc, 90.0)
+        wait_workers(base, proc, path="/models/site=0")
         yield base, src, repo, rows
     finally:
         stop(proc)

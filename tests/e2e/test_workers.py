@@ -17,7 +17,7 @@ import pytest
 
 from tests.service.conftest import features
 from tests.processes import stop
-from tests.e2e.servers import H, SYNC, by_worker, fresh_get, free_port, start_server, wait_ready
+from tests.e2e.servers import H, SYNC, by_worker, fresh_get, free_port, start_server, wait_ready, wait_workers
 
 def counter(text: str, name: str, method: str = "lmve") -> float:
     for line in text.splitlines():
@@ -40,6 +40,7 @@ def cluster(bundle_dir, tmp_path_factory):
         proc = start_server(served, port, root / f"server{len(procs)}.log", **env)
         procs.append(proc)
         wait_ready(base, proc)
+        wait_workers(base, proc)
         return proc
 
     start()
