@@ -270,7 +270,8 @@ def _run_dask(args, job: Job, fmt: str, names: list[str], writer: Writer) -> int
     """The partitions as a ``dask.dataframe`` (``from_map``) answered on the cluster; the client writes them in
     order, at most :data:`IN_FLIGHT` per worker at a time."""
     import dask.dataframe as dd
-    from dask.distributed import Client, LocalCluster
+
+    from training.commands.cluster import dask_client
 
     parts = tables.plan(args.input, fmt, args.chunk_rows)
     if not parts:
@@ -279,14 +280,7 @@ def _run_dask(args, job: Job, fmt: str, names: list[str], writer: Writer) -> int
     sep = tables.separator(args.input, fmt)
     meta = job.frame(parts[0], names, sep).iloc[:0]  # the columns and types (one partition answered here)
     ddf = dd.from_map(_answer_partition, parts, job=job, names=names, sep=sep, meta=meta, enforce_metadata=False)
-    cluster = None
-    if args.scheduler:
-        client = Client(args.scheduler)
-    else:
-        cluster = LocalCluster(n_workers=max(args.workers, 1), threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
+    with dask_client(args.scheduler, args.workers) as client:
         workers = max(len(client.scheduler_info()["workers"]), 1)
         window = IN_FLIGHT * workers
         pieces = ddf.to_delayed()
@@ -299,10 +293,6 @@ def _run_dask(args, job: Job, fmt: str, names: list[str], writer: Writer) -> int
                     futures.append(client.compute(pieces[i + window]))
                 writer.write({c: frame[c].to_numpy() for c in frame.columns})
                 bar.update(len(frame))
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
     return writer.rows
 
 

@@ -92,12 +92,10 @@ def write_manifest(out: Path, manifest: dict) -> Path:
     return out / REPOSITORY_MANIFEST
 
 
-def train_repository(dataset: Dataset, column: str, out: Path, train_one: Callable[[Dataset, str], dict], *,
-                     names: dict[str, str] | None = None, source: str = "", progress: bool = True) -> dict:
-    """Train one model per value of ``column`` with ``train_one(rows, name) -> entry`` (it writes the bundle
-    ``out/<name>``), one progress bar over the models; write and return the repository manifest."""
-    from tqdm.auto import tqdm
-
+def plan_sites(dataset: Dataset, column: str, names: dict[str, str] | None = None
+               ) -> list[tuple[str, np.ndarray, str]]:
+    """``(value, row mask, model name)`` per value of ``column``; an :class:`InputError` naming
+    ``--split-names`` when it names a value the column does not hold or gives two values one name."""
     names = names or {}
     parts = split_values(dataset, column)
     unknown = sorted(set(names) - {v for v, _ in parts})
@@ -110,14 +108,34 @@ def train_repository(dataset: Dataset, column: str, out: Path, train_one: Callab
     if clash:
         raise InputError(f"--split-names gives two values the name(s) {', '.join(clash)}", field="--split-names",
                          expected="one name per value", received=", ".join(clash))
-    manifest = {"schema": 1, "split_by": column, "source": source, "created_at": time.strftime(
-        "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "models": {}, "failed": {}}
+    return planned
+
+
+def new_manifest(column: str, source: str) -> dict:
+    """The repository manifest before any model: ``models`` and ``failed`` fill as models finish."""
+    return {"schema": 1, "split_by": column, "source": source,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "models": {}, "failed": {}}
+
+
+def site_rows(dataset: Dataset, column: str, value: str, mask: np.ndarray) -> Dataset:
+    """The rows of one model, named after their value."""
+    return subset(dataset, mask, name=f"{dataset.name} {column}={value}")
+
+
+def train_repository(dataset: Dataset, column: str, out: Path, train_one: Callable[[Dataset, str], dict], *,
+                     names: dict[str, str] | None = None, source: str = "", progress: bool = True) -> dict:
+    """Train one model per value of ``column`` with ``train_one(rows, name) -> entry`` (it writes the bundle
+    ``out/<name>``), one after the other under one progress bar; write and return the repository manifest
+    (a model that fails with an :class:`LMVEError` is listed under ``failed`` with the reason)."""
+    from tqdm.auto import tqdm
+
+    planned = plan_sites(dataset, column, names)
+    manifest = new_manifest(column, source)
     bar = tqdm(planned, desc=f"models by {column}", unit="model", disable=not progress)
     for value, mask, name in bar:
         bar.set_postfix_str(f"{name} ({int(mask.sum())} rows)")
-        rows = subset(dataset, mask, name=f"{dataset.name} {column}={value}")
         try:
-            entry = train_one(rows, name)
+            entry = train_one(site_rows(dataset, column, value, mask), name)
         except LMVEError as exc:  # too few rows, too few groups...: this model only
             manifest["failed"][name] = {"value": value, "rows": int(mask.sum()), "reason": str(exc)}
             continue

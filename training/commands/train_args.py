@@ -190,6 +190,13 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
                         "lmve-serve --model-repository OUT (with --csv, COL is never a feature)")
     p.add_argument("--split-names", metavar="VALUE=NAME,...", default=None,
                    help="with --split-by: model names instead of <COL>=<value>, e.g. 0=west,1=east")
+    p.add_argument("--engine", choices=("local", "dask"), default="local",
+                   help="with --split-by: local: the models one after the other here; dask: one model a task on a "
+                        "Dask cluster (the workers read the data from the same path and need the same lmve)")
+    p.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="with --engine dask: a Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a local cluster)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="with --engine dask: worker processes of the local cluster (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -240,7 +247,25 @@ def config_from_args(args) -> TrainConfig:
         raise InputError("--no-rssi turns the RSSI step off; --not-detected/--rssi-floor/--rssi-representation "
                          "configure it: give one or the other", field="--no-rssi", expected="--no-rssi alone",
                          received="both")
+    _check_engine(args)
     if args.centre_columns and args.centre is not None:
         raise InputError("--centre-columns makes your estimates the centre; leave --centre out",
                          field="--centre", expected="no --centre with --centre-columns", received=args.centre)
     return config
+
+
+def _check_engine(args) -> None:
+    """``--engine``, ``--scheduler`` and ``--workers`` go together and with ``--split-by``."""
+    if args.engine == "dask" and not args.split_by:
+        raise InputError("--engine dask trains the models of --split-by on a cluster; name the column to split by",
+                         field="--engine", expected="--split-by COL with --engine dask", received="no --split-by")
+    for flag, given in (("--scheduler", args.scheduler), ("--workers", args.workers)):
+        if given is not None and args.engine != "dask":
+            raise InputError(f"{flag} is for --engine dask", field=flag, expected="--engine dask",
+                             received=f"--engine {args.engine}")
+    if args.scheduler is not None and args.workers is not None:
+        raise InputError("--workers sizes a local cluster; a --scheduler's cluster has its own workers",
+                         field="--workers", expected="--scheduler or --workers", received="both")
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers must be at least 1; got {args.workers}", field="--workers",
+                         expected="an integer >= 1", received=str(args.workers))
