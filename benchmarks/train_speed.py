@@ -36,15 +36,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.common import (DATA_DIR, RESULTS, ROOT, cache_dir, command, commit, parse_seeds, write_csv, write_json,
                                write_rows, write_text)
+from benchmarks.harness.child import run_child
 from benchmarks.harness.splits import visits_csv
 
 CACHE = cache_dir("train_speed")
@@ -143,29 +141,8 @@ def run_one(scenario: str, variant: str, seed: int, data_dir: Path, rerun_after:
            "--quiet", "--out", str(out)]
     cap = spec.get("cap") if variant == "before" else None
     log = CACHE / "out" / f"{scenario}_{variant}_{seed}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if spec.get("busy") else None
-    try:
-        with open(log, "w") as sink:
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(cmd, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-            stopped = False
-            while True:  # wait4 for the child's own rusage; polled, so that a cap can stop it
-                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    break
-                if cap is not None and time.perf_counter() - t0 > cap:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    _, status, usage = os.wait4(proc.pid, 0)
-                    stopped = True
-                    break
-                time.sleep(0.05)
-            wall = time.perf_counter() - t0
-            proc.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
+    child = run_child(cmd, log, cwd=cwd, cap=cap, busy=bool(spec.get("busy")))
+    wall, code, stopped = child.wall_s, child.code, child.stopped
     text = log.read_text()
     row = {"scenario": scenario, "variant": variant, "seed": seed, "commit": commit() if variant == "after"
            else BEFORE, "command": " ".join(cmd[1:])}
@@ -179,7 +156,7 @@ def run_one(scenario: str, variant: str, seed: int, data_dir: Path, rerun_after:
         row.update(wall_s=round(wall, 2), stopped=False, models=_models(out, scenario))
         # the stages' peaks too: resetting the high-water mark per stage lowers what rusage reports at exit
         peaks = [s["peak_rss_mib"] for m in row["models"].values() for s in m["stages"].values()]
-        row["peak_mib"] = round(max([*peaks, usage.ru_maxrss / 1024]), 1)
+        row["peak_mib"] = round(max([*peaks, child.peak_mib]), 1)
     write_json(cached, row, indent=1)
     return row
 

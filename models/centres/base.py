@@ -33,3 +33,20 @@ def target_scaling(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     constant target keeps scale 1."""
     sd = Y.std(axis=0)
     return Y.mean(axis=0), np.where(sd > 0, sd, 1.0)
+
+
+def capped_rows(n_rows: int, max_rows: int | None, seed: int) -> np.ndarray | None:
+    """The rows a fit capped at ``max_rows`` uses: a seeded random subset (sorted) when there are more,
+    ``None`` (every row) otherwise or without a cap. An :class:`InputError` names ``max_rows`` when it is
+    neither ``None`` nor an integer of at least 2."""
+    from models._validation import is_positive_int
+    from models.exceptions import InputError
+
+    if max_rows is None:
+        return None
+    if not (is_positive_int(max_rows) and max_rows >= 2):
+        raise InputError(f"max_rows must be None or an integer of at least 2; got {max_rows!r}", field="max_rows",
+                         expected="None or an integer >= 2", received=repr(max_rows))
+    if n_rows <= max_rows:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n_rows, max_rows, replace=False))

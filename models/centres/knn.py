@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.centres import search
-from models.centres.base import Centre
+from models.centres.base import Centre, capped_rows
 from models.exceptions import InputError
 
 
@@ -23,10 +23,15 @@ class KNNCentre(Centre):
     dense rows from version 3; ``sparse_offset_`` and ``sparse_search_``, stored), whose neighbours are
     averaged by scikit-learn's rule (:func:`models.search.distance_weighted_mean`), every row tied
     at the ``n_neighbors``-th distance included (scikit-learn would pick among them by row order).
+
+    ``max_rows`` (default 65,536; ``None``: no cap) caps the reference rows (a seeded random subset of
+    ``seed`` beyond them), so that a query's cost stops growing with the survey.
     """
 
     n_neighbors: int = 3
     weights: str = "distance"
+    max_rows: int | None = 65536
+    seed: int = 0
 
     def fit(self, X, Y) -> "KNNCentre":
         X, Y = self._fit_input(X, Y)
@@ -38,6 +43,9 @@ class KNNCentre(Centre):
                              expected="'distance' or 'uniform'", received=repr(self.weights))
         from models.centres.search import sparse_offset
 
+        rows = capped_rows(len(X), self.max_rows, self.seed)
+        if rows is not None:
+            X, Y = X[rows], Y[rows]
         return self._index(X, Y, sparse_offset(X))
 
     def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None,

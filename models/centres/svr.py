@@ -11,11 +11,22 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.svm import SVR
 
-from models.centres.base import Centre, target_scaling
+from models.centres.base import Centre, capped_rows, target_scaling
+
+
+#: the most cells (rows x support vectors) of one kernel matrix :meth:`SVRCentre.predict` builds
+KERNEL_CELLS = 1 << 22
+#: ... in blocks of at least this many rows (BLAS's products of such blocks equal the whole product's rows)
+MIN_BLOCK_ROWS = 256
 
 
 def rbf_kernel_sum(X, x2, A, c, coef, gamma) -> np.ndarray:
-    """``exp(-gamma |x - sv|^2) @ coef`` (N, t) from a kernel plan's arrays (see ``SVRCentre._kernel_plan``)."""
+    """``exp(-gamma |x - sv|^2) @ coef`` (N, t) from a kernel plan's arrays (see ``SVRCentre._kernel_plan``),
+    the kernel matrix built for at most :data:`KERNEL_CELLS` cells at a time (blocks of rows)."""
+    step = max(MIN_BLOCK_ROWS, KERNEL_CELLS // max(A.shape[1], 1))
+    if len(X) > step:
+        return np.concatenate([rbf_kernel_sum(X[i:i + step], x2[i:i + step], A, c, coef, gamma)
+                               for i in range(0, len(X), step)])
     D = X @ A
     D -= c
     D -= gamma * x2
@@ -34,6 +45,12 @@ class SVRCentre(Centre):
     scale_targets : bool, default=False
         Fit each SVR on the standardised target (so ``epsilon`` is in units of the target's std)
         and map back. ``False`` is the paper's protocol (epsilon in raw target units).
+    max_rows : int or None, default=16384
+        Fit on at most this many rows (a seeded random subset beyond them): libsvm's cost grows about as
+        the square of the rows, so a larger survey costs a bounded fit and a prediction linear in its rows.
+        ``None``: every row.
+    seed : int, default=0
+        Chooses the subset.
 
     Attributes
     ----------
@@ -48,9 +65,14 @@ class SVRCentre(Centre):
     epsilon: float = 0.1
     gamma: str | float = "scale"
     scale_targets: bool = False
+    max_rows: int | None = 16384
+    seed: int = 0
 
     def fit(self, X, Y) -> "SVRCentre":
         X, Y = self._fit_input(X, Y, min_rows=2)
+        rows = capped_rows(len(X), self.max_rows, self.seed)
+        if rows is not None:
+            X, Y = X[rows], Y[rows]
         if self.scale_targets:
             self.y_mean_, self.y_scale_ = target_scaling(Y)
         else:

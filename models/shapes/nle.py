@@ -21,6 +21,13 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         ``k``; ``None`` means ``floor(m / 20)`` (5 % of the training rows), as in the paper.
     local_weight : float, default=0.95
         Weight of the local moment; the rest goes to the global one.
+    max_rows : int or None, default=16384
+        The neighbours come from at most this many training rows (a seeded random subset beyond them; the
+        global moment uses every row), so a query's cost stops growing with the survey. Beyond the cap a
+        local moment averages over 800 neighbours or more, which a subset estimates as well. ``None``:
+        every row.
+    random_state : int, default=0
+        Chooses the subset.
 
     Attributes
     ----------
@@ -34,12 +41,21 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
     n_neighbors_ : int
     """
 
-    def __init__(self, n_neighbors: int | None = None, local_weight: float = 0.95):
+    def __init__(self, n_neighbors: int | None = None, local_weight: float = 0.95, max_rows: int | None = 16384,
+                 random_state: int = 0):
         self.n_neighbors = n_neighbors
         self.local_weight = local_weight
+        self.max_rows = max_rows
+        self.random_state = random_state
 
     def fit(self, X, R) -> "NearestNeighbourEllipsoid":
+        from models.centres.base import capped_rows
+
         X, R = self._validate_fit(X, R)
+        self.global_shape_ = second_moment(R)
+        rows = capped_rows(X.shape[0], self.max_rows, self.random_state)
+        if rows is not None:
+            X, R = X[rows], R[rows]
         m = X.shape[0]
         k = m // 20 if self.n_neighbors is None else int(self.n_neighbors)
         if k < 1 or k > m:
@@ -52,7 +68,6 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         self.n_neighbors_ = k
         self.X_ref_ = X
         self.R_ref_ = R
-        self.global_shape_ = second_moment(R)
         self._build_index(sparse_offset(X))
         return self
 
@@ -79,6 +94,8 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
     #: up to this many (row, neighbour) pairs per call the neighbours' outer products are gathered and summed;
     #: above, they are summed by a sparse product (whose construction costs more than a small gather)
     GATHER_PAIRS = 8192
+    #: at most this many (row, neighbour) pairs per block of :meth:`predict_shape`
+    BLOCK_PAIRS = 1 << 24
 
     def _outer_products(self) -> np.ndarray:
         """(m, n*n) the training residuals' outer products ``r r^T``, computed once per ``R_ref_``."""
@@ -92,6 +109,9 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         """(N, n, n) local shapes: the training rows' outer products ``r r^T`` (computed once) summed over
         each row's neighbours, gathered for small batches and by one sparse product with the (N, m)
         neighbour indicator for large ones."""
+        step = max(1, self.BLOCK_PAIRS // self.n_neighbors_)
+        if len(X) > step:  # the (rows, k) neighbour indices a block of rows at a time
+            return np.concatenate([self.predict_shape(X[i:i + step]) for i in range(0, len(X), step)])
         idx = kneighbors(self._index, X, self.n_neighbors_, self.sparse_offset_)  # (N, k)
         N, k = idx.shape
         RR = self._outer_products()

@@ -55,7 +55,7 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", choices=DATASETS, default=None, help="a built-in dataset (default: synthetic)")
-    src.add_argument("--csv", type=Path, help="your own CSV file")
+    src.add_argument("--csv", type=Path, help="your own data: a CSV file (.csv, .csv.gz) or a Parquet file (.parquet)")
     p.add_argument("--targets", type=csv_list, help="with --csv: comma-separated target columns (2 or more)")
     p.add_argument("--features", type=csv_list, help="with --csv: comma-separated feature columns "
                                                        "(default: every other column)")

@@ -259,9 +259,15 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
 
 
 def _read_csv(path: Path, sep: str | None):
-    """The CSV as a frame (``sep``, or the sniffed separator), or an error naming the file."""
+    """The file as a frame (a ``.parquet`` file as Parquet; otherwise CSV with ``sep``, or the sniffed
+    separator), or an error naming the file."""
     import pandas as pd
 
+    if path.suffix == ".parquet":
+        try:
+            return pd.read_parquet(path)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{path} could not be read as Parquet: {exc}") from None
     try:
         sep = sep or sniff_separator(path)
         return pd.read_csv(path, sep=sep, engine="python" if sep is None else "c")

@@ -22,6 +22,9 @@ import numpy as np
 
 #: fewer train positions than this: no estimate (a half of 3 positions says nothing about a survey)
 MIN_POSITIONS = 8
+#: above this many train rows the halves split a random subset of whole positions holding about this many rows,
+#: so that the estimate's four fits cost what they cost on a survey of this size
+MAX_ROWS = 16384
 
 
 def survey_size(s) -> dict | None:
@@ -45,6 +48,7 @@ def survey_size(s) -> dict | None:
         return None
     reg = s.methods[name]
     centre_name = s.centre_info["name"]
+    train, n_half = halved_positions(train, units, config.seed)
     halves = UnitCrossFit(k=2, seed=config.seed, centre_k=2).fit(lambda: config.make_centre(centre_name), s.Xs, s.Y,
                                                                  train, train, units)
     narrowed = getattr(reg.shape_, "chosen_grid", None)
@@ -68,11 +72,28 @@ def survey_size(s) -> dict | None:
                          s.Y.shape[1])["quantile_volume"]
     folds = s.centre_info.get("centre_folds") or 0
     seen = n_pos * (folds - 1) / folds if s.mode.cross_fitted and folds >= 2 else n_pos  # positions the scores' centres saw
-    if not (np.isfinite(half) and np.isfinite(now) and now > 0 and seen > n_pos / 2):
+    if not (np.isfinite(half) and np.isfinite(now) and now > 0 and seen > n_half):
         return None
-    b = max(0.0, float(np.log(half / now) / np.log(seen / (n_pos / 2))))
+    b = max(0.0, float(np.log(half / now) / np.log(seen / n_half)))
+    sub = len(np.unique(units[train]))
     return {"estimate": "subsampling", "method": name, "positions": int(n_pos), "exponent": b,
             "half_factor": 2.0**b, "twice_factor": 2.0**-b, "half_area_ratio_measured": float(half / now),
-            "how": "a centre and the served shape refitted on each half of the train part's positions score the "
-                   "other half; the area at those scores against the run's own gives the power law's exponent "
-                   "(twice: extrapolated on it)"}
+            "positions_halved": int(sub),
+            "how": ("a centre and the served shape refitted on each half of the train part's positions score the "
+                    if sub == n_pos else f"a centre and the served shape refitted on each half of {sub} of the train "
+                    f"part's {n_pos} positions (drawn at random, about {MAX_ROWS} rows) score the ")
+                   + "other half; the area at those scores against the run's own gives the power law's exponent "
+                     "(twice: extrapolated on it)"}
+
+
+def halved_positions(train: np.ndarray, units: np.ndarray, seed: int) -> tuple[np.ndarray, float]:
+    """The train rows the halves split, and how many positions a half holds: every train row, or above
+    :data:`MAX_ROWS` rows the rows of a seeded random subset of whole positions holding about that many
+    (the power law is then fitted between half of that subset and the whole survey)."""
+    if len(train) <= MAX_ROWS:
+        return train, len(np.unique(units[train])) / 2
+    positions, counts = np.unique(units[train], return_counts=True)
+    order = np.random.default_rng(seed).permutation(len(positions))
+    take = order[:max(MIN_POSITIONS, int(np.searchsorted(np.cumsum(counts[order]), MAX_ROWS)) + 1)]
+    chosen = positions[np.sort(take)]
+    return train[np.isin(units[train], chosen)], len(chosen) / 2

@@ -23,3 +23,18 @@ def test_knn_centre_matches_sklearn_and_round_trips():
     assert KNNCentre(n_neighbors=10).fit(X[:4], Y[:4]).predict(Q).shape == (35, 2)  # k capped at the rows
     with pytest.raises(InputError, match="n_neighbors must be a positive integer; got 0"):
         KNNCentre(n_neighbors=0).fit(X, Y)
+
+
+def test_the_reference_rows_are_capped_at_max_rows():
+    from models.centres import KNNCentre
+    from models.centres.base import capped_rows
+
+    rng = np.random.default_rng(3)
+    X, Y = rng.normal(size=(400, 5)), rng.normal(size=(400, 2))
+    capped = KNNCentre(max_rows=150, seed=1).fit(X, Y)
+    rows = capped_rows(400, 150, seed=1)
+    assert capped.X_fit_.shape == (150, 5)
+    np.testing.assert_array_equal(capped.predict(X), KNNCentre(max_rows=None).fit(X[rows], Y[rows]).predict(X))
+    assert KNNCentre().fit(X, Y).X_fit_.shape == (400, 5)  # under the default cap: every row
+    with pytest.raises(InputError, match="max_rows"):
+        KNNCentre(max_rows=0).fit(X, Y)

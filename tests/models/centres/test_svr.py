@@ -61,3 +61,53 @@ def test_per_target_gammas_and_target_scale_match_sklearn():
         K = np.exp(-g * ((Xt[:, None, :] - sv[None]) ** 2).sum(-1))
         expected = (K @ a + mixed.intercept_[j]) * mixed.y_scale_[j] + mixed.y_mean_[j]
         np.testing.assert_allclose(mixed.predict(Xt)[:, j], expected, rtol=1e-9, atol=1e-9)
+
+
+def test_a_capped_fit_is_the_fit_on_its_seeded_subset():
+    from models.centres.base import capped_rows
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 4))
+    Y = np.c_[X[:, 0], X[:, 1] - X[:, 2]]
+    rows = capped_rows(300, 120, seed=5)
+    assert len(rows) == 120 and len(set(rows.tolist())) == 120 and (np.diff(rows) > 0).all()
+    capped = SVRCentre(max_rows=120, seed=5).fit(X, Y)
+    alone = SVRCentre(max_rows=None).fit(X[rows], Y[rows])
+    np.testing.assert_array_equal(capped.predict(X), alone.predict(X))
+    assert not np.array_equal(SVRCentre(max_rows=120, seed=6).fit(X, Y).predict(X), capped.predict(X))
+    assert capped_rows(300, 300, seed=0) is None and capped_rows(300, None, seed=0) is None
+    np.testing.assert_array_equal(SVRCentre(max_rows=300).fit(X, Y).predict(X),
+                                  SVRCentre(max_rows=None).fit(X, Y).predict(X))
+    again = SVRCentre.from_arrays(*capped.to_arrays())
+    assert again.max_rows == 120 and again.seed == 5
+    for bad in (1, 2.5, "many", True):
+        with pytest.raises(InputError, match="max_rows must be None or an integer of at least 2") as err:
+            SVRCentre(max_rows=bad).fit(X, Y)
+        assert err.value.field == "max_rows"
+
+
+def test_many_rows_go_through_the_kernel_in_bounded_blocks(monkeypatch):
+    import models.centres.svr as svr
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(500, 3))
+    Y = np.c_[np.sin(X[:, 0]), X[:, 1] * X[:, 2]]
+    centre = SVRCentre().fit(X, Y)
+    whole = centre.predict(X)
+    shapes = []
+    kernel = svr.rbf_kernel_sum
+
+    def spy(Xb, *args):
+        shapes.append(len(Xb))
+        return kernel(Xb, *args)
+
+    monkeypatch.setattr(svr, "KERNEL_CELLS", 7 * centre._kernel_plan()[0][0][0].shape[1])
+    monkeypatch.setattr(svr, "MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(svr, "rbf_kernel_sum", spy)
+    blocks = centre.predict(X)
+    np.testing.assert_allclose(blocks, whole, rtol=0, atol=1e-12)
+    assert max(shapes[1:]) <= 7 and sum(shapes[1:]) == 500  # the first call splits; the blocks follow
+    monkeypatch.setattr(svr, "MIN_BLOCK_ROWS", 128)  # blocks of 128 rows: BLAS gives the whole product's bits
+    shapes.clear()
+    np.testing.assert_array_equal(centre.predict(X), whole)
+    assert shapes[1:] == [128, 128, 128, 116]

@@ -33,6 +33,20 @@ def test_csv_loader_reads_features_and_targets(tmp_path):
     np.testing.assert_array_equal(ds2.X[:, 1], ds.X[:, 0])
 
 
+def test_a_parquet_file_loads_as_its_csv_does(tmp_path):
+    import pandas as pd
+
+    csv = write_csv(tmp_path / "d.csv")
+    pd.read_csv(csv).to_parquet(tmp_path / "d.parquet")
+    a, b = load_csv(csv, ["x", "y"]), load_csv(tmp_path / "d.parquet", ["x", "y"])
+    np.testing.assert_array_equal(b.X, a.X)
+    np.testing.assert_array_equal(b.Y, a.Y)
+    assert b.feature_names == a.feature_names
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(InputError, match="bad.parquet could not be read as Parquet"):
+        load_csv(tmp_path / "bad.parquet", ["x", "y"])
+
+
 def test_csv_missing_column(tmp_path):
     with pytest.raises(InputError, match=r"column\(s\) \['z'\] not found; the CSV has columns"):
         load_csv(write_csv(tmp_path / "d.csv"), ["x", "z"])

@@ -54,3 +54,27 @@ def test_a_served_shape_that_half_the_survey_cannot_fit_says_so():
     assert size["estimate"] is None and size["method"] == "lmve" and "half the survey" in size["why"]
     line = size_line(survey_scale(result.model, ds, size=size))
     assert line.startswith("no estimate: lmve cannot be fitted on half the survey")
+
+
+def test_a_large_survey_is_halved_on_a_subset_of_whole_positions(monkeypatch):
+    from training.pipeline import survey_size as module
+
+    units = np.repeat(np.arange(100), 5)  # 100 positions of 5 rows
+    train = np.arange(500)
+    rows, half = module.halved_positions(train, units, seed=0)
+    assert rows is train and half == 50.0  # under MAX_ROWS: every row
+    monkeypatch.setattr(module, "MAX_ROWS", 120)
+    rows, half = module.halved_positions(train, units, seed=0)
+    kept = np.unique(units[rows])
+    assert 120 <= len(rows) <= 125 and len(rows) == 5 * len(kept) and half == len(kept) / 2  # whole positions
+    again, _ = module.halved_positions(train, units, seed=0)
+    np.testing.assert_array_equal(again, rows)
+    ds = survey(60)
+    monkeypatch.setattr(module, "MAX_ROWS", 100)
+    size = train_fn(ds)
+    assert size["positions_halved"] < size["positions"] and "drawn at random" in size["how"]
+    assert size["estimate"] == "subsampling" and size["exponent"] >= 0
+
+
+def train_fn(ds):
+    return train(ds, TrainConfig(centre="knn", methods=("ge", "ball"), calibration_mode="split")).survey_size

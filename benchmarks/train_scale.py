@@ -1,0 +1,271 @@
+"""How `lmve-train`'s cost grows with the survey: wall time, peak memory and each stage's seconds at 5k, 20k,
+80k and 320k rows, with each stage's growth exponent; and the sites of UJIIndoorLoc on the local engine
+against Dask.
+
+    python -m benchmarks.train_scale                                  # every dataset and size (hours; resumes)
+    python -m benchmarks.train_scale --datasets survey --rows 5000,20000
+    python -m benchmarks.train_scale --sites                          # UJI by building: local against Dask
+    python -m benchmarks.train_scale --cached-only                    # summarise what ran
+
+Datasets (:data:`DATASETS`), written once as Parquet under ``benchmarks/cache/train_scale/inputs/``:
+
+- ``survey``: a synthetic survey at site scale, ``training.data.synthetic.make_survey(rows // 10, readings=10,
+  n_beacons=200)``: 200 features, ten readings per surveyed position;
+- ``uji``: UJIIndoorLoc's TrainingData (520 WAPs, LONGITUDE and LATITUDE) replicated with fresh noise: each
+  copy after the first adds N(0, 2 dB) to every detected RSSI (rounded, within [-104, 0]); below its
+  19,937 rows, a random subset.
+
+Each run is the real command, ``python -m training.commands.train --csv FILE --targets ... --quiet`` with the
+defaults, in a child process alone on the machine, capped at :data:`CAP` seconds (a capped run is recorded as
+stopped). The child's ``metrics.json`` gives each stage's seconds and peak memory, its rusage the whole peak.
+The growth exponent of a stage between two sizes is ``log(t2 / t1) / log(n2 / n1)``. Runs are cached as JSON
+under ``benchmarks/cache/train_scale/runs/``.
+
+``--sites``: ``lmve-train --dataset indoor_localization --split-by BUILDINGID`` with ``--engine local`` and with
+``--engine dask --workers 2``: wall time, and whether the two repositories hold the same models, served
+methods and regions (every array of every bundle equal, the typicality reference's float32 distances to
+1e-5).
+
+Writes ``benchmarks/results/train_scale.csv`` (one row per run: dataset, rows, features, wall_s, peak_mib and
+each stage's seconds) and ``train_scale.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import DATA_DIR, RESULTS, cache_dir, command, commit, write_json, write_rows, write_text
+from benchmarks.harness.child import run_child
+
+CACHE = cache_dir("train_scale")
+ROWS = (5_000, 20_000, 80_000, 320_000)
+DATASETS = {"survey": {"targets": "x_m,y_m"}, "uji": {"targets": "LONGITUDE,LATITUDE"}}
+#: the most one run may take (seconds)
+CAP = 3600
+#: the span the issue's exponent target is about
+SPAN = (20_000, 320_000)
+#: a stage under this many seconds at the largest size is reported, not judged (timer noise)
+NEGLIGIBLE_S = 2.0
+BASE_COLUMNS = ["dataset", "rows", "features", "wall_s", "peak_mib", "stopped", "centre", "served", "coverage",
+                "volume", "commit"]
+
+
+# ----------------------------------------------------------------------------------------- the inputs
+def survey_frame(rows: int):
+    import pandas as pd
+
+    from training.data.synthetic import make_survey
+
+    X, Y, point, device, features, targets = make_survey(rows // 10, readings=10, n_beacons=200, seed=0)
+    frame = pd.DataFrame(X.astype(np.float32), columns=features)
+    frame[targets[0]], frame[targets[1]] = Y[:, 0], Y[:, 1]
+    frame["device"] = device
+    return frame
+
+
+def uji_frame(rows: int, data_dir: Path):
+    import pandas as pd
+
+    base = pd.read_csv(data_dir / "indoor_localization" / "TrainingData.csv.gz")
+    waps = [c for c in base.columns if c.startswith("WAP")]
+    keep = waps + ["LONGITUDE", "LATITUDE"]
+    rng = np.random.default_rng(0)
+    copies = [base[keep]]
+    while sum(len(c) for c in copies) < rows:
+        copy = base[keep].copy()
+        rssi = copy[waps].to_numpy(dtype=np.float64)
+        seen = rssi != 100
+        noisy = np.clip(np.round(rssi + rng.normal(0.0, 2.0, rssi.shape)), -104, 0)
+        copy[waps] = np.where(seen, noisy, rssi).astype(np.int16)
+        copies.append(copy)
+    frame = pd.concat(copies, ignore_index=True)
+    pick = np.sort(rng.choice(len(frame), rows, replace=False)) if rows < len(base) else np.arange(rows)
+    return frame.iloc[pick].reset_index(drop=True)
+
+
+def input_file(dataset: str, rows: int, data_dir: Path) -> Path:
+    path = CACHE / "inputs" / f"{dataset}_{rows}.parquet"
+    if not path.is_file():
+        frame = survey_frame(rows) if dataset == "survey" else uji_frame(rows, data_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_parquet(path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+    return path
+
+
+# ----------------------------------------------------------------------------------------- the runs
+def run_one(dataset: str, rows: int, data_dir: Path, rerun: bool = False) -> dict:
+    """One ``lmve-train`` run on ``rows`` rows of ``dataset`` (cached)."""
+    cached = CACHE / "runs" / f"{dataset}_{rows}.json"
+    if cached.is_file() and not rerun:
+        return json.loads(cached.read_text())
+    path = input_file(dataset, rows, data_dir)
+    out = CACHE / "out" / f"{dataset}_{rows}"
+    cmd = [sys.executable, "-m", "training.commands.train", "--csv", str(path), "--targets",
+           DATASETS[dataset]["targets"], "--seed", "0", "--quiet", "--out", str(out)]
+    child = run_child(cmd, CACHE / "out" / f"{dataset}_{rows}.log", cap=CAP)
+    row = {"dataset": dataset, "rows": rows, "commit": commit(), "command": " ".join(cmd[1:]),
+           "wall_s": round(child.wall_s, 1), "stopped": child.stopped, "peak_mib": round(child.peak_mib, 1)}
+    if child.code not in (0, None):
+        raise RuntimeError(f"{' '.join(cmd)} failed ({child.code}):\n{(out.parent / f'{dataset}_{rows}.log').read_text()[-3000:]}")
+    if not child.stopped:
+        metrics = json.loads((out / "metrics.json").read_text())
+        manifest = json.loads((out / "bundle" / "manifest.json").read_text())
+        served = (manifest.get("selection") or {}).get("primary") or manifest.get("primary_method")
+        row.update(features=len(manifest["feature_names"]), centre=manifest["training"]["centre"]["name"],
+                   served=served, coverage=metrics["metrics"][served]["coverage"],
+                   volume=metrics["metrics"][served]["volume"],
+                   stages={k: round(v["seconds"], 2) for k, v in metrics["stages"].items()},
+                   stage_peaks={k: v["peak_rss_mib"] for k, v in metrics["stages"].items()})
+        row["peak_mib"] = round(max([row["peak_mib"], *row["stage_peaks"].values()]), 1)
+    write_json(cached, row, indent=1)
+    return row
+
+
+def exponent(t1: float | None, t2: float | None, n1: int, n2: int) -> float | None:
+    if not t1 or not t2 or t1 <= 0 or t2 <= 0:
+        return None
+    return math.log(t2 / t1) / math.log(n2 / n1)
+
+
+# ----------------------------------------------------------------------------------------- the sites
+def run_sites(data_dir: Path, rerun: bool = False) -> dict:
+    """UJIIndoorLoc by building with the local engine and with Dask on 2 local workers (cached)."""
+    cached = CACHE / "runs" / "sites.json"
+    if cached.is_file() and not rerun:
+        return json.loads(cached.read_text())
+    outs, row = {}, {"commit": commit(), "engines": {}}
+    for engine, extra in (("local", []), ("dask", ["--engine", "dask", "--workers", "2"])):
+        out = CACHE / "out" / f"sites_{engine}"
+        cmd = [sys.executable, "-m", "training.commands.train", "--dataset", "indoor_localization", "--split-by",
+               "BUILDINGID", "--seed", "0", "--quiet", "--out", str(out), *extra]
+        child = run_child(cmd, CACHE / "out" / f"sites_{engine}.log", cap=CAP)
+        if child.code != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({child.code})")
+        outs[engine] = out
+        repo = json.loads((out / "repository.json").read_text())
+        row["engines"][engine] = {"command": " ".join(cmd[1:]), "wall_s": round(child.wall_s, 1),
+                                  "peak_mib": round(child.peak_mib, 1),
+                                  "models": {n: m["primary_method"] for n, m in repo["models"].items()}}
+    row["same"] = compare_repositories(outs["local"], outs["dask"])
+    write_json(cached, row, indent=1)
+    return row
+
+
+def compare_repositories(a: Path, b: Path) -> dict:
+    """Per model: whether every array of every bundle file is equal (typicality to float32 precision)."""
+    ra, rb = (json.loads((p / "repository.json").read_text()) for p in (a, b))
+    out = {"models": list(ra["models"]) == list(rb["models"]), "arrays": {}}
+    for name in ra["models"]:
+        equal = True
+        for file in sorted(p.name for p in (a / name).glob("*.npz")):
+            with np.load(a / name / file) as fa, np.load(b / name / file) as fb:
+                for key in fa.files:
+                    if file == "typicality.npz":
+                        equal &= bool(np.allclose(fa[key], fb[key], rtol=1e-5, atol=1e-6))
+                    else:
+                        equal &= bool(np.array_equal(fa[key], fb[key]))
+        out["arrays"][name] = equal
+    return out
+
+
+# ----------------------------------------------------------------------------------------- the summary
+def stage_names(rows: list[dict]) -> list[str]:
+    names: list[str] = []
+    for row in rows:
+        names += [s for s in row.get("stages", {}) if s not in names]
+    return names
+
+
+def summarise(rows: list[dict], sites: dict | None, argv: list[str]) -> str:
+    lines = [f"## `lmve-train` as the survey grows\n",
+             f"Command: `{command('benchmarks.train_scale', argv)}` at commit {commit()}; 2 cores, each run alone, "
+             f"capped at {CAP} s; the defaults (`--csv FILE --targets ...`). Seconds per stage from each run's "
+             "`metrics.json`; `peak` the child's peak resident set. Exponent: `log(t2/t1) / log(n2/n1)`.\n"]
+    for dataset in DATASETS:
+        mine = sorted((r for r in rows if r["dataset"] == dataset), key=lambda r: r["rows"])
+        if not mine:
+            continue
+        stages = stage_names(mine)
+        lines += [f"### {dataset}\n", "| stage | " + " | ".join(f"{r['rows'] // 1000}k s" for r in mine)
+                  + " | exponent 20k-320k |", "|---|" + "---|" * (len(mine) + 1)]
+        by = {r["rows"]: r for r in mine}
+        for stage in [*stages, "wall"]:
+            cells = []
+            for r in mine:
+                t = r["wall_s"] if stage == "wall" else r.get("stages", {}).get(stage)
+                cells.append("stopped" if r.get("stopped") else ("-" if t is None else f"{t:.1f}"))
+            lo, hi = by.get(SPAN[0]), by.get(SPAN[1])
+            e = None
+            if lo and hi and not hi.get("stopped"):
+                t1 = lo["wall_s"] if stage == "wall" else lo.get("stages", {}).get(stage)
+                t2 = hi["wall_s"] if stage == "wall" else hi.get("stages", {}).get(stage)
+                e = exponent(t1, t2, *SPAN)
+                if e is not None and (t2 or 0) < NEGLIGIBLE_S:
+                    e_text = f"{e:.2f} (under {NEGLIGIBLE_S:.0f} s)"
+                else:
+                    e_text = "-" if e is None else f"**{e:.2f}**" if e > 1.2 else f"{e:.2f}"
+            else:
+                e_text = "-"
+            lines.append(f"| {stage} | " + " | ".join(cells) + f" | {e_text} |")
+        lines += ["", "| rows | features | wall s | peak MiB | centre | served | coverage | mean volume |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in mine:
+            cov = r.get("coverage")
+            lines.append(f"| {r['rows']} | {r.get('features', '-')} | {r['wall_s']}{'+ (stopped)' if r.get('stopped') else ''}"
+                         f" | {r['peak_mib']:.0f} | {r.get('centre', '-')} | {r.get('served', '-')} | "
+                         f"{'-' if cov is None else f'{100 * cov:.1f} %'} | {r.get('volume', '-')} |")
+        lines.append("")
+    if sites:
+        lo, da = sites["engines"]["local"], sites["engines"]["dask"]
+        lines += ["### UJIIndoorLoc by building: local engine against Dask\n",
+                  "| engine | command | wall s | peak MiB (client) | served per model |", "|---|---|---|---|---|"]
+        for name, e in (("local", lo), ("dask, 2 workers", da)):
+            lines.append(f"| {name} | `{e['command']}` | {e['wall_s']} | {e['peak_mib']:.0f} | "
+                         + ", ".join(f"{k}: {v}" for k, v in e["models"].items()) + " |")
+        same = sites["same"]
+        lines += ["", f"Dask / local wall: **{da['wall_s'] / lo['wall_s']:.2f}**; the same models: "
+                  f"{'yes' if same['models'] and lo['models'] == da['models'] else 'no'}; every bundle's arrays equal: "
+                  + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in same["arrays"].items()) + ".", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--rows", default=",".join(map(str, ROWS)))
+    p.add_argument("--sites", action="store_true", help="only UJIIndoorLoc by building, local against Dask")
+    p.add_argument("--rerun", action="store_true", help="run again what is cached")
+    p.add_argument("--cached-only", action="store_true")
+    args = p.parse_args(argv)
+    data_dir = DATA_DIR
+    rows: list[dict] = []
+    if not args.cached_only:
+        if args.sites:
+            run_sites(data_dir, args.rerun)
+        else:
+            for dataset in args.datasets.split(","):
+                for n in map(int, args.rows.split(",")):
+                    row = run_one(dataset, n, data_dir, args.rerun)
+                    print(f"{dataset} {n}: {row['wall_s']} s, {row['peak_mib']} MiB", flush=True)
+    for path in sorted((CACHE / "runs").glob("*.json")):
+        if path.stem != "sites":
+            rows.append(json.loads(path.read_text()))
+    sites_path = CACHE / "runs" / "sites.json"
+    sites = json.loads(sites_path.read_text()) if sites_path.is_file() else None
+    stages = stage_names(rows)
+    flat = [{**{k: r.get(k) for k in BASE_COLUMNS}, **{f"{s}_s": r.get("stages", {}).get(s) for s in stages}}
+            for r in sorted(rows, key=lambda r: (r["dataset"], r["rows"]))]
+    write_rows(RESULTS / "train_scale.csv", flat, [*BASE_COLUMNS, *(f"{s}_s" for s in stages)])
+    write_text(RESULTS / "train_scale.md", summarise(rows, sites, sys.argv[1:] if argv is None else argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
