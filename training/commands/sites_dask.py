@@ -64,6 +64,11 @@ def worker_dataset(args, token: str) -> Dataset:
     return _LOADED[token]
 
 
+def forget(token: str) -> None:
+    """On a worker: drop the run's data (the run is over)."""
+    _LOADED.pop(token, None)
+
+
 def worker_check(args, token: str) -> dict:
     """On a worker: its lmve version and the digest of the data it loads (or the error loading it)."""
     try:
@@ -178,6 +183,7 @@ def train_repository_dask(dataset: Dataset, args, config, out: Path, *, names: d
             write_atomic(out / "reports" / name, answer["files"]["report"])
             manifest["models"][name] = {"value": value, "rows": n_rows, **answer["entry"]}
         bar.close()
+        client.run(forget, token)  # a long-lived cluster keeps no copy of the data
     order = [name for _, _, name in planned]
     for key in ("models", "failed"):
         manifest[key] = {n: manifest[key][n] for n in order if n in manifest[key]}

@@ -30,7 +30,14 @@ def local_cluster(**options):
 def test_dask_writes_the_repository_the_local_engine_writes(survey_csv, tmp_path, capsys):
     local, spread = tmp_path / "local", tmp_path / "dask"
     assert main(["--csv", str(survey_csv), *COMMON, "--out", str(local)]) == 1  # building=C: too few rows
-    assert main(["--csv", str(survey_csv), *COMMON, "--out", str(spread), "--engine", "dask", "--workers", "2"]) == 1
+    with local_cluster() as cluster:
+        assert main(["--csv", str(survey_csv), *COMMON, "--out", str(spread), "--engine", "dask", "--scheduler",
+                     cluster.scheduler_address]) == 1
+        from dask.distributed import Client
+
+        with Client(cluster) as client:  # the workers keep no copy of the data once the run is over
+            loaded = client.run(lambda: len(__import__("training.commands.sites_dask", fromlist=["x"])._LOADED))
+            assert set(loaded.values()) == {0}
     printed = capsys.readouterr().out
     a, b = (json.loads((p / "repository.json").read_text()) for p in (local, spread))
     assert list(b["models"]) == list(a["models"]) == ["building=A", "building=B"]
