@@ -62,10 +62,9 @@ def survey_frame(rows: int):
 
     from training.data.synthetic import make_survey
 
-    X, Y, point, device, features, targets = make_survey(rows // 10, readings=10, n_beacons=200, seed=0)
+    X, Y, _, _, features, targets = make_survey(rows // 10, readings=10, n_beacons=200, seed=0)
     frame = pd.DataFrame(X.astype(np.float32), columns=features)
     frame[targets[0]], frame[targets[1]] = Y[:, 0], Y[:, 1]
-    frame["device"] = device
     return frame
 
 
@@ -113,7 +112,8 @@ def run_one(dataset: str, rows: int, data_dir: Path, rerun: bool = False) -> dic
     row = {"dataset": dataset, "rows": rows, "commit": commit(), "command": " ".join(cmd[1:]),
            "wall_s": round(child.wall_s, 1), "stopped": child.stopped, "peak_mib": round(child.peak_mib, 1)}
     if child.code not in (0, None):
-        raise RuntimeError(f"{' '.join(cmd)} failed ({child.code}):\n{(out.parent / f'{dataset}_{rows}.log').read_text()[-3000:]}")
+        log = (out.parent / f"{dataset}_{rows}.log").read_text()
+        raise RuntimeError(f"{' '.join(cmd)} failed ({child.code}):\n{log[-3000:]}")
     if not child.stopped:
         metrics = json.loads((out / "metrics.json").read_text())
         manifest = json.loads((out / "bundle" / "manifest.json").read_text())
@@ -185,7 +185,8 @@ def stage_names(rows: list[dict]) -> list[str]:
 
 def summarise(rows: list[dict], sites: dict | None, argv: list[str]) -> str:
     lines = [f"## `lmve-train` as the survey grows\n",
-             f"Command: `{command('benchmarks.train_scale', argv)}` at commit {commit()}; 2 cores, each run alone, "
+             f"Command: `{command('train_scale', argv)}` (the summary) at commit {commit()}, each run at the "
+             "commit its row names; 2 cores, each run alone, "
              f"capped at {CAP} s; the defaults (`--csv FILE --targets ...`). Seconds per stage from each run's "
              "`metrics.json`; `peak` the child's peak resident set. Exponent: `log(t2/t1) / log(n2/n1)`.\n"]
     for dataset in DATASETS:
@@ -214,13 +215,15 @@ def summarise(rows: list[dict], sites: dict | None, argv: list[str]) -> str:
             else:
                 e_text = "-"
             lines.append(f"| {stage} | " + " | ".join(cells) + f" | {e_text} |")
-        lines += ["", "| rows | features | wall s | peak MiB | centre | served | coverage | mean volume |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| rows | features | wall s | peak MiB | centre | served | test coverage | mean volume "
+                  "| commit |", "|---|---|---|---|---|---|---|---|---|"]
         for r in mine:
-            cov = r.get("coverage")
-            lines.append(f"| {r['rows']} | {r.get('features', '-')} | {r['wall_s']}{'+ (stopped)' if r.get('stopped') else ''}"
+            cov, vol = r.get("coverage"), r.get("volume")
+            stopped = "+ (stopped)" if r.get("stopped") else ""
+            lines.append(f"| {r['rows']} | {r.get('features', '-')} | {r['wall_s']}{stopped}"
                          f" | {r['peak_mib']:.0f} | {r.get('centre', '-')} | {r.get('served', '-')} | "
-                         f"{'-' if cov is None else f'{100 * cov:.1f} %'} | {r.get('volume', '-')} |")
+                         f"{'-' if cov is None else f'{100 * cov:.1f} %'} | {'-' if vol is None else f'{vol:.4g}'} | "
+                         f"{str(r.get('commit'))[:7]} |")
         lines.append("")
     if sites:
         lo, da = sites["engines"]["local"], sites["engines"]["dask"]
