@@ -24,13 +24,13 @@ class KNNCentre(Centre):
     averaged by scikit-learn's rule (:func:`models.search.distance_weighted_mean`), every row tied
     at the ``n_neighbors``-th distance included (scikit-learn would pick among them by row order).
 
-    ``max_rows`` (default 65,536; ``None``: no cap) caps the reference rows (a seeded random subset of
+    ``max_rows`` (default 16,384; ``None``: no cap) caps the reference rows (a seeded random subset of
     ``seed`` beyond them), so that a query's cost stops growing with the survey.
     """
 
     n_neighbors: int = 3
     weights: str = "distance"
-    max_rows: int | None = 65536
+    max_rows: int | None = 16384
     seed: int = 0
 
     def fit(self, X, Y) -> "KNNCentre":
