@@ -7,7 +7,11 @@ path the command names (``--csv``, or ``LMVE_DATA_DIR`` for a built-in dataset):
 same path on every worker (a shared filesystem, or a copy).
 
 One task per model: the worker loads the data once for the run, trains the model's rows as the local
-engine does into a temporary folder and returns the bundle's and the report's files. The client writes
+engine does into a temporary folder and returns the bundle's and the report's files. Where the user fixed
+the thread counts (``LMVE_TORCH_THREADS``), the tasks train with this machine's counts, and the bundles
+equal the local engine's bit for bit; otherwise each worker's fits take the cores they find idle, and
+LMVE's results then differ with the thread count as they do between two local runs on a busy and an idle
+machine. The client writes
 each bundle as it arrives (a temporary sibling, then a rename) and the manifest last, so workers never
 write to ``--out``. A model that fails, on an :class:`LMVEError` or any error on the cluster, is listed
 under ``failed`` with its error while the others go on.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import os
 import tempfile
 import uuid
 from pathlib import Path
@@ -128,16 +133,52 @@ def check_workers(client, args, token: str, digest: str, rows: int) -> int:
     return len(answers)
 
 
-def train_task(args, config, token: str, value: str, name: str) -> dict:
-    """On a worker: train the model of ``value`` as the local engine does, in a temporary folder; its
-    manifest entry and files (``bundle`` and ``report``: file name -> bytes), or ``failed``: the error."""
+def thread_setting() -> dict:
+    """This process's thread counts when the user fixed them (``LMVE_TORCH_THREADS`` set): the variable and
+    the BLAS and OpenMP pools' sizes, for the workers to train with; ``{}`` otherwise (the fits of each
+    process then take the cores they find idle, as :mod:`models.nn.threads` says)."""
+    from models.nn.threads import ENV
+
+    if not os.environ.get(ENV):
+        return {}
+    from threadpoolctl import threadpool_info
+
+    return {"env": os.environ[ENV], "pools": {p["user_api"]: p["num_threads"] for p in threadpool_info()}}
+
+
+@contextlib.contextmanager
+def threads_of(setting: dict):
+    """Inside the block, this process's threads as ``setting`` (:func:`thread_setting`) fixes them."""
+    if not setting:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    from models.nn.threads import ENV
+
+    before = os.environ.get(ENV)
+    os.environ[ENV] = setting["env"]
+    try:
+        with threadpool_limits(limits=setting["pools"]):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
+
+
+def train_task(args, config, token: str, value: str, name: str, threads: dict | None = None) -> dict:
+    """On a worker: train the model of ``value`` as the local engine does (with the client's fixed thread
+    counts, ``threads``), in a temporary folder; its manifest entry and files (``bundle`` and ``report``:
+    file name -> bytes), or ``failed``: the error."""
     from training.commands.fit import train_site
 
     dataset = worker_dataset(args, token)
     mask = dict(split_values(dataset, args.split_by))[value]
     rows = site_rows(dataset, args.split_by, value, mask)
     out = {"value": value, "rows": int(mask.sum())}
-    with tempfile.TemporaryDirectory(prefix="lmve-site-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lmve-site-") as tmp, threads_of(threads or {}):
         try:
             entry = train_site(rows, name, config, args, Path(tmp))
         except LMVEError as exc:  # too few rows, too few groups...: this model only
@@ -163,8 +204,10 @@ def train_repository_dask(dataset: Dataset, args, config, out: Path, *, names: d
     token = uuid.uuid4().hex
     with dask_client(args.scheduler, args.workers) as client:
         workers = check_workers(client, args, token, data_digest(dataset, column), len(dataset.X))
-        futures = {client.submit(train_task, args, config, token, value, name, key=f"lmve-train-{name}-{token}",
-                                 pure=False): (value, int(mask.sum()), name) for value, mask, name in planned}
+        threads = thread_setting()
+        futures = {client.submit(train_task, args, config, token, value, name, threads,
+                                 key=f"lmve-train-{name}-{token}", pure=False): (value, int(mask.sum()), name)
+                   for value, mask, name in planned}
         bar = tqdm(as_completed(futures), total=len(futures), desc=f"models by {column} on {workers} workers",
                    unit="model", disable=args.quiet)
         for future in bar:

@@ -1,5 +1,5 @@
 """``lmve-train --split-by COL --engine dask`` on a real ``LocalCluster``: the repository the local engine
-writes (the same models, regions and failures), and a clear refusal before any training when the workers
+writes (the same models, failures and arrays, bit for bit with the threads fixed), and a clear refusal before any training when the workers
 lack the data or the package."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def local_cluster(**options):
 
 
 @pytest.mark.slow
-def test_dask_writes_the_repository_the_local_engine_writes(survey_csv, tmp_path, capsys):
+def test_dask_writes_the_repository_the_local_engine_writes(survey_csv, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LMVE_TORCH_THREADS", "1")  # fixed threads: the workers train with this process's counts
     local, spread = tmp_path / "local", tmp_path / "dask"
     assert main(["--csv", str(survey_csv), *COMMON, "--out", str(local)]) == 1  # building=C: too few rows
     with local_cluster() as cluster:
@@ -58,11 +59,8 @@ def test_dask_writes_the_repository_the_local_engine_writes(survey_csv, tmp_path
             if not file.endswith(".npz"):
                 continue
             with np.load(local / name / file) as fa, np.load(spread / name / file) as fb:
-                for key in fa.files:
-                    if file == "typicality.npz":  # float32 distances: the BLAS thread count moves the last bits
-                        np.testing.assert_allclose(fb[key], fa[key], rtol=1e-5, atol=1e-6)
-                    else:
-                        np.testing.assert_array_equal(fb[key], fa[key], err_msg=f"{name}/{file}:{key}")
+                for key in fa.files:  # every array, bit for bit
+                    np.testing.assert_array_equal(fb[key], fa[key], err_msg=f"{name}/{file}:{key}")
         assert (spread / "reports" / name / "report.md").is_file()
     assert not [p for p in spread.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
