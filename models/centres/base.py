@@ -50,3 +50,10 @@ def capped_rows(n_rows: int, max_rows: int | None, seed: int) -> np.ndarray | No
     if n_rows <= max_rows:
         return None
     return np.sort(np.random.default_rng(seed).choice(n_rows, max_rows, replace=False))
+
+
+def at_most(max_rows: int | None, seed: int, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``arrays`` (the same rows each) as a fit capped at ``max_rows`` sees them: their :func:`capped_rows`,
+    or themselves whole."""
+    rows = capped_rows(len(arrays[0]), max_rows, seed)
+    return arrays if rows is None else tuple(a[rows] for a in arrays)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.centres import search
-from models.centres.base import Centre, capped_rows
+from models.centres.base import Centre, at_most
 from models.exceptions import InputError
 
 
@@ -43,9 +43,7 @@ class KNNCentre(Centre):
                              expected="'distance' or 'uniform'", received=repr(self.weights))
         from models.centres.search import sparse_offset
 
-        rows = capped_rows(len(X), self.max_rows, self.seed)
-        if rows is not None:
-            X, Y = X[rows], Y[rows]
+        X, Y = at_most(self.max_rows, self.seed, X, Y)
         return self._index(X, Y, sparse_offset(X))
 
     def _index(self, X: np.ndarray, Y: np.ndarray, offset: np.ndarray | None,

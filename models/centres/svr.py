@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.svm import SVR
 
-from models.centres.base import Centre, capped_rows, target_scaling
+from models.centres.base import Centre, at_most, target_scaling
 
 
 #: the most cells (rows x support vectors) of one kernel matrix :meth:`SVRCentre.predict` builds
@@ -70,9 +70,7 @@ class SVRCentre(Centre):
 
     def fit(self, X, Y) -> "SVRCentre":
         X, Y = self._fit_input(X, Y, min_rows=2)
-        rows = capped_rows(len(X), self.max_rows, self.seed)
-        if rows is not None:
-            X, Y = X[rows], Y[rows]
+        X, Y = at_most(self.max_rows, self.seed, X, Y)
         if self.scale_targets:
             self.y_mean_, self.y_scale_ = target_scaling(Y)
         else:

@@ -49,13 +49,11 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         self.random_state = random_state
 
     def fit(self, X, R) -> "NearestNeighbourEllipsoid":
-        from models.centres.base import capped_rows
+        from models.centres.base import at_most
 
         X, R = self._validate_fit(X, R)
         self.global_shape_ = second_moment(R)
-        rows = capped_rows(X.shape[0], self.max_rows, self.random_state)
-        if rows is not None:
-            X, R = X[rows], R[rows]
+        X, R = at_most(self.max_rows, self.random_state, X, R)
         m = X.shape[0]
         k = m // 20 if self.n_neighbors is None else int(self.n_neighbors)
         if k < 1 or k > m:

@@ -117,6 +117,16 @@ def new_manifest(column: str, source: str) -> dict:
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "models": {}, "failed": {}}
 
 
+def record(manifest: dict, name: str, value: str, rows: int, entry: dict | None = None,
+           reason: str | None = None) -> None:
+    """One model's line of the manifest: under ``models`` with its ``entry``, or under ``failed`` with the
+    ``reason`` it could not be trained."""
+    if reason is None:
+        manifest["models"][name] = {"value": value, "rows": rows, **entry}
+    else:
+        manifest["failed"][name] = {"value": value, "rows": rows, "reason": reason}
+
+
 def site_rows(dataset: Dataset, column: str, value: str, mask: np.ndarray) -> Dataset:
     """The rows of one model, named after their value."""
     return subset(dataset, mask, name=f"{dataset.name} {column}={value}")
@@ -137,9 +147,9 @@ def train_repository(dataset: Dataset, column: str, out: Path, train_one: Callab
         try:
             entry = train_one(site_rows(dataset, column, value, mask), name)
         except LMVEError as exc:  # too few rows, too few groups...: this model only
-            manifest["failed"][name] = {"value": value, "rows": int(mask.sum()), "reason": str(exc)}
+            record(manifest, name, value, int(mask.sum()), reason=str(exc))
             continue
-        manifest["models"][name] = {"value": value, "rows": int(mask.sum()), **entry}
+        record(manifest, name, value, int(mask.sum()), entry=entry)
     bar.close()
     write_manifest(out, manifest)
     return manifest

@@ -31,7 +31,7 @@ import numpy as np
 
 from models.bundle import write_atomic
 from models.exceptions import InputError, LMVEError
-from training.commands.sites import new_manifest, plan_sites, site_rows, split_values, write_manifest
+from training.commands.sites import new_manifest, plan_sites, record, site_rows, split_values, write_manifest
 from training.data.datasets import Dataset
 
 #: the data a worker loaded, by run token (one run at a time: a new token drops the others)
@@ -177,15 +177,14 @@ def train_task(args, config, token: str, value: str, name: str, threads: dict | 
     dataset = worker_dataset(args, token)
     mask = dict(split_values(dataset, args.split_by))[value]
     rows = site_rows(dataset, args.split_by, value, mask)
-    out = {"value": value, "rows": int(mask.sum())}
     with tempfile.TemporaryDirectory(prefix="lmve-site-") as tmp, threads_of(threads or {}):
         try:
             entry = train_site(rows, name, config, args, Path(tmp))
         except LMVEError as exc:  # too few rows, too few groups...: this model only
-            return {**out, "failed": str(exc)}
+            return {"failed": str(exc)}
         files = {what: {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
                  for what, folder in (("bundle", Path(tmp) / name), ("report", Path(tmp) / "reports" / name))}
-    return {**out, "entry": entry, "files": files}
+    return {"entry": entry, "files": files}
 
 
 def train_repository_dask(dataset: Dataset, args, config, out: Path, *, names: dict[str, str] | None = None,
@@ -216,15 +215,13 @@ def train_repository_dask(dataset: Dataset, args, config, out: Path, *, names: d
             try:
                 answer = future.result()
             except Exception as exc:  # a worker died, a bug: this model only, named with its error
-                manifest["failed"][name] = {"value": value, "rows": n_rows, "reason": f"{type(exc).__name__} on "
-                                            f"the cluster: {exc}"}
-                continue
+                answer = {"failed": f"{type(exc).__name__} on the cluster: {exc}"}
             if "failed" in answer:
-                manifest["failed"][name] = {"value": value, "rows": n_rows, "reason": answer["failed"]}
+                record(manifest, name, value, n_rows, reason=answer["failed"])
                 continue
             write_atomic(out / name, answer["files"]["bundle"])
             write_atomic(out / "reports" / name, answer["files"]["report"])
-            manifest["models"][name] = {"value": value, "rows": n_rows, **answer["entry"]}
+            record(manifest, name, value, n_rows, entry=answer["entry"])
         bar.close()
         client.run(forget, token)  # a long-lived cluster keeps no copy of the data
     order = [name for _, _, name in planned]
