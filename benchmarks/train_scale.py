@@ -193,6 +193,11 @@ def stage_names(rows: list[dict]) -> list[str]:
     return names
 
 
+def seconds(row: dict, stage: str) -> float | None:
+    """A run's seconds in ``stage`` (``"wall"``: the whole command)."""
+    return row["wall_s"] if stage == "wall" else row.get("stages", {}).get(stage)
+
+
 def summarise(rows: list[dict], sites: dict | None, argv: list[str]) -> str:
     lines = [f"## `lmve-train` as the survey grows\n",
              f"Command: `{command('train_scale', argv)}` (the summary) at commit {commit()}, each run at the "
@@ -210,14 +215,12 @@ def summarise(rows: list[dict], sites: dict | None, argv: list[str]) -> str:
         for stage in [*stages, "wall"]:
             cells = []
             for r in mine:
-                t = r["wall_s"] if stage == "wall" else r.get("stages", {}).get(stage)
+                t = seconds(r, stage)
                 cells.append("stopped" if r.get("stopped") else ("-" if t is None else f"{t:.1f}"))
             lo, hi = by.get(SPAN[0]), by.get(SPAN[1])
-            e = None
             if lo and hi and not hi.get("stopped"):
-                t1 = lo["wall_s"] if stage == "wall" else lo.get("stages", {}).get(stage)
-                t2 = hi["wall_s"] if stage == "wall" else hi.get("stages", {}).get(stage)
-                e = exponent(t1, t2, *SPAN)
+                t2 = seconds(hi, stage)
+                e = exponent(seconds(lo, stage), t2, *SPAN)
                 if e is not None and (t2 or 0) < NEGLIGIBLE_S:
                     e_text = f"{e:.2f} (under {NEGLIGIBLE_S:.0f} s)"
                 else:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from tests import processes
@@ -110,6 +111,17 @@ def post(base: str, route: str, body) -> httpx.Response:
     """``body`` as JSON to ``base + route`` with the key (NaN sent as NaN, as a careless client would)."""
     return httpx.post(f"{base}{route}", content=json.dumps(body), timeout=30.0,
                       headers={**H, "Content-Type": "application/json"})
+
+
+def assert_answers_as_rest(result, ref: dict, refc: dict) -> None:
+    """A tritonclient result (HTTP or gRPC) holds, output by output, what REST answered for the same rows:
+    ``ref`` from ``/predict-region``, ``refc`` from ``/contains``."""
+    for name in ("center", "shape", "volume", "typicality"):
+        np.testing.assert_array_equal(result.as_numpy(name), [g[name] for g in ref["regions"]])
+    assert result.as_numpy("inside").dtype == np.bool_
+    assert result.as_numpy("inside").tolist() == [g["inside"] for g in refc["results"]]
+    for name in ("distance", "p_value"):
+        np.testing.assert_array_equal(result.as_numpy(name), [g[name] for g in refc["results"]])
 
 
 def fresh_get(base: str, path: str) -> httpx.Response:

@@ -15,7 +15,7 @@ import tritonclient.grpc as tg
 from tritonclient.utils import InferenceServerException
 
 from tests.processes import stop
-from tests.e2e.servers import KEY, SYNC, free_port, start_server, wait_alive
+from tests.e2e.servers import KEY, SYNC, assert_answers_as_rest, free_port, start_server, wait_alive
 
 H = {"x-api-key": KEY}
 
@@ -72,13 +72,7 @@ def test_tritonclient_grpc_health_metadata_index_and_infer_on_two_models(grpc_se
         ref, refc = _rest(port, site, X), _rest(port, site, X, Y)
         response = result.get_response()
         assert response.id == "g-1" and response.model_name == site and response.model_version == ref["bundle_id"]
-        np.testing.assert_array_equal(result.as_numpy("center"), [g["center"] for g in ref["regions"]])
-        np.testing.assert_array_equal(result.as_numpy("shape"), [g["shape"] for g in ref["regions"]])
-        np.testing.assert_array_equal(result.as_numpy("volume"), [g["volume"] for g in ref["regions"]])
-        np.testing.assert_array_equal(result.as_numpy("typicality"), [g["typicality"] for g in ref["regions"]])
-        assert result.as_numpy("inside").tolist() == [g["inside"] for g in refc["results"]]
-        np.testing.assert_array_equal(result.as_numpy("distance"), [g["distance"] for g in refc["results"]])
-        np.testing.assert_array_equal(result.as_numpy("p_value"), [g["p_value"] for g in refc["results"]])
+        assert_answers_as_rest(result, ref, refc)
         assert response.parameters["method"].string_param == ref["method"]
         assert response.parameters["coverage"].double_param == ref["coverage"]
     # parameters and chosen outputs; the versioned model answers the same

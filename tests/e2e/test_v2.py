@@ -19,7 +19,7 @@ from open_inference.openapi.errors import BadRequestError
 from open_inference.openapi.types import InferenceRequest, RequestInput
 from tritonclient.utils import InferenceServerException
 
-from tests.e2e.servers import free_port, start_server, wait_alive
+from tests.e2e.servers import assert_answers_as_rest, free_port, start_server, wait_alive
 from tests.processes import stop
 from tests.e2e.servers import H, SYNC
 
@@ -83,12 +83,7 @@ def test_tritonclient_health_metadata_index_and_infer(v2_server):
     result = client.infer(site, [features, points], request_id="t-1", headers={**H})
     ref, refc = _reference(port, site, X, Y)
     assert result.get_response()["id"] == "t-1" and result.get_response()["model_name"] == site
-    np.testing.assert_array_equal(result.as_numpy("center"), [g["center"] for g in ref["regions"]])
-    np.testing.assert_array_equal(result.as_numpy("shape"), [g["shape"] for g in ref["regions"]])
-    np.testing.assert_array_equal(result.as_numpy("volume"), [g["volume"] for g in ref["regions"]])
-    assert result.as_numpy("inside").dtype == np.bool_
-    assert result.as_numpy("inside").tolist() == [g["inside"] for g in refc["results"]]
-    np.testing.assert_array_equal(result.as_numpy("p_value"), [g["p_value"] for g in refc["results"]])
+    assert_answers_as_rest(result, ref, refc)
     # requested outputs and parameters (the client's own are ignored by the server)
     chosen = client.infer(site, [features], headers={**H}, parameters={"coverage": 0.8, "trace": "abc"},
                           outputs=[triton.InferRequestedOutput("volume", binary_data=False)])
@@ -111,12 +106,7 @@ def test_tritonclient_binary_tensors_in_and_out_equal_the_json_answers(v2_server
     result = client.infer(site, [features, points], headers={**H})  # no outputs named: every one binary
     assert all("binary_data_size" in o["parameters"] for o in result.get_response()["outputs"])
     ref, refc = _reference(port, site, X, Y)
-    np.testing.assert_array_equal(result.as_numpy("center"), [g["center"] for g in ref["regions"]])
-    np.testing.assert_array_equal(result.as_numpy("shape"), [g["shape"] for g in ref["regions"]])
-    np.testing.assert_array_equal(result.as_numpy("volume"), [g["volume"] for g in ref["regions"]])
-    assert result.as_numpy("inside").tolist() == [g["inside"] for g in refc["results"]]
-    np.testing.assert_array_equal(result.as_numpy("p_value"), [g["p_value"] for g in refc["results"]])
-    np.testing.assert_array_equal(result.as_numpy("typicality"), [g["typicality"] for g in ref["regions"]])
+    assert_answers_as_rest(result, ref, refc)
     # FP32 bytes in (read as float64), one output raw and one JSON
     single = triton.InferInput("features", list(X.shape), "FP32")
     single.set_data_from_numpy(X.astype(np.float32), binary_data=True)
