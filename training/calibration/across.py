@@ -328,10 +328,13 @@ def plan_across(dataset, config, split: Split, eta: float) -> tuple[np.ndarray, 
     return units, rule, cross
 
 
-def fold_regressor(config, name: str, narrowed: dict, centre, eta: float, rule: str):
-    """A fold's regressor: method ``name`` at the served fit's chosen configurations, on the served centre."""
+def fold_regressor(config, name: str, fitted, centre, eta: float, rule: str):
+    """A new regressor of method ``name`` on the prefit ``centre``, at the configurations its served fit
+    ``fitted`` (a fitted shape) chose: LMVE's ``chosen_grid``, no search of its own; a shape without a search
+    as configured."""
     from models.predictor import SplitConformalRegressor
 
-    shape = config.make_shape(name).set_params(**narrowed)
+    narrowed = getattr(fitted, "chosen_grid", None)
+    shape = config.make_shape(name).set_params(**(narrowed() if narrowed is not None else {}))
     return SplitConformalRegressor(shape, centre=centre, coverage=eta, prefit_centre=True, calibration=rule,
                                    random_state=config.seed)

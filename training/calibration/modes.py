@@ -104,9 +104,7 @@ class CrossFitMode(CalibrationMode):
 
         from training.calibration.across import conformalize_cross_fit, fold_regressor
 
-        narrowed = getattr(reg.shape_, "chosen_grid", None)
-        narrowed = narrowed() if narrowed is not None else {}
-        regressor = partial(fold_regressor, s.config, name, narrowed, reg.centre_, s.eta, self.rule)
+        regressor = partial(fold_regressor, s.config, name, reg.shape_, reg.centre_, s.eta, self.rule)
         return conformalize_cross_fit(reg, s.unit_cross_fit, regressor, s.Xs, s.Y, s.split.train,
                                       s.split.calibration, np.asarray(self.groups), s.centers, self.rule,
                                       s.config.seed, s.eta, on_fold)

@@ -1,6 +1,7 @@
 """The cheap rungs of ``centre="auto"`` (:mod:`training.pipeline.centre_selection`): the screen on a few rows of
-one fold (:func:`screen`) or of every unit fold (:func:`screen_folds`), the recall of a dropped candidate that beat
-the chosen one where it was scored (:func:`recall`), and the errors every rung compares (:func:`centre_errors`)."""
+one fold (:func:`screen`) or of every unit fold (:func:`screen_folds`), the projection of a candidate onto the unit
+folds it has not run (:func:`cannot_win`), the recall of a dropped candidate that beat the chosen one where it was
+scored (:func:`recall`), and the errors every rung compares (:func:`centre_errors`)."""
 
 from __future__ import annotations
 
@@ -50,15 +51,18 @@ def screen_folds(X, Y, config, folds, records, alive, say, workers=None):
     ``numpy.random.default_rng(seed)``, sorted; all of them where a fold has fewer) and scored on its
     held-out rows; those more than ``centre_screen_margin`` behind the best on all the rows together are
     dropped. Each record's ``screen`` holds the pooled error, the rows per fit, the folds and each fold's
-    own error (their spread). Returns the survivors and every candidate's screen centres of every row."""
+    own error (their spread). Returns the survivors, every candidate's screen centres of every row, and the
+    folds (indices) whose training rows the screen fitted whole (their centres are the folds' own)."""
     n = config.centre_screen_rows
     key, level = config.centre_criterion, config.coverage
     rng = np.random.default_rng(config.seed)
     preds = {name: np.empty_like(Y, dtype=np.float64) for name in alive}
-    sizes = []
+    sizes, whole = [], []
     for i, (rest, fold) in enumerate(folds):
         sub = rest if len(rest) <= n else np.sort(rng.choice(rest, n, replace=False))
         sizes.append(len(sub))
+        if len(sub) == len(rest):
+            whole.append(i)
         say(f"screen {', '.join(alive)} on {len(sub)} rows of fold {i + 1}/{len(folds)}")
         fitted = side_by_side(lambda name: fit_predict(config, name, X[sub], Y[sub], X[fold]), alive, workers)
         for name, (pred, seconds) in zip(alive, fitted):
@@ -78,7 +82,7 @@ def screen_folds(X, Y, config, folds, records, alive, say, workers=None):
                                     f"their held-out rows) its {CRITERIA[key]} {errors[name][key]:.4g} was "
                                     f"{100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} (screen margin "
                                     f"{100 * config.centre_screen_margin:.0f} %)")
-    return [n for n in alive if n not in behind], preds
+    return [n for n in alive if n not in behind], preds, whole
 
 
 def recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, workers=None) -> str:
@@ -140,10 +144,50 @@ def centre_errors(Y: np.ndarray, P: np.ndarray, level: float | None = None) -> d
     """Root mean squared, median and mean Euclidean error of predictions ``P`` of ``Y`` (target units),
     and with ``level`` its ``level``-quantile (``"quantile"``)."""
     e = np.linalg.norm(Y - P, axis=1)
-    out = {"rmse": float(np.sqrt(np.mean(e**2))), "median": float(np.median(e)), "mean": float(np.mean(e))}
+    out = {"rmse": _criterion(e, "rmse"), "median": float(np.median(e)), "mean": float(np.mean(e))}
     if level is not None:
-        out["quantile"] = float(np.quantile(e, level))
+        out["quantile"] = _criterion(e, "quantile", level)
     return out
+
+
+def _criterion(e: np.ndarray, key: str, level: float | None = None) -> float:
+    """The ``centre_criterion`` ``key`` of Euclidean errors ``e``."""
+    return float(np.sqrt(np.mean(e**2))) if key == "rmse" else float(np.quantile(e, level))
+
+
+def projected(Y, oof, screen_pred, folds, ran, key: str, level: float, widen: float) -> tuple[float, float]:
+    """A candidate's ``key`` error on every row as it would stand had it run every unit fold with all the
+    rows: its out-of-fold centres ``oof`` on the folds ``ran`` (indices into ``folds``, one at least), its
+    screen centres elsewhere, their errors scaled by its ratio of all-row to screen error on a fold it ran.
+    ``(low, high)``: at the least of those ratios over ``1 + widen`` and at the greatest times ``1 + widen``,
+    the range an unrun fold's ratio is assumed to lie in (the screen's rows give a candidate's fold errors
+    to within a few per cent where they are thousands, folds alike: the ratios seen, widened)."""
+    e_screen = np.linalg.norm(Y - screen_pred, axis=1)
+    e_full = np.full(len(Y), np.nan)
+    ratios = []
+    for i in ran:
+        fold = folds[i][1]
+        e_full[fold] = np.linalg.norm(Y[fold] - oof[fold], axis=1)
+        ratios.append(_criterion(e_full[fold], key, level) / max(_criterion(e_screen[fold], key, level), 1e-300))
+    run = ~np.isnan(e_full)
+    bounds = []
+    for ratio in (min(ratios) / (1.0 + widen), max(ratios) * (1.0 + widen)):
+        e = np.where(run, e_full, e_screen * ratio)
+        bounds.append(_criterion(e, key, level))
+    return bounds[0], bounds[1]
+
+
+def cannot_win(Y, oof, screen_pred, folds, ran, alive, key: str, level: float, widen: float) -> tuple[str, dict, dict]:
+    """After the unit folds ``ran``: the candidate of least ``high`` projection (:func:`projected`), each
+    candidate's ``(low, high)``, and the candidates that cannot win, with their error on the rows scored:
+    behind it there, and with a ``low`` projection above its ``high`` (however their unrun folds fall within
+    the ratios assumed, they end behind it)."""
+    bounds = {n: projected(Y, oof[n], screen_pred[n], folds, ran, key, level, widen) for n in alive}
+    best = min(alive, key=lambda n: bounds[n][1])
+    rows = np.concatenate([folds[i][1] for i in ran])
+    scored = {n: centre_errors(Y[rows], oof[n][rows], level)[key] for n in alive}
+    out = [n for n in alive if n != best and scored[n] > scored[best] and bounds[n][0] > bounds[best][1]]
+    return best, bounds, {n: scored[n] for n in out}
 
 
 def trailing(errors: dict[str, float], margin: float) -> tuple[str, dict[str, float]]:

@@ -17,6 +17,11 @@ halving over data, then racing over folds), all compared on the same held-out ro
    standing completes its folds alone, so the chosen centre's out-of-fold centres are whole (they
    are the shapes' cross-fitted residuals).
 
+Over unit folds (``--calibrate-across``) the screen fits every fold, and the race also drops a candidate that
+cannot win: behind the leader on the folds run and, with the folds still to run projected from its screen
+(:func:`training.pipeline.centre_screen.cannot_win`), behind it on every row. A fold the screen fitted on all its
+training rows is not fitted again.
+
 Each candidate's record says what it was fitted on (rows per fit, folds), its error there, and
 whether it was kept, or dropped and why; the manifest and the report carry it. The candidate
 ``"stack"`` blends the candidates that completed every fold (it needs two).
@@ -30,8 +35,8 @@ import numpy as np
 
 from models.centres.stack import fold_splits, stack_weights, stacked_out_of_fold
 from models.parallel import side_by_side
-from training.pipeline.centre_screen import (CRITERIA, centre_errors, fit_predict, fit_rows, recall, screen, screen_folds,
-                                             trailing)
+from training.pipeline.centre_screen import (CRITERIA, cannot_win, centre_errors, fit_predict, fit_rows, recall, screen,
+                                             screen_folds, trailing)
 
 #: the fewest rows ``centre_screen_rows`` may name (TrainConfig and ``--centre-screen`` both check it)
 MIN_SCREEN_ROWS = 50
@@ -96,8 +101,11 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
 
     ``units=True`` (folds of whole units, ``--calibrate-across``) judges on more than one fold: the screen
     fits every candidate on ``centre_screen_rows`` rows of *each* fold's training rows and decides on all the
-    held-out rows (:func:`screen_folds`), the race judges from fold :data:`RACE_FOLDS` on, and no dropped
-    candidate may have beaten the chosen one on the rows it was scored on (:func:`recall`)."""
+    held-out rows (:func:`screen_folds`); after each fold a candidate that cannot win is dropped: behind the
+    leader on the folds run, and behind it on every row once the folds still to run are projected from the
+    screen, each candidate's screen errors scaled by its ratio of all-row to screen error on the folds run,
+    widened by the race margin (:func:`cannot_win`); the margin race judges from fold :data:`RACE_FOLDS` on;
+    and no dropped candidate may have beaten the chosen one on the rows it was scored on (:func:`recall`)."""
     sel = _Selection(X, Y, config, k, groups, _Progress(progress), workers, units)
     sel.screen()
     sel.run_folds(complete)
@@ -118,7 +126,7 @@ class _Selection:
         self.screened = config.centre_screen_rows is not None and len(X) > config.centre_screen_rows
         self.records = {n: {"seconds": 0.0} for n in self.singles}
         self.alive = list(self.singles)
-        self.first = None  # fold 1's predictions when the screen fitted on all of its training rows
+        self.reuse: dict[int, dict] = {}  # fold -> the screen's centres of its held-out rows where it fitted all its rows
         self.screen_pred: dict[str, np.ndarray] = {}  # units: every candidate's screen centres of every row
         self.stopped = None  # the fold the selection stopped before (complete=False)
 
@@ -128,10 +136,12 @@ class _Selection:
             return
         args = (self.X, self.Y, self.config)
         if self.units:
-            self.alive, self.screen_pred = screen_folds(*args, self.folds, self.records, self.alive, self.say,
-                                                         self.workers)
+            self.alive, self.screen_pred, whole = screen_folds(*args, self.folds, self.records, self.alive, self.say,
+                                                                self.workers)
+            self.reuse = {i: {n: self.screen_pred[n][self.folds[i][1]] for n in self.alive} for i in whole}
         else:
-            self.alive, self.first = screen(*args, self.folds[0], self.records, self.alive, self.say, self.workers)
+            self.alive, first = screen(*args, self.folds[0], self.records, self.alive, self.say, self.workers)
+            self.reuse = {0: first} if first is not None else {}
 
     def run_folds(self, complete: bool) -> None:
         """Every fold, candidates fitted side by side, raced between folds; without ``complete``, stop when one
@@ -147,10 +157,11 @@ class _Selection:
             self._race(i)
 
     def _fold(self, i: int, rest: np.ndarray, fold: np.ndarray) -> None:
-        """Fold ``i``: each standing candidate fitted on ``rest`` and predicting ``fold`` (fold 1 taken from the
-        screen where it fitted all the rows)."""
+        """Fold ``i``: each standing candidate fitted on ``rest`` and predicting ``fold`` (taken from the screen
+        where it fitted all the fold's training rows)."""
         X, Y, config, k = self.X, self.Y, self.config, self.k
-        todo = [n for n in self.alive if not (i == 0 and self.first is not None and n in self.first)]
+        reused = self.reuse.get(i, {})
+        todo = [n for n in self.alive if n not in reused]
         runs = _schedule(todo, self.records)
         todo = [name for run in runs for name in run]
         self.say(f"{', '.join(todo)} fold {i + 1}/{k}" if todo else f"fold {i + 1}/{k} from the screen")
@@ -160,17 +171,22 @@ class _Selection:
             self.oof[name][fold] = pred
             self.records[name]["seconds"] += seconds
         for name in set(self.alive) - set(todo):
-            self.oof[name][fold] = self.first[name]
+            self.oof[name][fold] = reused[name]
         for name in self.alive:
             self.done[name].append(i)
         self.seen[fold] = True
 
     def _race(self, i: int) -> None:
-        """After fold ``i``: drop the candidates more than the race margin behind the best on the rows seen."""
+        """After fold ``i``: over screened unit folds, drop the candidates that cannot win (:meth:`_project`); then
+        those more than the race margin behind the best on the rows seen."""
         config, k, key, seen = self.config, self.k, self.key, self.seen
+        if len(self.alive) < 2 or i >= k - 1:
+            return
+        if self.screen_pred:
+            self._project(i)
         race = self.screened or (config.centre_screen_rows is not None and config.centre_race_rows is not None
                                  and i + 1 >= RACE_FOLDS and seen.sum() >= config.centre_race_rows)
-        if not (race and (not self.units or i + 1 >= RACE_FOLDS) and len(self.alive) > 1 and i < k - 1):
+        if not (race and (not self.units or i + 1 >= RACE_FOLDS) and len(self.alive) > 1):
             return
         errors = {n: centre_errors(self.Y[seen], self.oof[n][seen], self.level) for n in self.alive}
         best, behind = trailing({n: e[key] for n, e in errors.items()}, config.centre_race_margin)
@@ -181,6 +197,27 @@ class _Selection:
                                              f"was {100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} "
                                              f"(race margin {100 * config.centre_race_margin:.0f} %)")
         self.alive = [n for n in self.alive if n not in behind]
+
+    def _project(self, i: int) -> None:
+        """Over screened unit folds, after fold ``i`` (the first too: the folds still to run are judged by the
+        screen, not left out): drop the candidates that cannot win (:func:`cannot_win`)."""
+        config, k, key = self.config, self.k, self.key
+        ran = list(range(i + 1))
+        best, bounds, out = cannot_win(self.Y, self.oof, self.screen_pred, self.folds, ran, self.alive, key,
+                                       self.level, config.centre_race_margin)
+        seen = self.seen
+        for name in out:
+            low, high = bounds[name][0], bounds[best][1]
+            errors = centre_errors(self.Y[seen], self.oof[name][seen], self.level)
+            self.records[name].update(
+                errors, rows=fit_rows(self.folds[:i + 1]), folds=i + 1, stage="race", status="dropped",
+                scored_folds=list(range(1, i + 2)), projected={"low": low, "high": bounds[name][1], "against": best,
+                                                               "against_high": high},
+                reason=f"it cannot win: after {i + 1} of {k} folds it was behind {best} on their rows, and with the "
+                       f"{k - i - 1} folds to run projected from the screen (at the least and the greatest ratio of all-row to "
+                       f"screen error its folds so far gave, widened by the race margin) its {CRITERIA[key]} would be {low:.4g} at "
+                       f"best, above {best}'s {high:.4g} at worst")
+        self.alive = [n for n in self.alive if n not in out]
 
     def choose(self) -> str:
         """The kept candidate of smallest error (recalled across units; the ``stack`` blend when it beats it);

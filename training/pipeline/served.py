@@ -1,7 +1,8 @@
 """The served-method stage of :func:`training.pipeline.train` (``primary="auto"``, :mod:`training.pipeline.served_volume`):
 the ellipsoid method of smallest expected calibrated volume on held-out rows, the test (or selection) rows
 joined by the train part's ``primary_folds`` cross-fit, fold by fold until the leader is within
-``primary_tolerance`` of the best (:func:`training.pipeline.served_volume.leader_excess`).
+``primary_tolerance`` of the best (:func:`training.pipeline.served_volume.leader_excess`). A fold refits each
+method at the configurations its served fit chose (LMVE its members' configurations, not the whole grid).
 
 Across units in cross-fit mode the calibration has already scored every train row by a shape of its unit
 fold (:func:`training.pipeline.conformalize_across`'s ``fold_figures``): when every ellipsoid method has
@@ -17,6 +18,7 @@ import numpy as np
 from models import registry
 from models.exceptions import InputError
 from models.predictor import SplitConformalRegressor
+from training.calibration.across import fold_regressor
 from training.calibration.splits import count_units
 from training.pipeline.run import TrainState
 from training.pipeline.served_volume import (MIN_UNITS, choose, cross_fit_figures, ellipsoid_figures, leader_excess, stop_reason)
@@ -32,10 +34,10 @@ def choose_served(s: TrainState) -> dict:
     return choice.selection()
 
 
-def _regressor(config, centre, eta: float, rule: str, name: str) -> SplitConformalRegressor:
-    """A fresh ``name`` shape on the run's centre, as the cross-fit fits it fold by fold."""
-    return SplitConformalRegressor(config.make_shape(name), centre=centre, coverage=eta, prefit_centre=True,
-                                   calibration=rule, random_state=config.seed)
+def _regressor(s: TrainState, name: str) -> SplitConformalRegressor:
+    """A fold's ``name`` shape on the run's centre, at the configurations the served fit of ``name`` chose
+    (:func:`training.calibration.across.fold_regressor`: LMVE refits its chosen members, no grid search)."""
+    return fold_regressor(s.config, name, s.methods[name].shape_, s.centre, s.eta, s.rule)
 
 
 def _check(evidence: dict, folds: int) -> dict:
@@ -116,7 +118,7 @@ class ServedChoice:
                   disable=not config.progress, leave=False) as bar:
             try:
                 self.oof, self.oof_rows = cross_fit_figures(
-                    partial(_regressor, config, s.centre, s.eta, s.rule), self.ellipsoids, s.Xs[train], s.Y[train],
+                    partial(_regressor, s), self.ellipsoids, s.Xs[train], s.Y[train],
                     s.centers[train], self.folds, config.seed, s.eta, groups=s.train_groups, bar=bar,
                     stop=self.settled if self.evidence is not None else None, unsettled=self.unsettled)
             except InputError as err:  # a fold too small for a method: the test part alone decides

@@ -51,8 +51,6 @@ def survey_size(s) -> dict | None:
     train, n_half = halved_positions(train, units, config.seed)
     halves = UnitCrossFit(k=2, seed=config.seed, centre_k=2).fit(lambda: config.make_centre(centre_name), s.Xs, s.Y,
                                                                  train, train, units)
-    narrowed = getattr(reg.shape_, "chosen_grid", None)
-    narrowed = narrowed() if narrowed is not None else {}
     figures: list[tuple[np.ndarray, np.ndarray]] = []
 
     def keep(shape, fold):
@@ -60,7 +58,7 @@ def survey_size(s) -> dict | None:
         figures.append(unit_figures(shape, s.Xs[rows], s.Y[rows] - halves.train_centres_[fold], s.eta))
 
     try:
-        halves.scores(partial(fold_regressor, config, name, narrowed, reg.centre_, s.eta, s.rule), s.Xs, s.Y,
+        halves.scores(partial(fold_regressor, config, name, reg.shape_, reg.centre_, s.eta, s.rule), s.Xs, s.Y,
                       train, train, units, on_fold=keep)
     except InputError as exc:  # the served shape cannot learn from half the survey (LMVE below its row minimum)
         return {"estimate": None, "method": name, "positions": int(n_pos),

@@ -356,6 +356,79 @@ def test_over_unit_folds_the_chosen_centre_never_trails_a_dropped_one_where_both
     assert any(r["status"] == "dropped" for r in records.values())
     for record in records.values():
         assert record["scored_folds"] and set(record["scored_folds"]) <= {1, 2, 3, 4, 5}
-        if record["stage"] == "race":  # judged on two folds at least
-            assert record["folds"] >= RACE_FOLDS
+        if record["stage"] == "race":  # judged on two folds at least, or on every fold, the unrun ones by the screen
+            assert record["folds"] >= RACE_FOLDS or "it cannot win" in record["reason"]
     _invariant(X, Y, units, config, 5, chosen, records, oof)
+
+
+class _Offset:
+    """A linear fit moved by ``offset`` in every target: behind the plain fit by the same share on every fold."""
+
+    fits = 0  # every fit of every instance (the race's refits are counted on it)
+
+    def __init__(self, offset: float):
+        self.offset = offset
+
+    def fit(self, X, Y):
+        from sklearn.linear_model import LinearRegression
+
+        type(self).fits += 1
+        self.lin_ = LinearRegression().fit(X, Y)
+        return self
+
+    def predict(self, X):
+        return self.lin_.predict(X) + self.offset
+
+
+class _Linear(TrainConfig):
+    def make_centre(self, name=None):
+        offsets = {"lin": 0.0, "off": 0.018, "near": 0.002}
+        return _Offset(offsets[name]) if name in offsets else super().make_centre(name)
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_over_unit_folds_a_candidate_that_cannot_win_is_dropped_inside_the_race_margin(complete):
+    """``off`` trails ``lin`` by about 6 % on every fold, inside the 10 % race margin: without the projection it
+    ran every fold. Projected from the screen onto the folds still to run, it cannot win, and is dropped."""
+    X, Y, units = _units_survey()
+    config = _Linear(centre="auto", centre_candidates=("lin", "off"), centre_screen_rows=100, seed=0)
+    chosen, records, oof = select_centre(X, Y, config, 5, units, complete=complete, units=True)
+    off = records["off"]
+    assert chosen == "lin" and off["status"] == "dropped" and off["stage"] == "race" and off["folds"] < 5
+    assert "it cannot win" in off["reason"] and off["scored_folds"] == list(range(1, off["folds"] + 1))
+    folds = fold_splits(len(X), 5, config.seed, units)
+    seen = np.concatenate([f for _, f in folds[:off["folds"]]])
+    lin_oof = out_of_fold_centers(X, Y, config, 5, groups=units, name="lin")
+    lin_seen = centre_errors(Y[seen], lin_oof[seen])["rmse"]
+    assert lin_seen < off["rmse"] < (1 + config.centre_race_margin) * lin_seen  # behind, but inside the margin
+    projected = off["projected"]
+    assert projected["against"] == "lin" and projected["high"] >= projected["low"] > projected["against_high"]
+    # the projection was right: on every fold with all the rows, off ends behind lin
+    off_oof = out_of_fold_centers(X, Y, config, 5, groups=units, name="off")
+    assert centre_errors(Y, off_oof)["rmse"] > centre_errors(Y, lin_oof)["rmse"]
+    assert centre_errors(Y, off_oof)["rmse"] < (1 + config.centre_race_margin) * centre_errors(Y, lin_oof)["rmse"]
+    if complete:
+        np.testing.assert_array_equal(oof["lin"], lin_oof)
+    else:
+        assert records["lin"]["folds"] == off["folds"] and "the last one standing" in records["lin"]["reason"]
+    _invariant(X, Y, units, config, 5, chosen, records, {"lin": lin_oof})
+    # a near tie (0.2 %) stays within what the ratios seen allow: both run every fold
+    tie = _Linear(centre="auto", centre_candidates=("lin", "near"), centre_screen_rows=100, seed=0)
+    _, tie_records, _ = select_centre(X, Y, tie, 5, units, complete=complete, units=True)
+    assert [r["status"] for r in tie_records.values()] == ["kept", "kept"]
+    assert [r["folds"] for r in tie_records.values()] == [5, 5]
+
+
+def test_a_unit_fold_the_screen_fitted_whole_is_not_fitted_again():
+    """With 850 screen rows, every unit fold's training rows (about 800) fit the screen whole: the race takes
+    each fold's centres from the screen, and they are the folds' own out-of-fold centres."""
+    X, Y, units = _units_survey()
+    config = _Linear(centre="auto", centre_candidates=("lin", "near"), centre_screen_rows=850, seed=0)
+    folds = fold_splits(len(X), 5, config.seed, units)
+    assert all(len(rest) <= 850 for rest, _ in folds) and len(X) > 850
+    _Offset.fits = 0
+    chosen, records, oof = select_centre(X, Y, config, 5, units, units=True)
+    assert _Offset.fits == 2 * 5  # the screen's fits, none in the race
+    assert records["lin"]["folds"] == 5 and records["lin"]["stage"] == "cv"
+    for name in ("lin", "near"):
+        np.testing.assert_array_equal(oof[name], out_of_fold_centers(X, Y, config, 5, groups=units, name=name))
