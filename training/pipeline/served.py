@@ -2,7 +2,8 @@
 the ellipsoid method of smallest expected calibrated volume on held-out rows, the test (or selection) rows
 joined by the train part's ``primary_folds`` cross-fit, fold by fold until the leader is within
 ``primary_tolerance`` of the best (:func:`training.pipeline.served_volume.leader_excess`). A fold refits each
-method at the configurations its served fit chose (LMVE its members' configurations, not the whole grid).
+method at the configurations its served fit chose (LMVE its members' configurations, not the whole grid):
+chosen on every train row, the fold's among them, so a little in LMVE's favour.
 
 Across units in cross-fit mode the calibration has already scored every train row by a shape of its unit
 fold (:func:`training.pipeline.conformalize_across`'s ``fold_figures``): when every ellipsoid method has
