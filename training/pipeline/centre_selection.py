@@ -2,12 +2,10 @@
 
 Every candidate's ``k``-fold out-of-fold error on the train part decides (:func:`select_centre`). On a
 train part of at most ``screen_rows`` rows each candidate is fitted fold by fold on all its fold's
-rows; once at least :data:`RACE_FOLDS` folds seen hold ``race_rows`` held-out rows (500; never on the
-small sets of the paper, whose train parts hold fewer than 625 rows), one more than ``race_margin``
-behind the best is dropped between folds (below; ``screen_rows=None`` turns both rungs off). Above ``screen_rows`` the
-cost of a kernel SVR (about the square of the rows), of boosted trees on hundreds of columns or of a
-network without a GPU outgrows what it can win, so the candidates run in two rungs (successive
-halving over data, then racing over folds), all compared on the same held-out rows:
+rows; once at least :data:`RACE_FOLDS` folds seen hold ``race_rows`` held-out rows, one more than
+``race_margin`` behind the best is dropped between folds (``screen_rows=None`` turns both rungs off). Above
+``screen_rows`` the candidates run in two rungs (successive halving over data, then racing over folds), all
+compared on the same held-out rows:
 
 1. **screen**: each candidate is fitted on ``screen_rows`` rows drawn from fold 1's training rows and
    scored on fold 1's held-out rows; one whose error exceeds the best by more than ``screen_margin``
@@ -18,9 +16,7 @@ halving over data, then racing over folds), all compared on the same held-out ro
    are the shapes' cross-fitted residuals).
 
 Over unit folds (``--calibrate-across``) the screen fits every fold, and the race also drops a candidate that
-cannot win: behind the leader on the folds run and, with the folds still to run projected from its screen
-(:func:`training.pipeline.centre_screen.cannot_win`), behind it on every row. A fold the screen fitted on all its
-training rows is not fitted again.
+cannot win (:func:`training.pipeline.centre_screen.cannot_win`). A fold the screen fitted whole is not refitted.
 
 Each candidate's record says what it was fitted on (rows per fit, folds), its error there, and
 whether it was kept, or dropped and why; the manifest and the report carry it. The candidate
