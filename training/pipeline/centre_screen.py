@@ -177,17 +177,16 @@ def projected(Y, oof, screen_pred, folds, ran, key: str, level: float, widen: fl
     return bounds[0], bounds[1]
 
 
-def cannot_win(Y, oof, screen_pred, folds, ran, alive, key: str, level: float, widen: float) -> tuple[str, dict, dict]:
+def cannot_win(Y, oof, screen_pred, folds, ran, alive, key: str, level: float, widen: float) -> tuple[str, dict, list]:
     """After the unit folds ``ran``: the candidate of least ``high`` projection (:func:`projected`), each
-    candidate's ``(low, high)``, and the candidates that cannot win, with their error on the rows scored:
-    behind it there, and with a ``low`` projection above its ``high`` (however their unrun folds fall within
-    the ratios assumed, they end behind it)."""
+    candidate's ``(low, high)``, and the candidates that cannot win: behind it on the rows scored, and with a
+    ``low`` projection above its ``high`` (however their unrun folds fall within the ratios assumed, they end
+    behind it)."""
     bounds = {n: projected(Y, oof[n], screen_pred[n], folds, ran, key, level, widen) for n in alive}
     best = min(alive, key=lambda n: bounds[n][1])
     rows = np.concatenate([folds[i][1] for i in ran])
     scored = {n: centre_errors(Y[rows], oof[n][rows], level)[key] for n in alive}
-    out = [n for n in alive if n != best and scored[n] > scored[best] and bounds[n][0] > bounds[best][1]]
-    return best, bounds, {n: scored[n] for n in out}
+    return best, bounds, [n for n in alive if n != best and scored[n] > scored[best] and bounds[n][0] > bounds[best][1]]
 
 
 def trailing(errors: dict[str, float], margin: float) -> tuple[str, dict[str, float]]:

@@ -201,18 +201,17 @@ class _Selection:
         ran = list(range(i + 1))
         best, bounds, out = cannot_win(self.Y, self.oof, self.screen_pred, self.folds, ran, self.alive, key,
                                        self.level, config.centre_race_margin)
-        seen = self.seen
+        seen, against_high = self.seen, bounds[best][1]
         for name in out:
-            low, high = bounds[name][0], bounds[best][1]
-            errors = centre_errors(self.Y[seen], self.oof[name][seen], self.level)
+            low, high = bounds[name]
             self.records[name].update(
-                errors, rows=fit_rows(self.folds[:i + 1]), folds=i + 1, stage="race", status="dropped",
-                scored_folds=list(range(1, i + 2)), projected={"low": low, "high": bounds[name][1], "against": best,
-                                                               "against_high": high},
+                centre_errors(self.Y[seen], self.oof[name][seen], self.level), rows=fit_rows(self.folds[:i + 1]),
+                folds=i + 1, stage="race", status="dropped", scored_folds=list(range(1, i + 2)),
+                projected={"low": low, "high": high, "against": best, "against_high": against_high},
                 reason=f"it cannot win: after {i + 1} of {k} folds it was behind {best} on their rows, and with the "
-                       f"{k - i - 1} folds to run projected from the screen (at the least and the greatest ratio of all-row to "
-                       f"screen error its folds so far gave, widened by the race margin) its {CRITERIA[key]} would be {low:.4g} at "
-                       f"best, above {best}'s {high:.4g} at worst")
+                       f"{k - i - 1} folds to run projected from the screen (at the least and the greatest ratio of "
+                       f"all-row to screen error its folds so far gave, widened by the race margin) its "
+                       f"{CRITERIA[key]} would be {low:.4g} at best, above {best}'s {against_high:.4g} at worst")
         self.alive = [n for n in self.alive if n not in out]
 
     def choose(self) -> str:
