@@ -189,15 +189,16 @@ def check_centre_seconds(value) -> float | None:
 def centre_folds(n_units: int, most: int, least: int, fit_seconds: float | None, allowance: float | None
                  ) -> tuple[int, str]:
     """``(folds, why)``: the centre's unit folds over ``n_units`` training units: one unit per fold up to
-    ``most`` folds, fewer when ``fit_seconds`` (one fit of the served centre) times the folds passes
-    ``allowance`` seconds, never fewer than ``least`` (the shapes' folds) nor than 2."""
+    ``most`` folds, fewer when ``fit_seconds`` (the cost of one fit of the served centre,
+    :func:`training.calibration.centre_cost.fit_seconds`) times the folds passes ``allowance`` seconds,
+    never fewer than ``least`` (the shapes' folds) nor than 2. A function of its arguments alone."""
     want = max(2, min(check_centre_folds(most), n_units))
     afford = want if allowance is None or fit_seconds is None or fit_seconds * want <= allowance else \
         max(2, min(least, want), int(allowance // max(fit_seconds, 1e-9)))
     if afford >= want:
         return want, f"one unit per fold ({n_units} units)" if want == n_units else f"{want} folds (at most {most})"
-    return afford, (f"{afford} folds, not {want}: a fit of the centre took {fit_seconds:.1f} s and the folds' fits "
-                    f"may take {allowance:g} s (TrainConfig.across_centre_seconds)")
+    return afford, (f"{afford} folds, not {want}: a fit of the centre is costed at {fit_seconds:.1f} s and the "
+                    f"folds' fits may take {allowance:g} s (TrainConfig.across_centre_seconds)")
 
 
 class UnitCrossFit:

@@ -75,26 +75,29 @@ class CrossFitMode(CalibrationMode):
         """The unit cross-fit of the chosen centre (stage ``cross-fit``): its out-of-fold centres replace the train
         rows' (the shapes learn from them), and its folds become the shapes' (``s.k``)."""
         with s.meter.stage("cross-fit"), on_idle_cores():
-            s.unit_cross_fit = self._unit_cross_fit(s, s.meter.stages.get("centre", {}).get("seconds"))
+            s.unit_cross_fit = self._unit_cross_fit(s)
         s.centers[s.split.train] = s.unit_cross_fit.train_centres_
         s.k = s.centre_info["cross_fit"] = len(s.unit_cross_fit.folds_)
         s.centre_info["centre_folds"] = s.unit_cross_fit.centre_folds_
 
     @staticmethod
-    def _unit_cross_fit(s: TrainState, centre_seconds: float | None):
+    def _unit_cross_fit(s: TrainState):
         """A :class:`~training.calibration.across.UnitCrossFit` of the chosen centre over the train part's units,
-        scoring the calibration rows; its centre folds from the served centre's fit time ``centre_seconds``
-        (:func:`~training.calibration.across.centre_folds`, what decided in ``centre_info["centre_folds_by"]``)."""
+        scoring the calibration rows; its centre folds from the centre's costed fit on the train part
+        (:func:`~training.calibration.across.centre_folds`, what decided in ``centre_info["centre_folds_by"]``),
+        so the same data and seed give the same folds on any machine."""
         from training.calibration.across import UnitCrossFit, centre_folds
+        from training.calibration.centre_cost import fit_seconds
 
         config, name = s.config, s.centre_info["name"]
+        own = s.dataset.centers is not None  # the client's own centres: nothing is refitted
+        cost = None if own else fit_seconds(config, name, len(s.split.train), s.Xs.shape[1])
         k, s.centre_info["centre_folds_by"] = centre_folds(s.n_units, config.across_centre_folds,
-                                                           config.cross_fit or 5, centre_seconds,
-                                                           config.across_centre_seconds)
+                                                           config.cross_fit or 5, cost, config.across_centre_seconds)
         return UnitCrossFit(config.cross_fit or 5, config.seed, centre_k=k).fit(
             lambda: config.make_centre(name), s.Xs, s.Y, s.split.train, s.split.calibration, s.groups,
             meta=s.dataset.meta, columns=config.calibrate_across,
-            centres=s.centers if s.dataset.centers is not None else None)
+            centres=s.centers if own else None)
 
     def conformalize(self, s: TrainState, reg, name: str, on_fold=None):
         """``reg`` calibrated on the cross-fitted scores of the calibration rows, one shape per unit fold of

@@ -9,13 +9,12 @@ same path on every worker (a shared filesystem, or a copy).
 One task per model: the worker loads the data once for the run, trains the model's rows as the local
 engine does into a temporary folder and returns the bundle's and the report's files. Where the user fixed
 the thread counts (``LMVE_TORCH_THREADS``), the tasks train with this machine's counts, and the bundles
-equal the local engine's bit for bit but for choices that follow a fit's wall-clock time (the centre's unit
-folds under ``across_centre_seconds``); otherwise each worker's fits take the cores they find idle, and
-LMVE's results then differ with the thread count as they do between two local runs on a busy and an idle
-machine. The client writes
-each bundle as it arrives (a temporary sibling, then a rename) and the manifest last, so workers never
-write to ``--out``. A model that fails, on an :class:`LMVEError` or any error on the cluster, is listed
-under ``failed`` with its error while the others go on.
+equal the local engine's bit for bit (no training choice follows a clock); otherwise each worker's fits
+take the cores they find idle, and LMVE's results then differ with the thread count as they do between
+two local runs on a busy and an idle machine. The client writes each bundle as it arrives (a temporary
+sibling, then a rename) and the manifest last, so workers never write to ``--out``. A model that fails,
+on an :class:`LMVEError` or any error on the cluster, is listed under ``failed`` with its error while the
+others go on.
 """
 
 from __future__ import annotations

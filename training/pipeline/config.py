@@ -88,8 +88,9 @@ class TrainConfig:
     #: cross-fit mode: the centre's unit folds (one unit per fold up to this many units; the shapes keep
     #: ``cross_fit`` or 5): fold centres that miss a fifth of the units over-cover (training.calibration.across.UnitCrossFit)
     across_centre_folds: int = 20
-    #: ... while the served centre's fit time times the folds stays within this many seconds (at least 5
-    #: folds whatever it costs; None: no limit): a slow centre then keeps fewer folds
+    #: ... while the served centre's costed fit (training.calibration.centre_cost: seconds on the reference
+    #: machine, from its kind, rows and features) times the folds stays within this many seconds (at least 5
+    #: folds whatever it costs; None: no limit): a dear centre then keeps fewer folds, the same on any machine
     across_centre_seconds: float | None = 60.0
     #: fit the queries' typicality step (models.typicality: their conformal p-value and the shift alarm's
     #: scores) on the train part, calibrated on the calibration rows (across units: each row without its unit)

@@ -156,16 +156,16 @@ def test_unit_cross_fit_predicts_each_row_from_a_model_without_its_unit():
 
 @pytest.mark.parametrize("n_units, most, least, seconds, allowance, expected", [
     (13, 20, 5, 0.5, 60.0, (13, "one unit per fold (13 units)")),
-    (13, 20, 5, None, 60.0, (13, "one unit per fold (13 units)")),  # no fit timed: no limit
+    (13, 20, 5, None, 60.0, (13, "one unit per fold (13 units)")),  # no cost (the client's centres): no limit
     (13, 20, 5, 21.6, None, (13, "one unit per fold (13 units)")),
     (30, 20, 5, 0.5, 60.0, (20, "20 folds (at most 20)")),
-    (13, 20, 5, 5.0, 60.0, (12, "12 folds, not 13: a fit of the centre took 5.0 s and the folds' fits may take 60 s "
-                               "(TrainConfig.across_centre_seconds)")),
-    (13, 20, 5, 21.6, 60.0, (5, "5 folds, not 13: a fit of the centre took 21.6 s and the folds' fits may take 60 s "
-                                "(TrainConfig.across_centre_seconds)")),  # never below the shapes' 5
+    (13, 20, 5, 5.0, 60.0, (12, "12 folds, not 13: a fit of the centre is costed at 5.0 s and the folds' fits "
+                               "may take 60 s (TrainConfig.across_centre_seconds)")),
+    (13, 20, 5, 21.6, 60.0, (5, "5 folds, not 13: a fit of the centre is costed at 21.6 s and the folds' fits "
+                                "may take 60 s (TrainConfig.across_centre_seconds)")),  # never below the shapes' 5
     (3, 20, 5, 100.0, 1.0, (3, "one unit per fold (3 units)")),  # the floor is at most the units
 ])
-def test_centre_folds_are_one_unit_each_within_the_time_allowed(n_units, most, least, seconds, allowance, expected):
+def test_centre_folds_are_one_unit_each_within_the_cost_allowed(n_units, most, least, seconds, allowance, expected):
     assert centre_folds(n_units, most, least, seconds, allowance) == expected
 
 
