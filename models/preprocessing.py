@@ -39,6 +39,8 @@ FLOOR_MARGIN_DB = 5.0
 REPRESENTATIONS = ("dbm", "relative", "powed", "exponential")
 #: the exponents of "powed" (beta) and "exponential" (alpha, dB), Torres-Sospedra et al.'s
 POWED_BETA, EXPONENTIAL_ALPHA = float(np.e), 24.0
+#: rows :meth:`RSSIFloor.transform` re-expresses at a time (a block's copies of the RSSI columns stay a few MiB)
+BLOCK_ROWS = 4096
 
 
 class RSSIFloor:
@@ -137,12 +139,21 @@ class RSSIFloor:
             raise NotFittedError("RSSIFloor is not fitted; call fit first")
 
     def transform(self, X: np.ndarray) -> np.ndarray:
-        """A copy of checked rows ``X`` with the codes of the RSSI columns replaced by the floor."""
+        """A copy of checked rows ``X`` with the codes of the RSSI columns replaced by the floor (and the
+        readings re-expressed by ``representation``), ``X`` itself when the step is inactive. Rows are
+        independent: they go through in blocks of :data:`BLOCK_ROWS`, so the working copies stay a block's
+        size at any row count."""
         self._check_fitted()
         if not self.columns_.size:
             return X
         X = np.array(X, dtype=np.float64, copy=True)
-        sub = X[:, self.columns_]
+        for start in range(0, X.shape[0], BLOCK_ROWS):
+            rows = slice(start, start + BLOCK_ROWS)
+            X[rows, self.columns_] = self._represent(X[rows, self.columns_])
+        return X
+
+    def _represent(self, sub: np.ndarray) -> np.ndarray:
+        """The RSSI columns ``sub`` (a copy, changed in place) of a block of rows as :meth:`transform` gives them."""
         codes = self._codes(sub)
         sub[codes] = self.floor_
         if self.representation == "relative":
@@ -153,8 +164,7 @@ class RSSIFloor:
             sub = ((sub - self.floor_) / -self.floor_) ** POWED_BETA
         elif self.representation == "exponential":
             sub = np.exp((sub - self.floor_) / EXPONENTIAL_ALPHA) / np.exp(-self.floor_ / EXPONENTIAL_ALPHA)
-        X[:, self.columns_] = sub
-        return X
+        return sub
 
     def describe(self) -> str:
         """One line for reports: which columns, which code, which floor."""

@@ -121,3 +121,23 @@ def test_a_bad_representation_is_refused_by_name_and_old_arrays_read_as_dbm():
     np.testing.assert_array_equal(again.transform(survey(100.0, seed=1)), step.transform(survey(100.0, seed=1)))
     old = {k: v for k, v in params.items() if k not in ("representation", "reference_")}  # a bundle before issue 70
     assert RSSIFloor.from_arrays(old, arrays).representation == "dbm"
+
+
+@pytest.mark.parametrize("representation", ["dbm", "relative", "powed", "exponential"])
+def test_rows_go_through_in_blocks_each_as_it_would_alone(representation, monkeypatch):
+    """Many rows are transformed a block at a time: every row comes out as it does alone, across the blocks'
+    edges, and the input is left as it was."""
+    import models.preprocessing as pre
+
+    monkeypatch.setattr(pre, "BLOCK_ROWS", 7)
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-95, -30, (30, 6)).round()
+    X[rng.random(X.shape) < 0.4] = 100.0
+    X[:, 5] = rng.normal(size=30)  # not an RSSI column
+    step = RSSIFloor(representation=representation).fit(X)
+    before = X.copy()
+    whole = step.transform(X)
+    alone = np.vstack([step.transform(X[i:i + 1]) for i in range(len(X))])
+    np.testing.assert_array_equal(whole, alone)
+    np.testing.assert_array_equal(X, before)
+    assert (whole[:, 5] == X[:, 5]).all() and not np.array_equal(whole[:, :5], X[:, :5])

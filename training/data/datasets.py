@@ -240,16 +240,14 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     features, group_cols, centre_cols, meta_cols = roles
     for col in meta_cols:
         _labelled(path, df, col, "--calibrate-across", "column", "a label")
-    arrays = {col: _numeric(path, df, col) for col in (*features, *targets, *centre_cols)}
+    X, Y, centres = (_matrix(path, df, cols) for cols in (features, targets, centre_cols))
     if len(df) < min_rows:
         raise InputError(f"{path} has {len(df)} data rows; at least {min_rows} are needed for the "
                          "train (81 %), calibration (9 %) and test (10 %) parts")
-    X = np.column_stack([arrays[c] for c in features])
-    Y = np.column_stack([arrays[c] for c in targets])
     ds = Dataset(path.stem, X, Y, features, targets, hash_files(path),
                  meta={c: df[c].to_numpy() for c in meta_cols})
     if centre_cols:
-        ds = replace(ds, centers=np.column_stack([arrays[c] for c in centre_cols]), centre_columns=centre_cols)
+        ds = replace(ds, centers=centres, centre_columns=centre_cols)
     if group_cols:
         for col in group_cols:
             _labelled(path, df, col, "--groups", "group column", "a group")
@@ -258,14 +256,34 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     return ds
 
 
+class _ParquetColumns:
+    """A Parquet file's columns as a frame's ``columns``, ``len`` and ``frame[col]`` (a Series), each column
+    read when asked for: the loader copies one column at a time into its matrices, so the whole table is
+    never in memory beside them."""
+
+    def __init__(self, path: Path):
+        import pyarrow.parquet as pq
+
+        self._file = pq.ParquetFile(path)
+        meta = self._file.schema_arrow.pandas_metadata or {}
+        index = {c for c in meta.get("index_columns", []) if isinstance(c, str)}  # a frame's stored index
+        self.columns = [c for c in self._file.schema_arrow.names if c not in index]
+
+    def __len__(self) -> int:
+        return self._file.metadata.num_rows
+
+    def __getitem__(self, col: str):
+        return self._file.read(columns=[col]).column(0).to_pandas()
+
+
 def _read_csv(path: Path, sep: str | None):
-    """The file as a frame (a ``.parquet`` file as Parquet; otherwise CSV with ``sep``, or the sniffed
-    separator), or an error naming the file."""
+    """The file's columns: a ``.parquet`` file's as :class:`_ParquetColumns`; otherwise a frame of the CSV with
+    ``sep``, or the sniffed separator. An error names the file."""
     import pandas as pd
 
     if path.suffix == ".parquet":
         try:
-            return pd.read_parquet(path)
+            return _ParquetColumns(path)
         except (OSError, ValueError) as exc:
             raise InputError(f"{path} could not be read as Parquet: {exc}") from None
     try:
@@ -332,6 +350,15 @@ def _labelled(path: Path, df, col: str, flag: str, what: str, need: str) -> None
         row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
         raise InputError(f"{path}: {what} {col!r} is empty at line {row + 2} of the file; every row needs {need}",
                          field=flag, expected="a label on every row", received="an empty cell")
+
+
+def _matrix(path: Path, df, columns: list[str]) -> np.ndarray:
+    """``(len(df), len(columns))`` float64: each column checked by :func:`_numeric` and copied in, one at a
+    time (no second copy of the table)."""
+    out = np.empty((len(df), len(columns)), dtype=np.float64)
+    for j, col in enumerate(columns):
+        out[:, j] = _numeric(path, df, col)
+    return out
 
 
 def _numeric(path: Path, df, col: str) -> np.ndarray:

@@ -250,10 +250,9 @@ def standardise(X: np.ndarray, split: Split, config: TrainConfig):
     """``(preprocess, scaler, Xs)``: the RSSI step (or ``None``) and the standard scaler, both fitted
     on the train part, and every row of ``X`` through them (what the centres and shapes see)."""
     preprocess = fit_preprocess(X[split.train], config)
-    if preprocess is not None:
-        X = preprocess.transform(X)
-    scaler = StandardScaler().fit(X[split.train])
-    return preprocess, scaler, scaler.transform(X)
+    out = X if preprocess is None else preprocess.transform(X)
+    scaler = StandardScaler().fit(out[split.train])
+    return preprocess, scaler, scaler.transform(out, copy=out is X)  # the step's copy is scaled in place
 
 
 def fit_typicality(Xs: np.ndarray, split: Split, units=None, seed: int = 0):

@@ -42,6 +42,18 @@ def test_a_parquet_file_loads_as_its_csv_does(tmp_path):
     np.testing.assert_array_equal(b.X, a.X)
     np.testing.assert_array_equal(b.Y, a.Y)
     assert b.feature_names == a.feature_names
+    frame = pd.read_csv(csv)
+    frame["phone"] = np.where(np.arange(len(frame)) % 2, "p1", "p2")  # a label column, and an index of its own
+    frame.set_index(frame.index + 100).to_parquet(tmp_path / "i.parquet")
+    c = load_csv(tmp_path / "i.parquet", ["x", "y"], meta_columns=["phone"], groups=["x", "y"])
+    np.testing.assert_array_equal(c.X, a.X)
+    assert c.feature_names == a.feature_names and list(c.meta["phone"][:2]) == ["p2", "p1"]
+    assert c.groups is not None and len(np.unique(c.groups)) == len(np.unique(a.Y, axis=0))
+    frame["b"] = frame["b"].astype(str)
+    frame.loc[5, "b"] = "weak"
+    frame.to_parquet(tmp_path / "s.parquet")
+    with pytest.raises(InputError, match="column 'b' must be numeric; line 7 of the file holds 'weak'"):
+        load_csv(tmp_path / "s.parquet", ["x", "y"])
     (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(InputError, match="bad.parquet could not be read as Parquet"):
         load_csv(tmp_path / "bad.parquet", ["x", "y"])
