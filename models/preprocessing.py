@@ -92,42 +92,62 @@ class RSSIFloor:
         return X == self.not_detected
 
     def fit(self, X) -> "RSSIFloor":
+        """Find the RSSI columns of training rows ``X`` and their floor (class docstring); rows are read a block
+        of :data:`BLOCK_ROWS` at a time, so the working copies stay a block's size at any row count."""
         lookup(REPRESENTATIONS, self.representation, "rssi_representation")
         X = check_matrix(X, "X", owner="RSSIFloor.fit", min_rows=1)
         self.n_features_in_ = X.shape[1]
-        codes = self._codes(X)
         lo, hi = READING_RANGE
-        reading = (X >= lo) & (X <= hi)
-        qualifies = np.all(reading | codes, axis=0) & np.any(codes, axis=0)
+        blocks = [slice(start, start + BLOCK_ROWS) for start in range(0, X.shape[0], BLOCK_ROWS)]
+        valid, coded = np.ones(X.shape[1], dtype=bool), np.zeros(X.shape[1], dtype=bool)
+        for rows in blocks:
+            codes = self._codes(X[rows])
+            valid &= np.all(((X[rows] >= lo) & (X[rows] <= hi)) | codes, axis=0)
+            coded |= codes.any(axis=0)
+        qualifies = valid & coded
         if self.not_detected is None:  # codes are a sentinel: one value makes most of them
             for j in np.flatnonzero(qualifies):
-                _, counts = np.unique(X[codes[:, j], j], return_counts=True)
+                _, counts = np.unique(X[self._codes(X[:, j]), j], return_counts=True)
                 qualifies[j] = counts.max() >= SENTINEL_SHARE * counts.sum()
         columns = np.flatnonzero(qualifies)
         self.columns_ = columns if len(columns) >= self.min_columns else np.array([], dtype=int)
-        sub = X[:, self.columns_]
-        real = sub[~self._codes(sub)]
-        self.weakest_ = float(real.min()) if real.size else lo
+        weakest, code_counts, heard = self._scan(X, blocks)
+        self.weakest_ = lo if weakest is None else weakest
         if self.floor is None:
             self.floor_ = float(np.floor(self.weakest_ - FLOOR_MARGIN_DB))
         else:
             floor = float(self.floor)
-            if real.size and not floor < self.weakest_:
+            if weakest is not None and not floor < self.weakest_:
                 raise InputError(f"--rssi-floor must lie below the weakest real reading ({self.weakest_:g} dBm) so that "
                                  f"'not detected' stays weaker than any reading; got {floor:g}", field="rssi_floor",
                                  expected=f"a value below {self.weakest_:g}", received=f"{floor:g}")
             self.floor_ = floor
         if self.not_detected is not None:
             self.code_ = float(self.not_detected)
-        elif self.columns_.size:
-            values, counts = np.unique(sub[self._codes(sub)], return_counts=True)
-            self.code_ = float(values[np.argmax(counts)])
+        elif code_counts:  # the most frequent code, the smallest of a tie
+            self.code_ = float(max(sorted(code_counts), key=code_counts.__getitem__))
         else:
             self.code_ = None
-        heard = np.where(self._codes(sub), -np.inf, sub).max(axis=1) if sub.size else np.array([])
         heard = heard[np.isfinite(heard)]
         self.reference_ = float(np.median(heard)) if heard.size else hi
         return self
+
+    def _scan(self, X: np.ndarray, blocks: list[slice]) -> tuple[float | None, dict[float, int], np.ndarray]:
+        """Over the RSSI columns of ``X``, block by block: the weakest real reading (``None``: none), how often
+        each code occurs, and each row's strongest reading (``-inf`` for a row that hears nothing)."""
+        weakest, code_counts, heard = None, {}, []
+        if not self.columns_.size:
+            return weakest, code_counts, np.array([])
+        for rows in blocks:
+            sub = X[rows, self.columns_]
+            codes = self._codes(sub)
+            real = sub[~codes]
+            if real.size:
+                weakest = float(real.min()) if weakest is None else min(weakest, float(real.min()))
+            for value, count in zip(*np.unique(sub[codes], return_counts=True)):
+                code_counts[float(value)] = code_counts.get(float(value), 0) + int(count)
+            heard.append(np.where(codes, -np.inf, sub).max(axis=1))
+        return weakest, code_counts, np.concatenate(heard)
 
     @property
     def active(self) -> bool:

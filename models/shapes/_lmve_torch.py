@@ -111,8 +111,7 @@ class LMVEFit:
         if est.drop_constant:
             varying = np.flatnonzero(self.input_box[1] > self.input_box[0])
             self.columns = varying if varying.size else self.columns
-            X = X[:, self.columns]
-        m, self.d = X.shape
+        m, self.d = X.shape[0], len(self.columns)
         self.n = n = R.shape[1]
         self.device = dev = resolve_device(est.device)
         seed = int(est.random_state)
@@ -123,19 +122,22 @@ class LMVEFit:
         s = float(np.sqrt(np.mean(R[fit] ** 2)))
         self.scale = s = s if s > 0 else 1.0
         Rs = R / s
-        base = NearestNeighbourEllipsoid().fit(X[fit], Rs[fit])
-        shapes_B = base.predict_parts(X[fit])  # once: the scores and the targets share the fit rows' shapes
-        scores_B = base.conformity_scores(X[fit], Rs[fit], parts=shapes_B)
+        # one copy of the fit rows' columns the networks see, shared by the baseline and the tensors
+        X_fit, X_val, R_fit = X[np.ix_(fit, self.columns)], X[np.ix_(val, self.columns)], Rs[fit]
+        base = NearestNeighbourEllipsoid().fit(X_fit, R_fit)
+        shapes_B = base.predict_parts(X_fit)  # once: the scores and the targets share the fit rows' shapes
+        scores_B = base.conformity_scores(X_fit, R_fit, parts=shapes_B)
         alpha_B = conformal_quantile(scores_B, coverage)
         CB_fit = shapes_B[0] * alpha_B
-        CB_val = base.predict_shape(X[val]) * alpha_B
+        CB_val = base.predict_shape(X_val) * alpha_B
+        del base, shapes_B
         if est.lambda_ == "auto":
             self.lam = float(np.mean(scores_B / alpha_B) / np.mean(np.sqrt(np.linalg.det(CB_fit))))
         else:
             self.lam = float(est.lambda_) * s**n  # a fixed lambda is given in target units
 
         t = lambda a: torch.as_tensor(a, dtype=torch.float32, device=dev)  # noqa: E731
-        self.X_fit, self.X_val, self.R_fit, self.R_val = t(X[fit]), t(X[val]), t(Rs[fit]), t(Rs[val])
+        self.X_fit, self.X_val, self.R_fit, self.R_val = t(X_fit), t(X_val), t(R_fit), t(Rs[val])
         self.CB_fit, self.CB_val = t(CB_fit), t(CB_val)
         self.eye = torch.eye(n, device=dev) * (est.eps / s**2)
         self.ge_shape = t(second_moment(Rs[fit]))  # GE's shape (internal units), the floor

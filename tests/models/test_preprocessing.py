@@ -125,16 +125,20 @@ def test_a_bad_representation_is_refused_by_name_and_old_arrays_read_as_dbm():
 
 @pytest.mark.parametrize("representation", ["dbm", "relative", "powed", "exponential"])
 def test_rows_go_through_in_blocks_each_as_it_would_alone(representation, monkeypatch):
-    """Many rows are transformed a block at a time: every row comes out as it does alone, across the blocks'
-    edges, and the input is left as it was."""
+    """Many rows are fitted and transformed a block at a time: the fit finds what it finds in one block, every
+    row comes out as it does alone, across the blocks' edges, and the input is left as it was."""
     import models.preprocessing as pre
 
-    monkeypatch.setattr(pre, "BLOCK_ROWS", 7)
     rng = np.random.default_rng(3)
     X = rng.uniform(-95, -30, (30, 6)).round()
     X[rng.random(X.shape) < 0.4] = 100.0
+    X[0, 1] = 127.0  # a second code, rarer (within the sentinel's 10 %)
     X[:, 5] = rng.normal(size=30)  # not an RSSI column
+    one = RSSIFloor(representation=representation).fit(X)
+    monkeypatch.setattr(pre, "BLOCK_ROWS", 7)
     step = RSSIFloor(representation=representation).fit(X)
+    assert one.to_arrays()[0] == step.to_arrays()[0] and (one.columns_ == step.columns_).all()
+    assert step.code_ == 100.0 and step.columns_.tolist() == [0, 1, 2, 3, 4]
     before = X.copy()
     whole = step.transform(X)
     alone = np.vstack([step.transform(X[i:i + 1]) for i in range(len(X))])
