@@ -256,10 +256,16 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     return ds
 
 
+#: columns a Parquet file is read by at a time (:class:`_ParquetColumns`), and the loader gathers at a time
+PARQUET_BATCH = 64
+#: rows of a gathered block of columns copied into the feature matrix at a time (a tile of 2 MiB)
+TILE_ROWS = 4096
+
+
 class _ParquetColumns:
-    """A Parquet file's columns as a frame's ``columns``, ``len`` and ``frame[col]`` (a Series), each column
-    read when asked for: the loader copies one column at a time into its matrices, so the whole table is
-    never in memory beside them."""
+    """A Parquet file's columns as a frame's ``columns``, ``len`` and ``frame[col]`` (a Series), read
+    :data:`PARQUET_BATCH` columns at a time as they are asked for (the asked column and those after it): the
+    loader copies one column at a time into its matrices, so the whole table is never in memory beside them."""
 
     def __init__(self, path: Path):
         import pyarrow.parquet as pq
@@ -268,12 +274,16 @@ class _ParquetColumns:
         meta = self._file.schema_arrow.pandas_metadata or {}
         index = {c for c in meta.get("index_columns", []) if isinstance(c, str)}  # a frame's stored index
         self.columns = [c for c in self._file.schema_arrow.names if c not in index]
+        self._batch = None
 
     def __len__(self) -> int:
         return self._file.metadata.num_rows
 
     def __getitem__(self, col: str):
-        return self._file.read(columns=[col]).column(0).to_pandas()
+        if self._batch is None or col not in self._batch.column_names:
+            at = self.columns.index(col)
+            self._batch = self._file.read(columns=self.columns[at:at + PARQUET_BATCH])
+        return self._batch.column(col).to_pandas()
 
 
 def _read_csv(path: Path, sep: str | None):
@@ -353,11 +363,18 @@ def _labelled(path: Path, df, col: str, flag: str, what: str, need: str) -> None
 
 
 def _matrix(path: Path, df, columns: list[str]) -> np.ndarray:
-    """``(len(df), len(columns))`` float64: each column checked by :func:`_numeric` and copied in, one at a
-    time (no second copy of the table)."""
-    out = np.empty((len(df), len(columns)), dtype=np.float64)
-    for j, col in enumerate(columns):
-        out[:, j] = _numeric(path, df, col)
+    """``(len(df), len(columns))`` float64: each column checked by :func:`_numeric`, :data:`PARQUET_BATCH`
+    columns at a time gathered side by side and copied in by tiles of rows (a column written alone into a
+    wide row-major matrix touches one memory page per row)."""
+    m = len(df)
+    out = np.empty((m, len(columns)), dtype=np.float64)
+    for start in range(0, len(columns), PARQUET_BATCH):
+        names = columns[start:start + PARQUET_BATCH]
+        block = np.empty((len(names), m), dtype=np.float64)
+        for i, col in enumerate(names):
+            block[i] = _numeric(path, df, col)
+        for row in range(0, m, TILE_ROWS):
+            out[row:row + TILE_ROWS, start:start + len(names)] = block[:, row:row + TILE_ROWS].T
     return out
 
 

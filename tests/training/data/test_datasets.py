@@ -154,3 +154,24 @@ def test_synthetic_oracle_noise_has_the_stated_covariance_and_its_optimum(monkey
     assert oracle_volume(load_dataset("synthetic", n_samples=200), rows, 0.8) is None
     with pytest.raises(InputError, match="n_features at least 3"):
         synthetic.make_oracle(100, n_features=2)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_columns_are_gathered_in_batches_and_tiles_exactly(tmp_path, monkeypatch, suffix):
+    """The loader reads a few columns at a time and copies them in by tiles of rows: every cell lands where
+    the file has it, across the batches' and tiles' edges."""
+    import pandas as pd
+
+    import training.data.datasets as datasets
+
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame(rng.integers(-100, 0, (61, 7)), columns=[f"w{i}" for i in range(7)])
+    frame["x"], frame["y"] = rng.normal(size=61), rng.normal(size=61)
+    path = tmp_path / f"d{suffix}"
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    monkeypatch.setattr(datasets, "PARQUET_BATCH", 3)
+    monkeypatch.setattr(datasets, "TILE_ROWS", 8)
+    ds = load_csv(path, ["x", "y"])
+    np.testing.assert_array_equal(ds.X, frame[[f"w{i}" for i in range(7)]].to_numpy(float))
+    np.testing.assert_array_equal(ds.Y, frame[["x", "y"]].to_numpy())
+    assert ds.X.flags.c_contiguous
