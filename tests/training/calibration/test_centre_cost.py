@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from models import registry
@@ -48,3 +49,31 @@ def test_the_fold_count_is_a_function_of_the_data():
     with pytest.raises(InputError, match="centre must be one of") as err:
         fit_seconds(config, "no such kind", 100, 10)
     assert err.value.field == "centre"
+
+
+@pytest.mark.slow
+def test_a_centre_that_fits_slowly_makes_the_same_folds(monkeypatch):
+    """Under cross-fit calibration across units the folds follow the centre's cost, not the clock: a machine
+    on which every fit of the centre takes longer than the folds may take makes the same bundle's folds."""
+    import time
+
+    from models.centres.knn import KNNCentre
+    from tests.training.calibration.test_across import survey
+    from training.pipeline import train
+
+    ds = survey(12)
+    config = TrainConfig(methods=("ge",), centre="knn", calibrate_across=("PHONEID",), seed=2,
+                         across_centre_seconds=0.5)
+    quick = train(ds, config)
+    fit = KNNCentre.fit
+
+    def slow_fit(self, X, Y):
+        time.sleep(0.1)  # longer than 0.5 s over the folds
+        return fit(self, X, Y)
+
+    monkeypatch.setattr(KNNCentre, "fit", slow_fit)
+    slow = train(ds, config)
+    assert slow.centre["centre_folds"] == quick.centre["centre_folds"] == quick.split.across["units"]["train"] > 5
+    assert slow.centre["centre_folds_by"] == quick.centre["centre_folds_by"]
+    np.testing.assert_array_equal(slow.model.methods["ge"].calibrator_.scores_,
+                                  quick.model.methods["ge"].calibrator_.scores_)
