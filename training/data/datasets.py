@@ -256,52 +256,23 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     return ds
 
 
-#: columns a Parquet file is read by at a time (:class:`_ParquetColumns`), and the loader gathers at a time
-PARQUET_BATCH = 16
-#: rows of a gathered block of columns copied into the feature matrix at a time (a tile of 0.5 MiB)
+#: columns the loader checks and gathers side by side before copying them into its matrix
+GATHER_COLUMNS = 16
+#: rows of gathered columns copied into the matrix at a time (a column written alone into a wide row-major
+#: matrix touches one memory page per row)
 TILE_ROWS = 4096
 
 
-class _ParquetColumns:
-    """A Parquet file's columns as a frame's ``columns``, ``len`` and ``frame[col]`` (a Series), read
-    :data:`PARQUET_BATCH` columns at a time as they are asked for (the asked column and those after it): the
-    loader copies one column at a time into its matrices, so the whole table is never in memory beside them."""
-
-    def __init__(self, path: Path):
-        import pyarrow.parquet as pq
-
-        self._file = pq.ParquetFile(path)
-        meta = self._file.schema_arrow.pandas_metadata or {}
-        index = {c for c in meta.get("index_columns", []) if isinstance(c, str)}  # a frame's stored index
-        self.columns = [c for c in self._file.schema_arrow.names if c not in index]
-        self._batch = None
-
-    def __len__(self) -> int:
-        return self._file.metadata.num_rows
-
-    def __getitem__(self, col: str):
-        if self._batch is None or col not in self._batch:
-            import pyarrow as pa
-
-            at = self.columns.index(col)
-            pool = pa.default_memory_pool()
-            pa.set_memory_pool(pa.system_memory_pool())  # Arrow's own pool keeps what it frees: ~0.5 GiB at 320k rows
-            try:
-                table = self._file.read(columns=self.columns[at:at + PARQUET_BATCH])
-                self._batch = {name: table.column(name).to_pandas() for name in table.column_names}
-            finally:
-                pa.set_memory_pool(pool)
-        return self._batch[col]
-
-
 def _read_csv(path: Path, sep: str | None):
-    """The file's columns: a ``.parquet`` file's as :class:`_ParquetColumns`; otherwise a frame of the CSV with
-    ``sep``, or the sniffed separator. An error names the file."""
+    """The file's columns: a ``.parquet`` file's as :class:`~training.data.parquet.ParquetColumns`; otherwise
+    a frame of the CSV with ``sep``, or the sniffed separator. An error names the file."""
     import pandas as pd
+
+    from training.data.parquet import ParquetColumns
 
     if path.suffix == ".parquet":
         try:
-            return _ParquetColumns(path)
+            return ParquetColumns(path)
         except (OSError, ValueError) as exc:
             raise InputError(f"{path} could not be read as Parquet: {exc}") from None
     try:
@@ -371,13 +342,12 @@ def _labelled(path: Path, df, col: str, flag: str, what: str, need: str) -> None
 
 
 def _matrix(path: Path, df, columns: list[str]) -> np.ndarray:
-    """``(len(df), len(columns))`` float64: each column checked by :func:`_numeric`, :data:`PARQUET_BATCH`
-    columns at a time gathered side by side and copied in by tiles of rows (a column written alone into a
-    wide row-major matrix touches one memory page per row)."""
+    """``(len(df), len(columns))`` float64: each column checked by :func:`_numeric`, :data:`GATHER_COLUMNS`
+    at a time gathered side by side and copied in by tiles of :data:`TILE_ROWS` rows."""
     m = len(df)
     out = np.empty((m, len(columns)), dtype=np.float64)
-    for start in range(0, len(columns), PARQUET_BATCH):
-        names = columns[start:start + PARQUET_BATCH]
+    for start in range(0, len(columns), GATHER_COLUMNS):
+        names = columns[start:start + GATHER_COLUMNS]
         block = np.empty((len(names), m), dtype=np.float64)
         for i, col in enumerate(names):
             block[i] = _numeric(path, df, col)

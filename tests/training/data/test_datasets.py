@@ -163,13 +163,15 @@ def test_columns_are_gathered_in_batches_and_tiles_exactly(tmp_path, monkeypatch
     import pandas as pd
 
     import training.data.datasets as datasets
+    import training.data.parquet as parquet
 
     rng = np.random.default_rng(5)
     frame = pd.DataFrame(rng.integers(-100, 0, (61, 7)), columns=[f"w{i}" for i in range(7)])
     frame["x"], frame["y"] = rng.normal(size=61), rng.normal(size=61)
     path = tmp_path / f"d{suffix}"
     frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
-    monkeypatch.setattr(datasets, "PARQUET_BATCH", 3)
+    monkeypatch.setattr(datasets, "GATHER_COLUMNS", 3)
+    monkeypatch.setattr(parquet, "PARQUET_BATCH", 2)
     monkeypatch.setattr(datasets, "TILE_ROWS", 8)
     ds = load_csv(path, ["x", "y"])
     np.testing.assert_array_equal(ds.X, frame[[f"w{i}" for i in range(7)]].to_numpy(float))
