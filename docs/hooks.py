@@ -9,7 +9,8 @@ A page that holds a marker line gets it replaced by what the code says today:
 * ``<!-- lmve:http-api -->``: the routes and schemas of the OpenAPI document that ``create_app``
   serves at ``/openapi.json``, which the build also writes as ``reference/openapi.json``.
 
-The same functions are what ``tests/docs/test_reference.py`` checks against the code.
+The same functions are what ``tests/docs/test_site.py`` checks against the code. Sphinx roles in docstrings
+(``:class:`~models.model.RegionModel```) become code, linked when they name a documented object.
 """
 
 from __future__ import annotations
@@ -182,6 +183,26 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
     return MARKER.sub(lambda m: GENERATORS[m.group(1)](), markdown)
 
 
+#: a Sphinx role as the docstrings write it (``:class:`~models.model.RegionModel```), once rendered to HTML
+ROLE = re.compile(r":(?:class|meth|func|mod|data|attr|exc|obj):<code>(~?)([\w.]+)(\(\))?</code>")
+#: the packages the reference documents: a role naming their objects becomes a link
+DOCUMENTED = ("models.", "service.", "training.")
+
+
+def role_html(match: re.Match) -> str:
+    """A rendered role as code: a link (through autorefs, silent when the object has no page) when it names a
+    documented object in full, the last part of the name alone after ``~``."""
+    tilde, name, call = match.groups()
+    title = f"<code>{(name.rsplit('.', 1)[-1] if tilde else name)}{call or ''}</code>"
+    if name.startswith(DOCUMENTED):
+        return f'<autoref identifier="{name}" optional>{title}</autoref>'
+    return title
+
+
+def on_page_content(html: str, page, config, files) -> str:  # noqa: ARG001 (MkDocs' hook signature)
+    return ROLE.sub(role_html, html)
+
+
 def on_files(files, config):
     from mkdocs.structure.files import File
 
@@ -189,4 +210,4 @@ def on_files(files, config):
     return files
 
 
-__all__ = ["GENERATORS", "on_files", "on_page_markdown"]
+__all__ = ["GENERATORS", "on_files", "on_page_content", "on_page_markdown"]

@@ -102,11 +102,35 @@ def _json_float(x: float):
 # ----------------------------------------------------------------------------- write
 def save_bundle(model: RegionModel, path, *, dataset: dict | None = None, metrics: dict | None = None,
                 training: dict | None = None, calibration: dict | None = None) -> dict:
-    """Write ``model`` to the directory ``path`` atomically; return the manifest.
+    """Write a model to a directory atomically.
 
-    ``dataset`` (name, sha256, rows), ``metrics`` (test figures) and ``training`` (how the
-    bundle was trained) go into the manifest as provenance; ``calibration`` (the grouping and the
-    guarantee in words) joins the calibration rule and counts under ``calibration``.
+    Every file is written to a temporary directory beside ``path`` and renamed into place at the end,
+    so a failure leaves no partial bundle; the manifest records each file's SHA-256.
+
+    Parameters
+    ----------
+    model : RegionModel
+        Conformalized.
+    path : str or path-like
+        The bundle directory; replaced if it exists.
+    dataset : dict, default=None
+        Provenance: name, sha256, rows.
+    metrics : dict, default=None
+        Test figures.
+    training : dict, default=None
+        How the bundle was trained.
+    calibration : dict, default=None
+        The grouping and the guarantee in words; joins the calibration rule and counts.
+
+    Returns
+    -------
+    dict
+        The manifest written to ``manifest.json``.
+
+    Raises
+    ------
+    BundleError
+        The model's centre is of a type the registry cannot store.
     """
     centre = model.centre
     if type(centre).__name__ not in registry.CENTRE_TYPES:
@@ -289,7 +313,24 @@ def read_npz(data: bytes, name: str, path: Path) -> dict[str, np.ndarray]:
 
 
 def load_bundle(path) -> RegionModel:
-    """Verify and load a bundle directory into a :class:`RegionModel`."""
+    """Verify and load a bundle directory.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The bundle directory.
+
+    Returns
+    -------
+    RegionModel
+        With the bundle's manifest.
+
+    Raises
+    ------
+    BundleError
+        No manifest, an unknown schema, a file missing or whose SHA-256 differs from the manifest's, an
+        unknown centre, method or preprocessing type, or arrays inconsistent with the manifest.
+    """
     path = Path(path)
     manifest = read_manifest(path)
     blobs = verified_files(path, manifest)

@@ -28,10 +28,16 @@ class LMVEError(Exception):
 class InputError(LMVEError, ValueError):
     """Input data or a parameter is not what was expected.
 
-    Attributes
+    Parameters
     ----------
-    field, expected, received : str or None
-        Which input was wrong, what was expected of it and what came.
+    message : str
+        What was wrong, in words.
+    field : str, default=None
+        Which input was wrong (``"features[3]"``).
+    expected : str, default=None
+        What was expected of it (``"16 values"``).
+    received : str, default=None
+        What came (``"15 values"``).
     """
 
     def __init__(self, message: str, *, field: str | None = None, expected: str | None = None,
@@ -47,7 +53,14 @@ class UnknownMethodError(InputError):
 class UnattainableCoverageError(InputError):
     """A coverage level above ``m / (m + 1)``: no finite threshold guarantees it.
 
-    ``max_coverage`` is the highest level the ``m`` calibration scores (or groups) attain.
+    Parameters
+    ----------
+    message : str
+        What was asked and what the calibration attains.
+    max_coverage : float
+        The highest level the ``m`` calibration scores (or groups) attain.
+    **context
+        ``field``, ``expected`` and ``received``, as :class:`InputError`.
     """
 
     def __init__(self, message: str, *, max_coverage: float, **context):
@@ -62,7 +75,12 @@ class NotFittedError(LMVEError, _SklearnNotFittedError):
 class BundleError(LMVEError):
     """A calibrated bundle is missing, tampered with, of an unknown schema, or unreadable.
 
-    ``path`` names the file (or directory) at fault.
+    Parameters
+    ----------
+    message : str
+        What is wrong with it.
+    path : str, default=None
+        The file (or directory) at fault.
     """
 
     def __init__(self, message: str, path: str | None = None):

@@ -37,25 +37,26 @@ class Answer:
 
     method: str
     fallback_reason: str | None
-    #: (N,) each row's conservative conformal p-value of typicality (small: unlike the calibration rows);
-    #: ``None`` for a bundle without the step or when not asked for
     typicality: np.ndarray | None = field(default=None, kw_only=True)
-    #: (N,) the rows' typicality scores, what a shift test ranks (:mod:`models.calibration.martingale`)
+    """(N,) each row's conservative conformal p-value of typicality (small: unlike the calibration rows); ``None``
+    for a bundle without the step or when not asked for."""
     typicality_scores: np.ndarray | None = field(default=None, kw_only=True)
-    #: what the answer's rows were read as, in words: a null taken as "not heard", a reading the survey never
-    #: saw (:mod:`models.readings`); empty when the rows were as expected
+    """(N,) the rows' typicality scores, what a shift test ranks (:mod:`models.calibration.martingale`)."""
     warnings: tuple[str, ...] = field(default=(), kw_only=True)
+    """What the answer's rows were read as, in words: a null taken as "not heard", a reading the survey never saw
+    (:mod:`models.readings`); empty when the rows were as expected."""
 
     @property
     def fallback(self) -> bool:
+        """Whether a method other than the one asked for answered."""
         return self.fallback_reason is not None
 
 
 @dataclass(frozen=True)
 class RegionAnswer(Answer):
     regions: object  # EllipsoidRegions or BoxRegions
-    #: a floor bundle's floor sets (the ellipse then has the joint threshold); None without floors
     floors: FloorAnswer | None = None
+    """A floor bundle's floor sets (the ellipse then has the joint threshold); None without floors."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class Assessment(Answer):
     inside: np.ndarray    # (N,) bool
     distance: np.ndarray  # (N,) score / alpha_q: <= 1 inside (0 for an unbounded region)
     p_value: np.ndarray   # (N,) conformal p-values of the points (joint ones when floors were given)
-    #: (N,) bool, when floors were given: each row's floor in its floor set (``inside`` needs both)
     floor_inside: np.ndarray | None = None
+    """(N,) bool, when floors were given: each row's floor in its floor set (``inside`` needs both)."""
 
 
 @dataclass
@@ -123,10 +124,12 @@ class RegionModel:
 
     @property
     def n_features(self) -> int:
+        """``d``: the raw features a row has."""
         return len(self.feature_names)
 
     @property
     def n_targets(self) -> int:
+        """``n``: the coordinates of a position."""
         return len(self.target_names)
 
     @property
@@ -152,6 +155,7 @@ class RegionModel:
 
     @property
     def centre(self):
+        """The fitted centre every method shares."""
         return next(iter(self.methods.values())).centre_
 
     @property
@@ -160,7 +164,23 @@ class RegionModel:
         return isinstance(self.centre, ClientCentre)
 
     def max_coverage(self, method: str | None = None) -> float:
-        """The highest level ``method`` (default: primary) attains with a bounded region."""
+        """The highest level a method attains with a bounded region.
+
+        Parameters
+        ----------
+        method : str, default=None
+            A registry name; ``None`` is the primary method.
+
+        Returns
+        -------
+        float
+            ``m / (m + 1)`` for its ``m`` calibration rows or groups.
+
+        Raises
+        ------
+        UnknownMethodError
+            ``method`` is not in the bundle.
+        """
         return self.methods[self._candidates(method, None)[0][0]].calibrator_.max_coverage
 
     # ------------------------------------------------------------------ checks (once per call)
@@ -255,15 +275,43 @@ class RegionModel:
     def predict_region(self, features, method: str | None = None, coverage: float | None = None, *,
                        kind: str | None = None, centers=None, thresholds: dict | None = None,
                        typicality: bool = True, strict: bool = False) -> RegionAnswer:
-        """Calibrated regions for raw ``features`` (N, d) from ``method`` (default: the primary one),
-        at ``coverage`` (default: the bundle's), falling back as the module says. ``kind="ellipsoid"``
-        accepts ellipsoid methods only (the ellipse API). ``centers`` (N, n): the client's estimates,
-        required by a client-centre bundle and refused by the others. ``thresholds`` (``method ->
-        (alpha_q, level)``) overrides the calibrated threshold of the methods it names (an online
-        rule's, see :mod:`models.calibration.adaptive`); ``level`` is what the regions report as their coverage.
-        ``typicality``: the rows' typicality p-values and scores too (a bundle with the step). A missing
-        reading (``None``/NaN) of an RSSI feature is "not heard", and a reading the survey never saw is named
-        in the answer's ``warnings`` (:mod:`models.readings`); ``strict`` refuses the latter instead."""
+        """Calibrated regions for raw features, from one method, falling back as the module says.
+
+        Parameters
+        ----------
+        features : array-like of shape (N, d)
+            Raw features. A missing reading (``None``/NaN) of an RSSI feature is "not heard"; a reading the
+            survey never saw is named in the answer's ``warnings`` (:mod:`models.readings`).
+        method : str, default=None
+            A registry name; ``None`` is the primary method.
+        coverage : float in (0, 1), default=None
+            The level; ``None`` is the bundle's.
+        kind : {"ellipsoid"}, default=None
+            ``"ellipsoid"`` accepts ellipsoid methods only (the ellipse API).
+        centers : array-like of shape (N, n), default=None
+            The client's estimates: required by a client-centre bundle, refused by the others.
+        thresholds : dict of str -> (float, float), default=None
+            ``method -> (alpha_q, level)``: overrides the calibrated threshold of the methods it names (an
+            online rule's, :mod:`models.calibration.adaptive`); ``level`` is the coverage the regions report.
+        typicality : bool, default=True
+            Also give the rows' typicality p-values and scores (a bundle with the step).
+        strict : bool, default=False
+            Refuse a reading the survey never saw instead of warning.
+
+        Returns
+        -------
+        RegionAnswer
+            The method that answered, why it is not the one asked for, the regions (with floor sets for a floor
+            bundle), typicality and warnings.
+
+        Raises
+        ------
+        InputError
+            Features of the wrong width or not numbers, ``centers`` where they are refused or missing where
+            required, or an unknown method (:class:`~models.exceptions.UnknownMethodError`).
+        UnattainableCoverageError
+            ``coverage`` above what the calibration attains.
+        """
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         said: list[str] = []
@@ -296,15 +344,51 @@ class RegionModel:
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
                kind: str | None = None, centers=None, thresholds: dict | None = None, floors=None,
                buildings=None, typicality: bool = True, strict: bool = False) -> Assessment:
-        """Score candidate ``points`` (N, n) once: inside the calibrated region, its scaled distance
-        (``score / alpha_q``) and conformal p-value, from the same method :meth:`predict_region` would use.
+        """Score candidate points once, with the method :meth:`predict_region` would use.
 
-        A floor bundle's region is the ellipse of the joint threshold; with ``floors`` (N,) (and ``buildings``
-        (N,) when its floors are (building, floor) pairs) each row's floor is scored too: ``inside`` when
-        the floor is in the row's floor set and the point in the ellipse, ``p_value`` the joint one, and
-        ``floor_inside`` the floor part alone. Without ``floors``, the point alone against that ellipse and
-        its p-value among the position scores. ``typicality``, ``strict`` and missing readings: as
-        :meth:`predict_region`."""
+        A floor bundle's region is the ellipse of the joint threshold. With ``floors`` each row's floor is
+        scored too: ``inside`` when the floor is in the row's floor set and the point in the ellipse, and
+        ``p_value`` the joint one. Without ``floors``, the point alone against that ellipse.
+
+        Parameters
+        ----------
+        features : array-like of shape (N, d)
+            Raw features, read as :meth:`predict_region` reads them.
+        points : array-like of shape (N, n)
+            The candidate positions.
+        method : str, default=None
+            As :meth:`predict_region`.
+        coverage : float in (0, 1), default=None
+            As :meth:`predict_region`.
+        kind : {"ellipsoid"}, default=None
+            As :meth:`predict_region`.
+        centers : array-like of shape (N, n), default=None
+            As :meth:`predict_region`.
+        thresholds : dict of str -> (float, float), default=None
+            As :meth:`predict_region`.
+        floors : array-like of shape (N,), default=None
+            Each row's floor (floor bundles only).
+        buildings : array-like of shape (N,), default=None
+            Each row's building, when the bundle's floors are (building, floor) pairs.
+        typicality : bool, default=True
+            As :meth:`predict_region`.
+        strict : bool, default=False
+            As :meth:`predict_region`.
+
+        Returns
+        -------
+        Assessment
+            ``inside`` (N,) bool; ``distance`` (N,), ``score / alpha_q``, at most 1 inside; ``p_value`` (N,);
+            ``floor_inside`` (N,) when floors were given.
+
+        Raises
+        ------
+        InputError
+            As :meth:`predict_region`; also points of the wrong width, or floors the bundle does not know, of the
+            wrong count, or sent to a bundle without floors.
+        UnattainableCoverageError
+            ``coverage`` above what the calibration attains.
+        """
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         said: list[str] = []
@@ -347,9 +431,30 @@ class RegionModel:
         return self.floors.labels.encode(floors, buildings)
 
     def score_points(self, features, points, centers=None) -> dict[str, np.ndarray]:
-        """Every method's conformity scores (N,) of labelled ``points`` (N, n) at raw ``features``
-        (checked once; no fallback: each method scores with its own shapes, and a row whose
-        shape is not finite scores ``+inf``, i.e. outside). For feedback on served regions."""
+        """Every method's conformity scores of labelled points; feedback on served regions.
+
+        No fallback: each method scores with its own shapes, and a row whose shape is not finite scores
+        ``+inf`` (outside).
+
+        Parameters
+        ----------
+        features : array-like of shape (N, d)
+            Raw features.
+        points : array-like of shape (N, n)
+            The true positions.
+        centers : array-like of shape (N, n), default=None
+            The client's estimates (client-centre bundles only).
+
+        Returns
+        -------
+        dict of str -> ndarray of shape (N,)
+            Scores by method name.
+
+        Raises
+        ------
+        InputError
+            Features, points or centres of the wrong shape, or centres where they are refused.
+        """
         X = self._features(features)
         P = self._points(points, X)
         out = {}
@@ -362,13 +467,43 @@ class RegionModel:
 
     def recalibrated(self, features, points, groups=None, centers=None, rule: str | None = None,
                      random_state: int = 0, floors=None, buildings=None) -> "RegionModel":
-        """A new model with this one's preprocessing, scaler, centre and shapes, and calibration
-        scores from fresh labelled rows (``features`` (k, d), true ``points`` (k, n); ``groups`` (k,)
-        calibrates over whole groups, rule ``"group-subsample"`` unless ``rule`` says otherwise).
-        A floor bundle needs the rows' true ``floors`` (and ``buildings``): its joint calibrations are
-        recalibrated with the same rule, groups and seed (:meth:`models.floors.FloorModel.recalibrated`).
-        This model is left untouched. Raises :class:`InputError` when the fresh rows cannot attain
-        the bundle's level (too few rows or groups), naming the highest attainable one."""
+        """A new model calibrated on fresh labelled rows; this one is left untouched.
+
+        The new model keeps this one's preprocessing, scaler, centre and shapes. A floor bundle's joint
+        calibrations are recalibrated with the same rule, groups and seed
+        (:meth:`models.floors.FloorModel.recalibrated`).
+
+        Parameters
+        ----------
+        features : array-like of shape (k, d)
+            Raw features of the fresh rows.
+        points : array-like of shape (k, n)
+            Their true positions.
+        groups : array-like of shape (k,), default=None
+            Their groups: calibrates over whole groups.
+        centers : array-like of shape (k, n), default=None
+            The client's estimates (client-centre bundles only).
+        rule : str, default=None
+            A calibration rule; ``None`` is ``"rows"`` without groups and ``"group-subsample"`` with them.
+        random_state : int, default=0
+            Seed of the group-subsample draw.
+        floors : array-like of shape (k,), default=None
+            The rows' true floors; required by a floor bundle.
+        buildings : array-like of shape (k,), default=None
+            The rows' buildings, when floors are (building, floor) pairs.
+
+        Returns
+        -------
+        RegionModel
+            With an empty manifest, for :func:`models.bundle.save_recalibrated` to fill.
+
+        Raises
+        ------
+        InputError
+            Rows of the wrong shape, an unknown rule, groups not one per row, a floor bundle without
+            ``floors``, or too few fresh rows or groups for the bundle's level (the message names the highest
+            attainable level and how many are needed).
+        """
         import copy
 
         from models.calibration.conformal import check_rule, group_codes, max_coverage
@@ -414,17 +549,61 @@ class RegionModel:
                            readings=self.readings)
 
     def predict_center(self, features, centers=None) -> np.ndarray:
-        """(N, n) centres for raw ``features`` (a client-centre bundle: the checked ``centers``)."""
+        """The centres of raw features.
+
+        Parameters
+        ----------
+        features : array-like of shape (N, d)
+            Raw features.
+        centers : array-like of shape (N, n), default=None
+            The client's estimates (client-centre bundles only).
+
+        Returns
+        -------
+        ndarray of shape (N, n)
+            The bundle's centre's predictions, or the checked ``centers`` of a client-centre bundle.
+
+        Raises
+        ------
+        InputError
+            Features or centres of the wrong shape, or centres where they are refused.
+        """
         X = self._features(features)
         return self._centers(centers, X)
 
     def typicality_scores(self, features) -> np.ndarray | None:
-        """(N,) the typicality scores of raw ``features`` (larger: less like the survey;
-        :mod:`models.typicality`), ``None`` for a bundle without the step."""
+        """The typicality scores of raw features (:mod:`models.typicality`).
+
+        Parameters
+        ----------
+        features : array-like of shape (N, d)
+            Raw features.
+
+        Returns
+        -------
+        ndarray of shape (N,) or None
+            Larger is less like the survey; ``None`` for a bundle without the step.
+        """
         if self.typicality is None:
             return None
         return self.typicality.scores(self._features(features))
 
     def standardise(self, features) -> np.ndarray:
-        """Checked raw features (N, d), preprocessed and on the training scale."""
+        """Raw features checked, preprocessed and on the training scale.
+
+        Parameters
+        ----------
+        features : array-like of shape (N, d)
+            Raw features.
+
+        Returns
+        -------
+        ndarray of shape (N, d)
+            What the centre and the shapes read.
+
+        Raises
+        ------
+        InputError
+            Features of the wrong width, or not numbers.
+        """
         return self._features(features)

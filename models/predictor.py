@@ -63,7 +63,24 @@ class SplitConformalRegressor(BaseEstimator):
 
     @classmethod
     def from_fitted(cls, centre, shape, calibrator: SplitConformalCalibrator, coverage: float):
-        """Assemble from already fitted parts (used when loading a bundle)."""
+        """Assemble a conformalized regressor from already fitted parts (what loading a bundle does).
+
+        Parameters
+        ----------
+        centre : fitted centre
+            Predicts the centre of every region.
+        shape : fitted ShapeEstimator
+            The region's shape around the centre.
+        calibrator : SplitConformalCalibrator
+            Holds the calibration scores; its rule becomes ``calibration``.
+        coverage : float in (0, 1)
+            The fitted level; ``alpha_q_`` is the calibrator's threshold at it.
+
+        Returns
+        -------
+        SplitConformalRegressor
+            Ready for ``predict_region``.
+        """
         reg = cls(shape=shape, centre=centre, coverage=coverage, prefit_centre=True, calibration=calibrator.rule)
         reg.centre_, reg.shape_, reg.calibrator_ = centre, shape, calibrator
         reg.alpha_q_ = calibrator.quantile(coverage)
@@ -84,11 +101,36 @@ class SplitConformalRegressor(BaseEstimator):
         return X, Y, centers
 
     def fit(self, X, Y, centers=None, groups=None) -> "SplitConformalRegressor":
-        """Fit the centre (unless prefit) and the shape on training rows ``X`` (m, d), ``Y`` (m, n).
+        """Fit the centre (unless prefit) and the shape on the training rows.
 
-        ``centers`` (m, n), when given, replaces the centre's predictions for the shape's residuals
-        (out-of-fold centres, or a client's own estimates). ``groups`` (m,) labels the rows' groups
-        for shapes that hold rows out (LMVE holds out whole groups)."""
+        The shape is fitted on the residuals ``R = Y - centre(X)``; a shape that tunes itself to a
+        level (LMVE) is fitted for ``coverage``.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+            Features of the training rows.
+        Y : array-like of shape (m, n)
+            Their true positions.
+        centers : array-like of shape (m, n), default=None
+            Replaces the centre's predictions in the residuals (out-of-fold centres, or a client's
+            own estimates).
+        groups : array-like of shape (m,), default=None
+            The rows' groups, for shapes that hold rows out (LMVE holds out whole groups).
+
+        Returns
+        -------
+        self : SplitConformalRegressor
+            Fitted, not yet conformalized.
+
+        Raises
+        ------
+        InputError
+            ``coverage`` outside (0, 1), fewer than two rows, non-finite values, or ``X``, ``Y`` and
+            ``centers`` disagreeing in rows or columns.
+        NotFittedError
+            ``prefit_centre`` with a centre that was never fitted.
+        """
         eta = check_coverage(self.coverage)
         X, Y, centers = self._check_rows(X, Y, centers, fitted=False)
         if self.prefit_centre:
@@ -103,8 +145,35 @@ class SplitConformalRegressor(BaseEstimator):
         return self
 
     def conformalize(self, X, Y, centers=None, groups=None) -> "SplitConformalRegressor":
-        """Score the calibration rows (never seen in ``fit``) and store the scores; ``groups`` (k,)
-        labels their groups (needed by the group calibration rules)."""
+        """Score the calibration rows and store their scores: the step that makes the guarantee.
+
+        The rows must not have been seen by ``fit``. Under ``calibration="rows"`` a new row exchangeable
+        with them is covered with probability at least ``coverage``; under the group rules, a new row
+        from a new group.
+
+        Parameters
+        ----------
+        X : array-like of shape (k, d)
+            Features of the calibration rows.
+        Y : array-like of shape (k, n)
+            Their true positions.
+        centers : array-like of shape (k, n), default=None
+            Replaces the centre's predictions.
+        groups : array-like of shape (k,), default=None
+            The rows' groups; needed by the group calibration rules.
+
+        Returns
+        -------
+        self : SplitConformalRegressor
+            Conformalized: ``calibrator_`` and ``alpha_q_`` are set.
+
+        Raises
+        ------
+        NotFittedError
+            Called before ``fit``.
+        InputError
+            Rows that do not match the fitted shape, or a group rule without ``groups``.
+        """
         check_is_fitted(self, "shape_", "conformalized")
         X, Y, centers = self._check_rows(X, Y, centers, fitted=True)
         R = Y - (self.centre_.predict(X) if centers is None else centers)
@@ -116,7 +185,18 @@ class SplitConformalRegressor(BaseEstimator):
 
     # ------------------------------------------------------------------ internals (checked rows)
     def threshold(self, coverage: float | None) -> float:
-        """``alpha_q`` at a checked ``coverage`` (``None``: the fitted level)."""
+        """The threshold ``alpha_q`` on conformity scores at a level.
+
+        Parameters
+        ----------
+        coverage : float in (0, 1) or None
+            A level already checked against the calibrator; ``None`` is the fitted level.
+
+        Returns
+        -------
+        float
+            The finite-sample conformal quantile of the calibration scores at ``coverage``.
+        """
         return self.alpha_q_ if coverage is None else self.calibrator_.quantile(coverage)
 
     def _regions(self, X: np.ndarray, coverage: float | None, centers: np.ndarray):
@@ -140,17 +220,79 @@ class SplitConformalRegressor(BaseEstimator):
         return X, coverage, centers
 
     def predict_region(self, X, coverage: float | None = None, centers=None):
-        """Calibrated regions for rows ``X`` (N, d) at ``coverage`` (default: the fitted level)."""
+        """Calibrated regions for new rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, d)
+            Features of the rows.
+        coverage : float in (0, 1), default=None
+            The level; ``None`` is the fitted level. Another level is answered from the stored
+            calibration scores, without refitting.
+        centers : array-like of shape (N, n), default=None
+            Replaces the centre's predictions.
+
+        Returns
+        -------
+        EllipsoidRegions or BoxRegions
+            One region per row; each holds its row's true position with probability at least
+            ``coverage`` (marginally, over calibration and test draws).
+
+        Raises
+        ------
+        NotFittedError
+            Called before ``conformalize``.
+        InputError
+            ``X`` or ``centers`` of the wrong shape, or a level the calibration cannot reach.
+        """
         X, coverage, centers = self._check_predict(X, coverage, centers)
         return self._regions(X, coverage, centers)
 
     def conformity_scores(self, X, Y, centers=None) -> np.ndarray:
-        """(N,) the conformity scores of rows ``(X, Y)``."""
+        """The conformity scores of points given their rows: the smallest threshold whose region holds them.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, d)
+            Features of the rows.
+        Y : array-like of shape (N, n)
+            The points to score.
+        centers : array-like of shape (N, n), default=None
+            Replaces the centre's predictions.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            A point lies in its row's region at threshold ``alpha_q`` exactly when its score is at most
+            ``alpha_q``.
+
+        Raises
+        ------
+        NotFittedError
+            Called before ``conformalize``.
+        InputError
+            ``X``, ``Y`` or ``centers`` of the wrong shape.
+        """
         X, _, centers = self._check_predict(X, None, centers)
         Y = check_matrix(Y, "Y", n_columns=self.shape_.n_targets_, owner="the fitted shape")
         check_same_rows(X, Y, "X", "Y")
         return self._scores(X, Y, centers)
 
     def p_value(self, X, Y, centers=None) -> np.ndarray:
-        """(N,) conformal p-values of the points ``Y`` given ``X``."""
+        """Conformal p-values of points given their rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, d)
+            Features of the rows.
+        Y : array-like of shape (N, n)
+            The points to test.
+        centers : array-like of shape (N, n), default=None
+            Replaces the centre's predictions.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            ``(1 + #{calibration scores >= score}) / (k + 1)``: small when a point is unusual for its row.
+        """
         return self.calibrator_.p_value(self.conformity_scores(X, Y, centers))

@@ -74,17 +74,53 @@ CENTRE_TYPES: dict[str, type] = {**TYPES, StackCentre.__name__: StackCentre}
 
 
 def method(name: str) -> MethodSpec:
-    """The :class:`MethodSpec` called ``name``; :class:`UnknownMethodError` naming the choices."""
+    """The shape method called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A registry name (``"lmve"``, ``"nle"``, ``"ge"``, ``"ball"``, ``"copula"``).
+
+    Returns
+    -------
+    MethodSpec
+
+    Raises
+    ------
+    UnknownMethodError
+        ``name`` is none of them; the message lists them.
+    """
     return lookup(METHODS, name, "method", error=UnknownMethodError)
 
 
 def centre(name: str) -> CentreSpec:
-    """The :class:`CentreSpec` called ``name``; :class:`InputError` naming the choices."""
+    """The centre kind called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A centre name, as ``lmve-train --centre`` takes it.
+
+    Returns
+    -------
+    CentreSpec
+
+    Raises
+    ------
+    InputError
+        ``name`` is none of them; the message lists them.
+    """
     return lookup(CENTRES, name, "centre")
 
 
 def fallback_order() -> tuple[str, ...]:
-    """The ellipse-serving methods, preferred first (LMVE, then NLE, then GE)."""
+    """The ellipse-serving methods, preferred first.
+
+    Returns
+    -------
+    tuple of str
+        LMVE, then NLE, then GE, then the ball.
+    """
     return _FALLBACK_ORDER
 
 

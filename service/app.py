@@ -129,8 +129,23 @@ class ServiceApp(FastAPI):
 
 def create_app(settings: ServiceSettings | None = None, store: ModelStore | None = None,
                repository: ModelRepository | None = None) -> FastAPI:
-    """The app over ``repository`` (default: the settings' repository or bundle; ``store``: a repository
-    of that one store, loaded or not)."""
+    """The FastAPI application: REST routes, the gRPC endpoint's data plane, metrics and a lifespan that
+    loads every model once.
+
+    Parameters
+    ----------
+    settings : ServiceSettings, default=None
+        Limits, keys, ports, the state database; ``None`` reads the environment (``LMVE_*``).
+    store : ModelStore, default=None
+        Serve this one store (loaded or not) as the whole repository.
+    repository : ModelRepository, default=None
+        The models to serve; ``None`` is ``store``'s repository, or the settings' repository or bundle.
+
+    Returns
+    -------
+    FastAPI
+        Its lifespan loads the models, starts the follower that keeps workers in step, and stops both.
+    """
     settings = settings or ServiceSettings()
     search.set_search_threads(settings.search_threads or search.default_search_threads(settings.workers))
     keep_freed_memory(settings.heap_keep_mb)

@@ -51,11 +51,18 @@ class DataPlane:
 
     Parameters
     ----------
-    repository : the models by name
-    settings : the limits (rows, boundary points, strict inputs)
-    metrics, monitor, shift : what each request is observed by: Prometheus, labelled feedback and the
-        adaptive level, the shift test
-    follower : loads, unloads and publishes bundles on every worker
+    repository : ModelRepository
+        The models by name.
+    settings : ServiceSettings
+        The limits: rows, boundary points, strict inputs.
+    metrics : Metrics
+        Prometheus families each request is counted in.
+    monitor : Monitor
+        Labelled feedback and the adaptive level.
+    shift : ShiftAlarm
+        The shift test over each model's queries.
+    follower : Follower
+        Loads, unloads and publishes bundles on every worker.
     """
 
     def __init__(self, repository: ModelRepository, settings: ServiceSettings, metrics: Metrics, monitor: Monitor,
@@ -65,9 +72,25 @@ class DataPlane:
 
     # ------------------------------------------------------------------------------------------ lookup
     def store(self, name: str | None = None, field: str = "model") -> ModelStore:
-        """The store of model ``name`` (``None``: the default model). A 404 naming an unknown model and the
-        known ones; a 422 (``field``) when several models serve, none is the default and none was named;
-        a 503 when the configured default is missing."""
+        """The store of a model.
+
+        Parameters
+        ----------
+        name : str, default=None
+            The model's name; ``None`` is the default model.
+        field : str, default="model"
+            The request field an error names.
+
+        Returns
+        -------
+        ModelStore
+
+        Raises
+        ------
+        APIError
+            404 naming an unknown model and the known ones; 422 when several models serve, none is the
+            default and none was named; 503 when the configured default is missing.
+        """
         repository = self.repository
         if name is None:
             store = repository.default
@@ -87,8 +110,27 @@ class DataPlane:
 
     @staticmethod
     def current(store: ModelStore, version: str | None = None) -> Loaded:
-        """The store's bundle snapshot (a reload mid-request does not change it): a 503 with the reason while
-        none is verified; a 404 when ``version`` is not the one it serves."""
+        """The bundle a store serves, as one snapshot: a reload mid-request does not change it.
+
+        Parameters
+        ----------
+        store : ModelStore
+            The model's store.
+        version : str, default=None
+            The bundle id the request names; ``None``: whichever is served.
+
+        Returns
+        -------
+        Loaded
+            The model, its name and version.
+
+        Raises
+        ------
+        APIError
+            503 with the reason while no bundle is verified.
+        V2Error
+            404 when ``version`` is not the one served.
+        """
         loaded = store.current
         if loaded is None:
             raise APIError(503, "Service Unavailable", f"model {store.name!r} is not ready ({store.state}): "
@@ -98,13 +140,38 @@ class DataPlane:
         return loaded
 
     def loaded(self, name: str | None = None, version: str | None = None, field: str = "model") -> Loaded:
-        """:meth:`current` of :meth:`store`."""
+        """The snapshot a request computes with: :meth:`current` of :meth:`store`.
+
+        Parameters
+        ----------
+        name : str, default=None
+            The model's name; ``None`` is the default model.
+        version : str, default=None
+            The bundle id the request names.
+        field : str, default="model"
+            The request field an error names.
+
+        Returns
+        -------
+        Loaded
+
+        Raises
+        ------
+        APIError, V2Error
+            As :meth:`store` and :meth:`current`.
+        """
         return self.current(self.store(name, field), version)
 
     # ------------------------------------------------------------------------------------------ readiness
     def unready(self) -> dict[str, str]:
-        """Each model that should serve and does not, with its reason (``""``: every model is unloaded);
-        empty when the service is ready."""
+        """Why the service is not ready.
+
+        Returns
+        -------
+        dict of str -> str
+            Each model that should serve and does not, with its reason (key ``""``: every model is unloaded);
+            empty when the service is ready.
+        """
         not_ready = self.repository.not_ready()
         if not not_ready and not any(s.current is not None for s in self.repository.stores.values()):
             not_ready = {"": "every model is unloaded"}
@@ -112,12 +179,30 @@ class DataPlane:
 
     @staticmethod
     def server_metadata() -> dict:
-        """The Open Inference Protocol's server metadata: name, version, extensions."""
+        """The Open Inference Protocol's server metadata.
+
+        Returns
+        -------
+        dict
+            Name, version and extensions.
+        """
         return SERVER
 
     @staticmethod
     def model_metadata(loaded: Loaded) -> dict:
-        """The Open Inference Protocol's model metadata: the tensors a model takes and gives."""
+        """The Open Inference Protocol's model metadata: the tensors a model takes and gives.
+
+        Parameters
+        ----------
+        loaded : Loaded
+            The served snapshot.
+
+        Returns
+        -------
+        dict
+            Name, versions, platform, inputs and outputs with their datatypes and shapes, the level and the
+            primary method.
+        """
         model, n = loaded.model, loaded.model.n_targets
 
         def tensor(name, shape, datatype="FP64", **params):
@@ -134,7 +219,18 @@ class DataPlane:
                 "parameters": {"coverage": model.coverage, "primary_method": model.primary_method}}
 
     def repository_index(self, only_ready: bool = False) -> list[dict]:
-        """Every model: name, state, version (its bundle id) when loaded, reason when it does not serve."""
+        """Every model with its state.
+
+        Parameters
+        ----------
+        only_ready : bool, default=False
+            Leave out the models that serve nothing.
+
+        Returns
+        -------
+        list of dict
+            Name, state, version (its bundle id) when loaded, and the reason when it does not serve.
+        """
         index = []
         for name, store in sorted(self.repository.stores.items()):
             cur = store.current
@@ -150,9 +246,25 @@ class DataPlane:
 
     # ------------------------------------------------------------------------------------------ control
     async def load(self, name: str | None, path=None) -> tuple[Loaded, Loaded | None]:
-        """Load and verify ``path`` (default: the model's directory) for model ``name`` and swap it in on
-        every worker: the new snapshot and the previous one. 404 for a model the repository lacks; 422
-        (the old bundle keeps serving) for a refused bundle."""
+        """Load and verify a bundle for a model and swap it in on every worker.
+
+        Parameters
+        ----------
+        name : str or None
+            The model; ``None`` is the default model.
+        path : str or path-like, default=None
+            The bundle directory; ``None`` is the model's own directory.
+
+        Returns
+        -------
+        (Loaded, Loaded or None)
+            The new snapshot and the one it replaced.
+
+        Raises
+        ------
+        APIError
+            404 for a model the repository lacks; 422 for a refused bundle (the old one keeps serving).
+        """
         repository = self.repository
         store = self.store(name) if name is None or name in repository.stores else None
         previous = None if store is None else store.current
@@ -168,14 +280,46 @@ class DataPlane:
                            expected="a verified bundle directory", received=str(target)) from None
 
     async def unload(self, name: str) -> tuple[ModelStore, Loaded | None]:
-        """Unload the model ``name`` on every worker (404 for an unknown one): its store and what it served."""
+        """Unload a model on every worker.
+
+        Parameters
+        ----------
+        name : str
+            The model.
+
+        Returns
+        -------
+        (ModelStore, Loaded or None)
+            Its store and what it served.
+
+        Raises
+        ------
+        APIError
+            404 for an unknown model.
+        """
         store = self.store(name)
         return store, await anyio.to_thread.run_sync(self.follower.unload, name)
 
     # ------------------------------------------------------------------------------------------ compute
     @staticmethod
     async def run(rows: int, fn, *args):
-        """``fn(*args)`` on the event loop for up to :data:`INLINE_ROWS` rows, else in the thread pool."""
+        """Run a computation where its size belongs: small batches on the event loop, larger ones in the
+        thread pool.
+
+        Parameters
+        ----------
+        rows : int
+            The batch's rows; up to :data:`INLINE_ROWS` run inline.
+        fn : callable
+            The computation.
+        *args
+            Its arguments.
+
+        Returns
+        -------
+        object
+            What ``fn(*args)`` returns.
+        """
         if rows <= INLINE_ROWS:
             return fn(*args)
         # abandon_on_cancel: at the request timeout the route answers 504 at once; the abandoned thread
@@ -183,9 +327,32 @@ class DataPlane:
         return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
 
     def predict_region(self, loaded: Loaded, body, method: str | None, geo: bool = False) -> RegionReply:
-        """The calibrated regions of ``body.features`` (a :class:`service.schemas.PredictRegionRequest`) from
-        ``method`` (``None``: the primary, with its fallbacks). 413 over the row limit; 422 naming a bad
-        ``boundary_points``; the model's own input errors."""
+        """The calibrated regions of a request's rows.
+
+        Parameters
+        ----------
+        loaded : Loaded
+            The served snapshot.
+        body : PredictRegionRequest
+            Features, level, centres and boundary points.
+        method : str or None
+            The method asked for; ``None`` is the primary, with its fallbacks.
+        geo : bool, default=False
+            The answer is GeoJSON: the model's targets must be 2-D.
+
+        Returns
+        -------
+        RegionReply
+            The answer and the members every protocol returns beside its rows.
+
+        Raises
+        ------
+        APIError
+            413 over the row limit; 422 naming a bad ``boundary_points``, or asking GeoJSON of a model whose
+            targets are not 2-D.
+        InputError
+            The model's own input errors (rows, level, method, centres).
+        """
         settings, model = self.settings, loaded.model
         if geo:
             geojson.check(model)
@@ -206,8 +373,28 @@ class DataPlane:
                            thresholds)
 
     def contains(self, loaded: Loaded, body, method: str | None) -> RegionReply:
-        """Whether each of ``body.points`` lies in its row's region (a :class:`service.schemas.ContainsRequest`),
-        with distance, p-value and typicality; errors as :meth:`predict_region`."""
+        """Whether each of a request's points lies in its row's region, with distance, p-value and typicality.
+
+        Parameters
+        ----------
+        loaded : Loaded
+            The served snapshot.
+        body : ContainsRequest
+            Features, points, level, centres and floors.
+        method : str or None
+            The method asked for; ``None`` is the primary, with its fallbacks.
+
+        Returns
+        -------
+        RegionReply
+
+        Raises
+        ------
+        APIError
+            413 over the row limit.
+        InputError
+            The model's own input errors.
+        """
         settings, model = self.settings, loaded.model
         inference.check_row_limit(body.features, "features", settings.max_rows)
         t0 = time.perf_counter()
@@ -219,9 +406,31 @@ class DataPlane:
                            thresholds)
 
     def infer(self, loaded: Loaded, call: InferCall) -> InferResult:
-        """The Open Inference Protocol's answer: the regions (``predict_region``) and, with points, the
-        containment (``assess``), from the method and level ``predict_region`` would use. 400 for an output
-        the bundle cannot give; 413 over the row limit."""
+        """The Open Inference Protocol's answer: the regions and, with points, their containment.
+
+        Both come from the method and level :meth:`predict_region` would use.
+
+        Parameters
+        ----------
+        loaded : Loaded
+            The served snapshot.
+        call : InferCall
+            The decoded request: tensors, outputs asked for, parameters.
+
+        Returns
+        -------
+        InferResult
+            The outputs asked for, and the answer's method, levels and warnings as parameters.
+
+        Raises
+        ------
+        V2Error
+            400 for an output the bundle cannot give.
+        APIError
+            413 over the row limit.
+        InputError
+            The model's own input errors.
+        """
         model, want = loaded.model, call.outputs
         inference.check_row_limit(call.features, "features", self.settings.max_rows)
         if TYPICALITY in want and model.typicality is None:
@@ -269,7 +478,21 @@ class DataPlane:
         return RegionReply(answer, meta)
 
     def observe(self, route: str, model: str, answer, rows: int, t0: float) -> None:
-        """One answered request in the metrics: its compute time, its rows, a fallback."""
+        """Count one answered request in the metrics: its compute time, its rows, a fallback.
+
+        Parameters
+        ----------
+        route : str
+            The route's name in the metrics.
+        model : str
+            The model's name.
+        answer : Answer
+            What the model answered.
+        rows : int
+            The request's rows.
+        t0 : float
+            ``time.perf_counter()`` when the computation began.
+        """
         metrics = self.metrics
         metrics.child(metrics.inference, model, answer.method).observe(time.perf_counter() - t0)
         metrics.child(metrics.batch_rows, route, model).observe(rows)
@@ -299,9 +522,26 @@ class DataPlane:
 
     # ------------------------------------------------------------------------------------------ feedback
     async def feedback(self, loaded: Loaded, body) -> dict:
-        """Record labelled rows (a :class:`service.schemas.FeedbackRequest`) against the served regions: the
-        observed coverage per method and the monitor's summary. 413 over the row limit; 503 when the state
-        cannot be reached (nothing recorded)."""
+        """Record labelled rows against the served regions.
+
+        Parameters
+        ----------
+        loaded : Loaded
+            The served snapshot.
+        body : FeedbackRequest
+            Features, true points, centres, site and device.
+
+        Returns
+        -------
+        dict
+            Rows recorded, the bundle, the worker, the monitor's summary and, per method, whether each point
+            was inside and its p-value.
+
+        Raises
+        ------
+        APIError
+            413 over the row limit; 503 when the state cannot be reached (nothing is recorded).
+        """
         inference.check_row_limit(body.features, "features", self.settings.max_rows)
         monitor = self.monitor
         result = await anyio.to_thread.run_sync(monitor.record, loaded, body.features, body.points, body.centers,

@@ -45,15 +45,36 @@ class UncalibratableWarning(UserWarning):
 
 
 def conformal_rank(n_calibration: int, eta: float) -> int:
-    """The rank ``k = ceil((m + 1) * eta)`` of the conformal quantile (1-based), for a checked ``eta``.
+    """The rank ``k = ceil((m + 1) * eta)`` of the conformal quantile, counted from 1.
 
-    ``k > m`` means that no finite threshold guarantees the level (``alpha_q = +inf``).
+    Parameters
+    ----------
+    n_calibration : int
+        ``m``, the calibration scores (or groups).
+    eta : float in (0, 1)
+        A checked level.
+
+    Returns
+    -------
+    int
+        ``k``; ``k > m`` means that no finite threshold guarantees the level (``alpha_q = +inf``).
     """
     return max(1, math.ceil((n_calibration + 1) * eta - _CEIL_SLACK))
 
 
 def max_coverage(n_calibration: int) -> float:
-    """The highest level ``m / (m + 1)`` that ``m`` calibration scores attain with a finite threshold."""
+    """The highest level that ``m`` calibration scores attain with a finite threshold.
+
+    Parameters
+    ----------
+    n_calibration : int
+        ``m``, the calibration scores (or groups).
+
+    Returns
+    -------
+    float
+        ``m / (m + 1)``.
+    """
     return n_calibration / (n_calibration + 1.0)
 
 
@@ -69,6 +90,16 @@ def conformal_quantile(scores, eta: float) -> float:
         Conformity scores of the calibration rows; finite or ``+inf``.
     eta : float in (0, 1)
         Target coverage.
+
+    Returns
+    -------
+    float
+        ``alpha_q``: a new exchangeable row's score is at most ``alpha_q`` with probability at least ``eta``.
+
+    Raises
+    ------
+    InputError
+        ``eta`` outside (0, 1), or ``scores`` empty or holding NaN.
     """
     eta = check_coverage(eta)
     s = np.asarray(scores, dtype=np.float64).ravel()
@@ -100,22 +131,74 @@ APPROXIMATE_RULES = ("group-pooled", "group-weighted")
 
 def guarantee_words(level: float, rule: str, unit: str, n_rows: int, n_groups: int | None = None,
                     on: str = "held-out") -> str:
-    """The guarantee of a calibration in words, as the report, the terminal and the manifest state it: the
-    bound (exact ``P >= level``, or ``P ~ level`` for an approximate rule), for what ``unit`` it holds, and
-    what it was calibrated on (``n_groups`` ``on`` groups and ``n_rows`` rows, or ``n_rows`` ``on`` rows)."""
+    """The guarantee of a calibration in words, as the report, the terminal and the manifest state it.
+
+    Parameters
+    ----------
+    level : float
+        The calibrated level.
+    rule : str
+        One of :data:`RULES`; an approximate rule states ``P ~ level`` instead of ``P >= level``.
+    unit : str
+        What the guarantee holds for ("new row", "row of a new group", ...).
+    n_rows : int
+        Calibration rows scored.
+    n_groups : int, default=None
+        Calibration groups, under a group rule.
+    on : str, default="held-out"
+        What the rows were ("held-out", "cross-fitted").
+
+    Returns
+    -------
+    str
+        For example ``"P >= 0.9 for a new row (calibrated on 412 held-out rows; rule rows)"``.
+    """
     bound = f"P ~ {level} (asymptotically: {rule} rule)" if rule in APPROXIMATE_RULES else f"P >= {level}"
     counted = f"{n_rows} {on} rows" if n_groups is None else f"{n_groups} {on} groups, {n_rows} rows"
     return f"{bound} for a {unit} (calibrated on {counted}; rule {rule})"
 
 
 def check_rule(rule: str) -> str:
-    """``rule`` when it names one of :data:`RULES`, else an :class:`InputError` naming the choices."""
+    """A calibration rule, checked.
+
+    Parameters
+    ----------
+    rule : str
+        The rule's name.
+
+    Returns
+    -------
+    str
+        ``rule``, one of :data:`RULES`.
+
+    Raises
+    ------
+    InputError
+        ``rule`` names none of :data:`RULES`; the message lists them.
+    """
     return lookup(RULES, rule, "calibration rule", field="calibration")
 
 
 def group_codes(groups, n_rows: int) -> np.ndarray:
-    """(n_rows,) integer codes of a group label per row (any hashable labels; rows of a 2-D array
-    are one label each), or an :class:`InputError` naming what came."""
+    """Integer codes of a group label per row.
+
+    Parameters
+    ----------
+    groups : array-like of shape (n_rows,) or (n_rows, c)
+        Any hashable labels; the rows of a 2-D array are one label each.
+    n_rows : int
+        The calibration rows the labels must match.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+        Codes ``0 .. g - 1`` in the order of the sorted labels.
+
+    Raises
+    ------
+    InputError
+        Not one label per row; the message names the shape that came.
+    """
     g = np.asarray(groups)
     if g.ndim == 2:
         g = np.unique(g, axis=0, return_inverse=True)[1].ravel()
@@ -155,7 +238,24 @@ class SplitConformalCalibrator:
         self.n_calibration_ = None
 
     def fit(self, scores, groups=None) -> "SplitConformalCalibrator":
-        """Store the ``scores`` (k,) of the calibration rows; ``groups`` (k,) labels them under a group rule."""
+        """Store the calibration scores (and, under a group rule, what each group weighs).
+
+        Parameters
+        ----------
+        scores : array-like of shape (k,)
+            Conformity scores of the calibration rows, non-negative.
+        groups : array-like of shape (k,), default=None
+            The rows' groups; needed by every rule but ``"rows"``.
+
+        Returns
+        -------
+        self : SplitConformalCalibrator
+
+        Raises
+        ------
+        InputError
+            An unknown rule, empty scores, a NaN or negative score, or a group rule without ``groups``.
+        """
         check_rule(self.rule)
         s = np.asarray(scores, dtype=np.float64).ravel()
         if s.size == 0:
@@ -187,7 +287,26 @@ class SplitConformalCalibrator:
 
     @classmethod
     def from_arrays(cls, rule: str, scores, weights, n_calibration: int, n_rows: int) -> "SplitConformalCalibrator":
-        """Rebuild from stored (sorted) scores and weights (bundle loading)."""
+        """Rebuild a calibrator from its stored arrays (what loading a bundle does).
+
+        Parameters
+        ----------
+        rule : str
+            One of :data:`RULES`.
+        scores : array-like of shape (k,)
+            The stored scores, sorted ascending.
+        weights : array-like of shape (k,) or None
+            Their weights under a weighted rule.
+        n_calibration : int
+            ``m``: calibration rows, or groups under a group rule.
+        n_rows : int
+            Calibration rows scored.
+
+        Returns
+        -------
+        SplitConformalCalibrator
+            Fitted.
+        """
         cal = cls(rule=check_rule(rule))
         cal.n_rows_ = int(n_rows)
         s = np.asarray(scores, dtype=np.float64)
@@ -211,8 +330,28 @@ class SplitConformalCalibrator:
         return 1.0 if self.rule == "group-weighted" else max_coverage(self.n_calibration_)
 
     def check_level(self, eta, field: str = "coverage") -> float:
-        """``eta`` checked: a number in (0, 1) and at most :attr:`max_coverage` (else the region would be
-        the whole space: :class:`UnattainableCoverageError` names the highest attainable level)."""
+        """A level, checked against what the calibration can promise.
+
+        Parameters
+        ----------
+        eta : float
+            The level asked for.
+        field : str, default="coverage"
+            The request field an error names.
+
+        Returns
+        -------
+        float
+            ``eta``.
+
+        Raises
+        ------
+        InputError
+            ``eta`` is not a number in (0, 1).
+        UnattainableCoverageError
+            ``eta`` is above :attr:`max_coverage`: the region would be the whole space. The error carries
+            the highest attainable level.
+        """
         eta = check_coverage(eta, field)
         top = self.max_coverage
         if eta > top:
@@ -224,9 +363,21 @@ class SplitConformalCalibrator:
         return eta
 
     def quantile(self, eta: float) -> float:
-        """``alpha_q`` at a checked level ``eta``: the ``ceil((m + 1) eta)``-th smallest stored score
-        (weighted: the smallest score whose cumulative weight reaches ``eta (m + 1) / m``, or ``eta`` for
-        ``"group-weighted"``)."""
+        """The threshold ``alpha_q`` at a checked level.
+
+        With equal weights: the ``ceil((m + 1) eta)``-th smallest stored score. Weighted: the smallest score
+        whose cumulative weight reaches ``eta (m + 1) / m`` (``eta`` for ``"group-weighted"``).
+
+        Parameters
+        ----------
+        eta : float in (0, 1)
+            The level, already checked.
+
+        Returns
+        -------
+        float
+            ``alpha_q``, or ``+inf`` (with an :class:`UncalibratableWarning`) when no stored score reaches it.
+        """
         self._check()
         if self.weights_ is None:
             return _kth_smallest(self.scores_, eta, presorted=True)
@@ -243,9 +394,20 @@ class SplitConformalCalibrator:
         return math.inf
 
     def p_value(self, scores) -> np.ndarray:
-        """Conformal p-values ``(1 + m W(alpha >= s)) / (m + 1)`` for test scores ``s`` (N,)
-        (``(1 + #{alpha_i >= s}) / (m + 1)`` with equal weights; ``W(alpha >= s)`` for ``"group-weighted"``,
-        so that ``p > 1 - eta`` where the score is below its threshold)."""
+        """Conformal p-values of test scores.
+
+        Parameters
+        ----------
+        scores : array-like of shape (N,)
+            Conformity scores of test points.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            ``(1 + m W(alpha >= s)) / (m + 1)``, which is ``(1 + #{alpha_i >= s}) / (m + 1)`` with equal
+            weights; ``W(alpha >= s)`` for ``"group-weighted"``, so that ``p > 1 - eta`` where the score is below
+            its threshold.
+        """
         self._check()
         s = np.asarray(scores, dtype=np.float64).ravel()
         below = np.searchsorted(self.scores_, s, side="left")
@@ -259,8 +421,18 @@ class SplitConformalCalibrator:
         return (1.0 + n_ge) / (m + 1.0)
 
     def level_of(self, threshold: float) -> float:
-        """The level whose threshold is ``threshold``: ``#{alpha_i <= threshold} / (m + 1)`` (weighted
-        for ``"group-pooled"``), at most ``m / (m + 1)``. Reports an online rule's threshold as a level."""
+        """The level whose threshold is ``threshold``; reports an online rule's threshold as a level.
+
+        Parameters
+        ----------
+        threshold : float
+            A threshold on conformity scores.
+
+        Returns
+        -------
+        float
+            ``#{alpha_i <= threshold} / (m + 1)`` (weighted for the pooled rules), at most ``m / (m + 1)``.
+        """
         self._check()
         below = int(np.searchsorted(self.scores_, threshold, side="right"))
         m = self.n_calibration_
@@ -270,7 +442,18 @@ class SplitConformalCalibrator:
         return min(pooled, 1.0) if self.rule == "group-weighted" else m * pooled / (m + 1.0)
 
     def coverage_bounds(self, eta: float) -> tuple[float, float]:
-        """The guaranteed interval ``[eta, eta + 1/(m + 1)]`` of marginal coverage (no ties); for the
-        approximate rules, the interval the finite-sample rule would give (not a guarantee)."""
+        """The interval of marginal coverage the calibration guarantees at a level.
+
+        Parameters
+        ----------
+        eta : float in (0, 1)
+            The level.
+
+        Returns
+        -------
+        (float, float)
+            ``(eta, eta + 1/(m + 1))``, the upper bound holding when scores have no ties. For the
+            approximate rules it is the interval the finite-sample rule would give, not a guarantee.
+        """
         self._check()
         return eta, min(1.0, eta + 1.0 / (self.n_calibration_ + 1.0))

@@ -20,6 +20,72 @@ class Centre(BaseEstimator):
     scikit-learn's repr.
     """
 
+    def fit(self, X, Y) -> "Centre":  # pragma: no cover - abstract
+        """Fit the centre on training rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+            Standardised features of the training rows.
+        Y : array-like of shape (m, n)
+            Their true positions.
+
+        Returns
+        -------
+        self : Centre
+
+        Raises
+        ------
+        InputError
+            Rows that are not finite or do not match, or a hyperparameter out of its range.
+        """
+        raise NotImplementedError
+
+    def predict(self, X) -> np.ndarray:  # pragma: no cover - abstract
+        """The centres of checked rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n)
+            ``mu(x)`` for each row.
+        """
+        raise NotImplementedError
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:  # pragma: no cover - abstract
+        """The fitted centre in a bundle's form.
+
+        Returns
+        -------
+        params : dict
+            JSON-able parameters: the hyperparameters and what the arrays need.
+        arrays : dict of str -> ndarray
+            The fitted arrays.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def from_arrays(cls, params: dict, arrays: dict[str, np.ndarray]) -> "Centre":  # pragma: no cover - abstract
+        """Rebuild a fitted centre from what :meth:`to_arrays` gave.
+
+        Parameters
+        ----------
+        params : dict
+            JSON-able parameters.
+        arrays : dict of str -> ndarray
+            The fitted arrays.
+
+        Returns
+        -------
+        Centre
+            Fitted.
+        """
+        raise NotImplementedError
+
     def _fit_input(self, X, Y, min_rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``X`` (m, d) and ``Y`` (m, n) as float arrays, checked (:func:`models._validation.check_Xy`,
         errors naming the field), with ``n_features_in_`` and ``n_targets_`` recorded."""

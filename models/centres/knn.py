@@ -14,18 +14,34 @@ from models.exceptions import InputError
 
 @dataclass(eq=False, repr=False)
 class KNNCentre(Centre):
-    """Weighted k-nearest-neighbour regression (fingerprint matching): the mean position of the
-    ``n_neighbors`` closest training rows, weighted by inverse distance (``weights="distance"``).
+    """Weighted k-nearest-neighbour regression (fingerprint matching).
 
-    It answers as ``sklearn.neighbors.KNeighborsRegressor`` does; a bundle stores its reference rows
-    (``X_fit_``, ``Y_fit_``) and loading rebuilds the index. Rows are searched by a
-    :class:`models.search.ExactIndex` (sparse fingerprints as sparse vectors from search version 2,
-    dense rows from version 3; ``sparse_offset_`` and ``sparse_search_``, stored), whose neighbours are
-    averaged by scikit-learn's rule (:func:`models.search.distance_weighted_mean`), every row tied
-    at the ``n_neighbors``-th distance included (scikit-learn would pick among them by row order).
+    The centre is the mean position of the ``n_neighbors`` closest training rows, weighted by inverse
+    distance. It answers as ``sklearn.neighbors.KNeighborsRegressor`` does, every row tied at the
+    ``n_neighbors``-th distance included (scikit-learn would pick among them by row order). A bundle
+    stores the reference rows and loading rebuilds the index (:mod:`models.centres.search`: sparse
+    fingerprints as sparse vectors, dense rows as dense).
 
-    ``max_rows`` (default 16,384; ``None``: no cap) caps the reference rows (a seeded random subset of
-    ``seed`` beyond them), so that a query's cost stops growing with the survey.
+    Parameters
+    ----------
+    n_neighbors : int, default=3
+        Neighbours averaged.
+    weights : {"distance", "uniform"}, default="distance"
+        Inverse-distance or equal weights.
+    max_rows : int or None, default=16384
+        Reference rows kept (a seeded random subset beyond them), so that a query's cost stops growing
+        with the survey; ``None``: every row.
+    seed : int, default=0
+        Chooses the subset.
+
+    Attributes
+    ----------
+    X_fit_, Y_fit_ : ndarray
+        The reference rows and their positions.
+    sparse_offset_ : ndarray or None
+        The "not heard" value sparse search is taken about (``None``: dense search).
+    sparse_search_ : int
+        The search version the index was built with.
     """
 
     n_neighbors: int = 3
@@ -70,10 +86,20 @@ class KNNCentre(Centre):
         return self
 
     def predict(self, X) -> np.ndarray:
-        """(N, n) weighted mean positions of each row's neighbours (every row tied at the k-th distance
-        included): numpy on the index prepared at fit or load time. Bundles from before the numpy search
-        (no ``dense_search`` / ``sparse_search`` of at least 3 / 2) keep scikit-learn's
-        ``KNeighborsRegressor.predict``, as calibrated."""
+        """The weighted mean positions of each row's neighbours.
+
+        Bundles from before the numpy search keep scikit-learn's ``KNeighborsRegressor.predict``, as calibrated.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n)
+            Every row tied at the ``n_neighbors``-th distance included.
+        """
         if isinstance(self.model_, search.ExactIndex):
             near = self.model_.neighbourhoods(X, self.n_neighbors)
             return search.distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)

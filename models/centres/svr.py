@@ -41,7 +41,12 @@ class SVRCentre(Centre):
 
     Parameters
     ----------
-    C, epsilon, gamma : SVR hyperparameters (scikit-learn defaults: 1.0, 0.1, "scale").
+    C : float, default=1.0
+        The SVR's regularisation (scikit-learn's default).
+    epsilon : float, default=0.1
+        The width of the SVR's insensitive tube, in target units (standardised with ``scale_targets``).
+    gamma : {"scale", "auto"} or float, default="scale"
+        The RBF kernel's width (scikit-learn's default).
     scale_targets : bool, default=False
         Fit each SVR on the standardised target (so ``epsilon`` is in units of the target's std)
         and map back. ``False`` is the paper's protocol (epsilon in raw target units).
@@ -117,11 +122,21 @@ class SVRCentre(Centre):
         return groups, offset
 
     def predict(self, X) -> np.ndarray:
-        """(N, n) centres of checked rows ``X``: ``(sum_i a_i exp(-gamma |x - sv_i|^2) + b) * y_scale + y_mean`` per target.
+        """The centres of checked rows.
 
-        Squared distances come from one matrix product (``|x|^2 + |sv|^2 - 2 x sv^T``, BLAS), with
-        ``gamma``, the target scale and the intercept folded into precomputed arrays: a handful of
-        vector operations per call, which is what a single-row request pays.
+        Squared distances come from one matrix product (``|x|^2 + |sv|^2 - 2 x sv^T``, BLAS), with ``gamma``,
+        the target scale and the intercept folded into arrays computed once: a handful of vector operations
+        per call, which is what a single-row request pays.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n)
+            ``(sum_i a_i exp(-gamma |x - sv_i|^2) + b) * y_scale + y_mean`` per target.
         """
         groups, offset = self._kernel_plan()
         x2 = np.einsum("ij,ij->i", X, X)[:, None]
@@ -135,7 +150,6 @@ class SVRCentre(Centre):
         return out
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """``(params, arrays)`` for a bundle: the hyperparameters and the fitted SVR arrays."""
         arrays = {"intercept": self.intercept_, "gamma": self.gamma_, "y_mean": self.y_mean_, "y_scale": self.y_scale_}
         for j in range(self.n_targets_):
             arrays[f"sv_{j}"] = self.support_vectors_[j]

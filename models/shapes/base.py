@@ -42,16 +42,67 @@ class ShapeEstimator(BaseEstimator):
         self.n_targets_ = R.shape[1]
         return X, R
 
+    def fit(self, X, R) -> "ShapeEstimator":  # pragma: no cover - abstract
+        """Fit the shape on the training rows' residuals.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+            Standardised features of the training rows.
+        R : array-like of shape (m, n)
+            Their residuals ``y - mu(x)``.
+
+        Returns
+        -------
+        self : ShapeEstimator
+
+        Raises
+        ------
+        InputError
+            Fewer than two rows, a value that is not finite, ``X`` and ``R`` with different row counts, or a
+            hyperparameter out of its range.
+        """
+        raise NotImplementedError
+
     def prepare_calibration(self, X, R) -> None:
-        """Hook run on the calibration rows before scoring them (no-op for ellipsoids)."""
+        """Hook run on the calibration rows before they are scored; the ellipsoid methods have nothing to do.
+
+        Parameters
+        ----------
+        X : ndarray of shape (k, d)
+            Checked standardised features of the calibration rows.
+        R : ndarray of shape (k, n)
+            Their residuals.
+        """
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:  # pragma: no cover - abstract
-        """``(params, arrays)``: JSON-able parameters and the fitted arrays, for a bundle."""
+        """The fitted method in a bundle's form.
+
+        Returns
+        -------
+        params : dict
+            JSON-able parameters.
+        arrays : dict of str -> ndarray
+            The fitted arrays.
+        """
         raise NotImplementedError
 
     @classmethod
     def from_arrays(cls, params: dict, arrays: dict[str, np.ndarray]):  # pragma: no cover - abstract
-        """Rebuild a fitted estimator from what :meth:`to_arrays` returned."""
+        """Rebuild a fitted method from what :meth:`to_arrays` gave.
+
+        Parameters
+        ----------
+        params : dict
+            JSON-able parameters.
+        arrays : dict of str -> ndarray
+            The fitted arrays.
+
+        Returns
+        -------
+        ShapeEstimator
+            Fitted.
+        """
         raise NotImplementedError
 
 
@@ -59,10 +110,35 @@ class EllipsoidShapeEstimator(ShapeEstimator):
     """Shape methods whose regions are ellipsoids ``{y : (y-c)^T alpha_q C(x)^{-1} (y-c) <= 1}``."""
 
     def predict_shape(self, X) -> np.ndarray:  # pragma: no cover - abstract
+        """The shapes ``C(x)`` of checked rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n, n)
+            Symmetric positive definite.
+        """
         raise NotImplementedError
 
     def predict_parts(self, X) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(shapes (N, n, n), centre correction (N, n) or None)`` of checked rows, in one pass."""
+        """The shapes and the centre correction of checked rows, in one pass.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        shapes : ndarray of shape (N, n, n)
+            ``C(x)``, symmetric positive definite.
+        delta : ndarray of shape (N, n) or None
+            The correction the regions are centred by (``None``: the method does not move the centre).
+        """
         return self.predict_shape(X), None
 
     @property
@@ -71,16 +147,51 @@ class EllipsoidShapeEstimator(ShapeEstimator):
         return False
 
     def conformity_scores(self, X, R, parts=None) -> np.ndarray:
-        """Mahalanobis distances ``(r_i - delta_i)^T C(x_i)^{-1} (r_i - delta_i)`` (N,) of checked rows
-        (``delta`` is zero unless the method corrects the centre); ``parts`` reuses what
-        :meth:`predict_parts` gave for ``X``."""
+        """Mahalanobis distances of residuals about the method's centre.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+        R : ndarray of shape (N, n)
+            Residuals ``y - mu(x)``.
+        parts : (ndarray, ndarray or None), default=None
+            What :meth:`predict_parts` gave for ``X``, to reuse.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            ``(r_i - delta_i)^T C(x_i)^{-1} (r_i - delta_i)``, ``delta`` zero unless the method moves the centre.
+
+        Raises
+        ------
+        NotFittedError
+            The method was never fitted.
+        """
         check_is_fitted(self, "n_features_in_", "scored")
         C, delta = self.predict_parts(X) if parts is None else parts
         return geometry.mahalanobis(R if delta is None else R - delta, C)
 
     def region(self, X, centers, alpha_q: float, coverage: float, parts=None) -> EllipsoidRegions:
-        """Calibrated ellipsoids ``alpha_q C(x)`` around ``centers`` (plus the method's correction);
-        ``parts`` reuses what :meth:`predict_parts` gave for ``X``."""
+        """Calibrated ellipsoids ``alpha_q C(x)`` around the centres (plus the method's correction).
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+        centers : array-like of shape (N, n)
+            The centre's predictions.
+        alpha_q : float
+            The calibrated threshold (``+inf``: unbounded regions).
+        coverage : float
+            The level the regions report.
+        parts : (ndarray, ndarray or None), default=None
+            What :meth:`predict_parts` gave for ``X``, to reuse.
+
+        Returns
+        -------
+        EllipsoidRegions
+        """
         C, delta = self.predict_parts(X) if parts is None else parts
         centers = np.asarray(centers, dtype=np.float64)
         return EllipsoidRegions(centers=centers if delta is None else centers + delta, shapes=geometry.scale(C, alpha_q),
@@ -88,7 +199,18 @@ class EllipsoidShapeEstimator(ShapeEstimator):
 
 
 def second_moment(R: np.ndarray) -> np.ndarray:
-    """Uncentred second moment ``(1/m) sum_i r_i r_i^T`` (n, n): the spread about the centre."""
+    """The uncentred second moment of residuals: their spread about the centre.
+
+    Parameters
+    ----------
+    R : ndarray of shape (m, n)
+        Residuals.
+
+    Returns
+    -------
+    ndarray of shape (n, n)
+        ``(1/m) sum_i r_i r_i^T``.
+    """
     return R.T @ R / R.shape[0]
 
 

@@ -75,20 +75,70 @@ class EmpiricalCopulaBox(ShapeEstimator):
         return self
 
     def predict_scale(self, X) -> np.ndarray:
-        """(N, n) per-target scales ``sigma_j(x) > 0``."""
+        """Per-target scales of checked rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n)
+            ``sigma_j(x)``, at least ``sigma_floor_``.
+        """
         out = mlp_forward(X, self.coefs_, self.intercepts_)
         return np.maximum(out.reshape(X.shape[0], -1), self.sigma_floor_)
 
     def normalised_scores(self, X, R) -> np.ndarray:
-        """(N, n) ``|r_j| / sigma_j(x)``."""
+        """Per-target residuals in units of their predicted scale.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+        R : ndarray of shape (N, n)
+            Residuals.
+
+        Returns
+        -------
+        ndarray of shape (N, n)
+            ``|r_j| / sigma_j(x)``.
+        """
         return np.abs(R) / self.predict_scale(X)
 
     def prepare_calibration(self, X, R) -> None:
-        """Store the sorted per-target calibration scores (the empirical marginals)."""
+        """Store the sorted per-target calibration scores: the empirical marginals.
+
+        Parameters
+        ----------
+        X : ndarray of shape (k, d)
+            Checked standardised features of the calibration rows.
+        R : ndarray of shape (k, n)
+            Their residuals.
+        """
         self.calibration_marginals_ = np.sort(self.normalised_scores(X, R), axis=0)
 
     def conformity_scores(self, X, R) -> np.ndarray:
-        """(N,) ``u = max_j F_j(s_j)`` with ``F_j(s) = #{calibration s_j < s} / m``."""
+        """The copula scores of checked rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+        R : ndarray of shape (N, n)
+            Residuals.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            ``u = max_j F_j(s_j)`` with ``F_j(s) = #{calibration s_j < s} / m``.
+
+        Raises
+        ------
+        NotFittedError
+            Called before :meth:`prepare_calibration`.
+        """
         check_is_fitted(self, "calibration_marginals_", "scored (call prepare_calibration first)")
         S = self.normalised_scores(X, R)
         marg = self.calibration_marginals_
@@ -96,7 +146,23 @@ class EmpiricalCopulaBox(ShapeEstimator):
         return ranks.max(axis=1) / marg.shape[0]
 
     def thresholds(self, alpha_q: float) -> np.ndarray:
-        """(n,) per-target thresholds ``a_j`` for a calibrated rank level ``alpha_q``."""
+        """Per-target thresholds for a calibrated rank level.
+
+        Parameters
+        ----------
+        alpha_q : float
+            The calibrated threshold on copula scores (a rank level in [0, 1], or ``+inf``).
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``a_j``, the calibration marginal at that rank; ``+inf`` where the rank is past the last score.
+
+        Raises
+        ------
+        NotFittedError
+            Called before :meth:`prepare_calibration`.
+        """
         check_is_fitted(self, "calibration_marginals_", "asked for thresholds")
         m = self.calibration_marginals_.shape[0]
         if not math.isfinite(alpha_q):
@@ -123,6 +189,24 @@ class EmpiricalCopulaBox(ShapeEstimator):
         return est
 
     def region(self, X, centers, alpha_q: float, coverage: float) -> BoxRegions:
+        """Calibrated boxes around the centres.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+        centers : array-like of shape (N, n)
+            The centre's predictions.
+        alpha_q : float
+            The calibrated threshold.
+        coverage : float
+            The level the boxes report.
+
+        Returns
+        -------
+        BoxRegions
+            Half widths ``a_j sigma_j(x)``.
+        """
         a = self.thresholds(alpha_q)
         return BoxRegions(centers=np.asarray(centers, dtype=np.float64),
                           half_widths=a * self.predict_scale(X), coverage=float(coverage), alpha_q=float(alpha_q))

@@ -27,7 +27,18 @@ class GaussianEllipsoid(EllipsoidShapeEstimator):
         return self
 
     def predict_shape(self, X) -> np.ndarray:
-        """(N, n, n): the same shape for every row."""
+        """The shape of checked rows: the same for every row.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n, n)
+            ``covariance_`` for each row.
+        """
         return np.broadcast_to(self.covariance_, (np.shape(X)[0],) + self.covariance_.shape).copy()
 
     def to_arrays(self):

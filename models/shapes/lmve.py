@@ -252,10 +252,30 @@ class LMVEShape(EllipsoidShapeEstimator):
 
     # ---------------------------------------------------------------------- fit
     def fit(self, X, R, coverage: float = 0.9, groups=None) -> "LMVEShape":
-        """Fit on standardised features ``X`` (m, d) and residuals ``R`` (m, n), tuned for ``coverage``.
+        """Train the networks and choose the served members, tuned for a level.
 
-        ``groups`` (m,), when given, makes the held-out slice hold whole groups, so that early
-        stopping and the choice see rows from groups the networks did not train on."""
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+            Standardised features of the training rows.
+        R : array-like of shape (m, n)
+            Their residuals ``y - mu(x)``.
+        coverage : float in (0, 1), default=0.9
+            The level the choice of networks minimises calibrated volume at.
+        groups : array-like of shape (m,), default=None
+            The rows' groups: the held-out slice then holds whole groups, so that early stopping and the
+            choice see rows from groups the networks did not train on.
+
+        Returns
+        -------
+        self : LMVEShape
+
+        Raises
+        ------
+        InputError
+            Rows that are not finite or do not match, ``coverage`` outside (0, 1), or a hyperparameter out of its
+            range (the message names it).
+        """
         import time
 
         from models.shapes._lmve_torch import Candidate, LMVEFit  # torch: training only
@@ -341,12 +361,23 @@ class LMVEShape(EllipsoidShapeEstimator):
 
     # ------------------------------------------------------------------ predict
     def chosen_grid(self) -> dict:
-        """The grid narrowed to the served members' configurations: ``learning_rates_init``,
-        ``learning_rates_train`` and ``dropouts`` holding the values the members used (an init-phase member
-        adds no train rate; with none left, the train rates stay as they were). ``set_params(**chosen_grid())``
-        on a new shape fits those configurations alone: the unit folds of ``--calibrate-across``
-        (:func:`training.calibration.across.conformalize_across`) refit the served choice instead of searching
-        the grid again, a third to a half of each fold's fit."""
+        """The grid narrowed to the served members' configurations.
+
+        ``set_params(**chosen_grid())`` on a new shape fits those configurations alone: the unit folds of
+        ``--calibrate-across`` (:func:`training.calibration.across.conformalize_across`) refit the served
+        choice instead of searching the grid again.
+
+        Returns
+        -------
+        dict
+            ``learning_rates_init``, ``learning_rates_train`` and ``dropouts`` holding the values the members
+            used (an init-phase member adds no train rate; with none left, the train rates stay as they were).
+
+        Raises
+        ------
+        NotFittedError
+            The shape was never fitted.
+        """
         check_is_fitted(self, "grid_results_", "narrowed")
         members = sorted((r for r in self.grid_results_ if "member" in r), key=lambda r: r["member"])
         train = tuple(dict.fromkeys(r["lr_train"] for r in members if r["lr_train"] is not None))
@@ -417,11 +448,23 @@ class LMVEShape(EllipsoidShapeEstimator):
         return h.astype(np.float64, copy=False)  # the shapes in float64 from here
 
     def predict_parts(self, X) -> tuple[np.ndarray, np.ndarray | None]:
-        """One forward pass of every member: the (N, n, n) shapes, the members' mean of
-        ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64, ``F = R^T R`` or ``L L^T``), and the (N, n) centre
-        corrections ``s delta(x)``, the members' mean (``None`` without a mean head). A batch of
-        ``THREAD_ROWS`` rows or more goes through the network in contiguous slices on the search's threads;
-        each row's answer is the one it gets alone, to the rounding of the library's products."""
+        """One forward pass of every member: the shapes and the centre corrections.
+
+        A batch of ``THREAD_ROWS`` rows or more goes through the network in contiguous slices on the search's
+        threads; each row's answer is the one it gets alone, to the rounding of the library's products.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        shapes : ndarray of shape (N, n, n)
+            The members' mean of ``(1 - w)(s^2 F(x) + eps I) + w G`` in float64, ``F = R^T R`` or ``L L^T``.
+        delta : ndarray of shape (N, n) or None
+            The members' mean of ``s delta(x)``; ``None`` without a mean head.
+        """
         h = np.minimum(np.maximum(X, self.input_low_), self.input_high_) if self._clip else X
         k, N = self.n_members_, h.shape[0]
         threads = search.SEARCH_THREADS
@@ -447,10 +490,22 @@ class LMVEShape(EllipsoidShapeEstimator):
 
     @property
     def moves_centre(self) -> bool:
+        """Whether the fitted networks have a mean head (their regions are centred on ``mu(x) + delta(x)``)."""
         return bool(getattr(self, "mean_head_", False))
 
     def predict_shape(self, X) -> np.ndarray:
-        """(N, n, n) shapes ``(1 - w)(s^2 F(x) + eps I) + w G`` (float64), ``F = R^T R`` or ``L L^T``."""
+        """The shapes of checked rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n, n)
+            ``(1 - w)(s^2 F(x) + eps I) + w G`` in float64, ``F = R^T R`` or ``L L^T``.
+        """
         return self.predict_parts(X)[0]
 
     def to_arrays(self):
@@ -468,6 +523,25 @@ class LMVEShape(EllipsoidShapeEstimator):
 
     @classmethod
     def from_arrays(cls, params, arrays):
+        """Rebuild the fitted LMVE shape from what :meth:`to_arrays` gave.
+
+        Parameters
+        ----------
+        params : dict
+            JSON-able parameters.
+        arrays : dict of str -> ndarray
+            The fitted arrays.
+
+        Returns
+        -------
+        LMVEShape
+            Fitted.
+
+        Raises
+        ------
+        BundleError
+            A ``forward_precision`` that is neither float64 nor float32.
+        """
         mean_head = bool(params.get("mean_head", False))
         est = cls(eps=float(params["eps"]), loss=params.get("loss", "paper"), batch_size=params.get("batch_size"),
                   mean_head=mean_head)

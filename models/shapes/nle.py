@@ -104,9 +104,21 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         return cached[1]
 
     def predict_shape(self, X) -> np.ndarray:
-        """(N, n, n) local shapes: the training rows' outer products ``r r^T`` (computed once) summed over
-        each row's neighbours, gathered for small batches and by one sparse product with the (N, m)
-        neighbour indicator for large ones."""
+        """Local shapes: the neighbours' residual outer products, blended with the global shape.
+
+        The training rows' outer products ``r r^T`` are computed once; each row sums its neighbours', gathered
+        for small batches and by one sparse product with the (N, m) neighbour indicator for large ones.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n, n)
+            ``w (1/k) sum_{j in kNN(x)} r_j r_j^T + (1 - w) G``, ``w = local_weight``, ``G`` the global second moment.
+        """
         step = max(1, self.BLOCK_PAIRS // self.n_neighbors_)
         if len(X) > step:  # the (rows, k) neighbour indices a block of rows at a time
             return np.concatenate([self.predict_shape(X[i:i + step]) for i in range(0, len(X), step)])

@@ -22,116 +22,208 @@ class TrainConfig:
     (``method_params[name]``), and the centre (a registry name, with ``centre_params`` overrides)."""
 
     coverage: float = 0.9
+    """The level ``eta`` every method is calibrated at, in (0, 1)."""
     seed: int = 0
+    """Seeds the split, the folds and every fit."""
     methods: tuple[str, ...] = METHODS
+    """The shape methods to fit, by registry name (:data:`models.registry.METHODS`)."""
     device: str = "auto"
+    """Where the networks train: "auto" (a GPU when torch sees one), "cpu" or "cuda"."""
     method_params: dict = field(default_factory=dict)
+    """Hyperparameters by method name, passed to the shape's ``__init__``."""
     centre: str = "paper"
+    """The centre kind (:data:`models.registry.CENTRES`), or "auto": the candidate of smallest out-of-fold error."""
     centre_params: dict = field(default_factory=dict)
+    """Hyperparameters of the configured centre."""
     progress: bool = False
-    #: 0: shapes learn from the centre's own training residuals (the paper); k >= 2: from k-fold
-    #: out-of-fold residuals (the served centre is still the one fitted on all training rows);
-    #: None: 5 with centre="auto" (the selection's folds: no extra fit) or when the dataset has
-    #: groups (group folds), else 0
+    """Show progress bars."""
     cross_fit: int | None = None
-    #: the calibration rule (models.calibration.conformal.RULES); None: "rows", or "group-subsample" with groups
+    """0: shapes learn from the centre's own training residuals (the paper); k >= 2: from k-fold out-of-fold
+    residuals (the served centre is still the one fitted on all training rows); None: 5 with centre="auto" (the
+    selection's folds: no extra fit) or when the dataset has groups (group folds), else 0."""
     calibration: str | None = None
-    #: how a grouped survey's calibration scores are drawn (training.calibration.cross_fit.MODES): "split" (held-out
-    #: positions, exact), "cross-fit" (every training position scored out of fold, approximate) or "auto"
-    #: (cross-fit below training.calibration.cross_fit.CROSS_FIT_BELOW calibration groups)
+    """The calibration rule (models.calibration.conformal.RULES); None: "rows", or "group-subsample" with groups."""
     calibration_mode: str = "auto"
-    #: with groups: whether the split and calibration use them (False: the paper's row protocol)
+    """How a grouped survey's calibration scores are drawn (training.calibration.cross_fit.MODES): "split" (held-out
+    positions, exact), "cross-fit" (every training position scored out of fold, approximate) or "auto" (cross-fit
+    below training.calibration.cross_fit.CROSS_FIT_BELOW calibration groups)."""
     use_groups: bool = True
-    #: "auto": map the "not detected" codes of RSSI columns to a floor (models.preprocessing); "off": no step
+    """With groups: whether the split and calibration use them (False: the paper's row protocol)."""
     rssi: str = "off"
+    """``"auto"``: map the "not detected" codes of RSSI columns to a floor (models.preprocessing); "off": no step."""
     not_detected: float | None = None
+    """The RSSI "not detected" code; None: found in the data (values outside -120..0 dBm)."""
     rssi_floor: float | None = None
-    #: how the RSSI step re-expresses the readings (models.preprocessing.REPRESENTATIONS), or "auto":
-    #: "relative" with ``calibrate_across`` (a new phone's offset cancels), "dbm" otherwise
+    """What "not detected" becomes; None: below the weakest real reading."""
     rssi_representation: str = "auto"
-    #: what centre="auto" chooses from. Not among them by default: "mlp" (six network fits per
-    #: selection, the slowest candidate by far) and "stack" (the blend of the others, weighted on their out-of-fold
-    #: centres, no fit of its own); ask for them with a candidates list
+    """How the RSSI step re-expresses the readings (models.preprocessing.REPRESENTATIONS), or "auto": "relative"
+    with ``calibrate_across`` (a new phone's offset cancels), "dbm" otherwise."""
     centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb", "gp")
-    #: what centre="auto" minimises over the candidates' out-of-fold Euclidean errors: "rmse", or
-    #: "quantile", the error at the coverage level (the distance a region must reach)
+    """What centre="auto" chooses from. Not among them by default: "mlp" (six network fits per selection, the
+    slowest candidate by far) and "stack" (the blend of the others, weighted on their out-of-fold centres, no fit
+    of its own); ask for them with a candidates list."""
     centre_criterion: str = "rmse"
-    #: centre="auto" on a train part above this many rows screens the candidates on this many rows of
-    #: one fold, then races the survivors fold by fold (training.pipeline.centre_selection); None: every candidate on
-    #: every fold with all rows, whatever the size
+    """What centre="auto" minimises over the candidates' out-of-fold Euclidean errors: "rmse", or "quantile", the
+    error at the coverage level (the distance a region must reach)."""
     centre_screen_rows: int | None = 5000
-    #: dropped at the screen when its error is more than this share above the best candidate's: the race's
-    #: margin and what a screen's few rows can misjudge a candidate by
+    """With centre="auto", a train part above this many rows screens the candidates on this many rows of one fold, then
+    races the survivors fold by fold (training.pipeline.centre_selection); None: every candidate on every fold
+    with all rows, whatever the size."""
     centre_screen_margin: float = 0.15
-    #: dropped between folds of the race when its error so far is more than this share above the best's
+    """Dropped at the screen when its error is more than this share above the best candidate's: the race's margin
+    and what a screen's few rows can misjudge a candidate by."""
     centre_race_margin: float = 0.10
-    #: below centre_screen_rows the race starts once the folds seen hold this many rows (and from fold
-    #: training.pipeline.centre_selection.RACE_FOLDS on); None: only above it
-    #: (centre_screen_rows=None: no race either)
+    """Dropped between folds of the race when its error so far is more than this share above the best's."""
     centre_race_rows: int | None = 500
-    #: the method the plain routes serve: "auto" (the smallest on held-out rows, training.pipeline.served_volume) or an
-    #: ellipsoid method's name
+    """Below centre_screen_rows the race starts once the folds seen hold this many rows (and from fold
+    training.pipeline.centre_selection.RACE_FOLDS on); None: only above it (centre_screen_rows=None: no race
+    either)."""
     primary: str = "auto"
-    #: the folds of the train part whose out-of-fold rows join the test rows in that choice (training.pipeline.served_volume;
-    #: each costs one more fit of every ellipsoid method, at most the train part's groups); 0: the test part alone
+    """The method the plain routes serve: "auto" (the smallest on held-out rows, training.pipeline.served_volume) or
+    an ellipsoid method's name."""
     primary_folds: int = 3
-    #: the cross-fit stops (or never starts) once the leader's expected volume is within this share of the
-    #: smallest with 95 % confidence on the held-out rows so far (training.pipeline.served_volume.leader_excess); None: every fold
+    """The folds of the train part whose out-of-fold rows join the test rows in that choice
+    (training.pipeline.served_volume; each costs one more fit of every ellipsoid method, at most the train part's
+    groups); 0: the test part alone."""
     primary_tolerance: float | None = 0.05
-    #: per-row label columns (``Dataset.meta``: PHONEID, USERID, a day) whose units the test and calibration
-    #: parts hold out of training (training.calibration.across); the guarantee is then for a new unit. Empty: off
+    """The cross-fit stops (or never starts) once the leader's expected volume is within this share of the smallest
+    with 95 % confidence on the held-out rows so far (training.pipeline.served_volume.leader_excess); None: every
+    fold."""
     calibrate_across: tuple[str, ...] = ()
-    #: how ``calibrate_across`` scores its calibration rows (training.calibration.across.MODES): "cross-fit" every
-    #: training unit by a model of its unit fold (all units calibrate; approximate), "held-out" only
-    #: units held out of training (exact with 9 or more at 0.9; few units in a survey)
+    """Per-row label columns (``Dataset.meta``: PHONEID, USERID, a day) whose units the test and calibration parts
+    hold out of training (training.calibration.across); the guarantee is then for a new unit. Empty: off."""
     across_mode: str = "cross-fit"
-    #: cross-fit mode: the centre's unit folds (one unit per fold up to this many units; the shapes keep
-    #: ``cross_fit`` or 5): fold centres that miss a fifth of the units over-cover (training.calibration.across.UnitCrossFit)
+    """How ``calibrate_across`` scores its calibration rows (training.calibration.across.MODES): "cross-fit" every
+    training unit by a model of its unit fold (all units calibrate; approximate), "held-out" only units held out
+    of training (exact with 9 or more at 0.9; few units in a survey)."""
     across_centre_folds: int = 20
-    #: ... while the served centre's costed fit (training.calibration.centre_cost: seconds on the reference
-    #: machine, from its kind, rows and features) times the folds stays within this many seconds (at least 5
-    #: folds whatever it costs; None: no limit): a dear centre then keeps fewer folds, the same on any machine
+    """Cross-fit mode: the centre's unit folds (one unit per fold up to this many units; the shapes keep
+    ``cross_fit`` or 5): fold centres that miss a fifth of the units over-cover
+    (training.calibration.across.UnitCrossFit)."""
     across_centre_seconds: float | None = 60.0
-    #: fit the queries' typicality step (models.typicality: their conformal p-value and the shift alarm's
-    #: scores) on the train part, calibrated on the calibration rows (across units: each row without its unit)
+    """... while the served centre's costed fit (training.calibration.centre_cost: seconds on the reference machine,
+    from its kind, rows and features) times the folds stays within this many seconds (at least 5 folds whatever
+    it costs; None: no limit): a dear centre then keeps fewer folds, the same on any machine."""
     typicality: bool = True
-    #: the per-row label column (``Dataset.meta``) holding each row's floor: the bundle then answers a floor set
-    #: beside each ellipse, both calibrated on one joint score (training.pipeline.floors, models.floors). None: off
+    """Fit the queries' typicality step (models.typicality: their conformal p-value and the shift alarm's scores) on
+    the train part, calibrated on the calibration rows (across units: each row without its unit)."""
     floor_column: str | None = None
-    #: with ``floor_column``: the column of each row's building (the floors are then (building, floor) pairs)
+    """The per-row label column (``Dataset.meta``) holding each row's floor: the bundle then answers a floor set
+    beside each ellipse, both calibrated on one joint score (training.pipeline.floors, models.floors). None: off."""
     building_column: str | None = None
-    #: the floor classifier: "auto" (the candidate of smallest cross-validated Brier score) or one of
-    #: models.floors.CLASSIFIERS
+    """With ``floor_column``: the column of each row's building (the floors are then (building, floor) pairs)."""
     floor_classifier: str = "auto"
+    """The floor classifier: "auto" (the candidate of smallest cross-validated Brier score) or one of
+    models.floors.CLASSIFIERS."""
 
     def grouped(self, dataset) -> bool:
+        """Whether a run on ``dataset`` uses its groups.
+
+        Parameters
+        ----------
+        dataset : Dataset
+            The data to train on.
+
+        Returns
+        -------
+        bool
+            ``use_groups`` and the dataset has groups.
+        """
         return self.use_groups and getattr(dataset, "groups", None) is not None
 
     def resolved_cross_fit(self, grouped: bool, n_units: int | None = None) -> int:
-        """The fold count: ``cross_fit`` when set, else 5 with groups or ``centre="auto"`` (at most
-        ``n_units``, the train part's groups or rows, and 0 when fewer than 2), else 0."""
+        """The shapes' out-of-fold fold count.
+
+        Parameters
+        ----------
+        grouped : bool
+            The run uses groups.
+        n_units : int, default=None
+            The train part's groups or rows.
+
+        Returns
+        -------
+        int
+            ``cross_fit`` when set; else 5 with groups or ``centre="auto"``, at most ``n_units`` and 0 when
+            fewer than 2; else 0 (the centre's own training residuals).
+        """
         if self.cross_fit is not None:
             return self.cross_fit
         k = 5 if grouped or self.centre == "auto" else 0
         return k if n_units is None or n_units >= k else (n_units if n_units >= 2 else 0)
 
     def resolved_representation(self) -> str:
-        """``rssi_representation``, with "auto" resolved: "relative" across units, else "dbm"."""
+        """The RSSI representation, "auto" resolved.
+
+        Returns
+        -------
+        str
+            ``rssi_representation``, or for "auto": "relative" across units, else "dbm".
+        """
         if self.rssi_representation == "auto":
             return "relative" if self.calibrate_across else "dbm"
         return self.rssi_representation
 
     def resolved_rule(self, grouped: bool) -> str:
+        """The calibration rule, ``None`` resolved.
+
+        Parameters
+        ----------
+        grouped : bool
+            The run uses groups.
+
+        Returns
+        -------
+        str
+            ``calibration``, or "group-subsample" with groups and "rows" without.
+
+        Raises
+        ------
+        InputError
+            ``calibration`` names no rule.
+        """
         from models.calibration.conformal import check_rule
 
         return check_rule(self.calibration or ("group-subsample" if grouped else "rows"))
 
     def make_shape(self, name: str):
+        """A new, unfitted shape method with this configuration's seed, device and parameters.
+
+        Parameters
+        ----------
+        name : str
+            A registry name.
+
+        Returns
+        -------
+        ShapeEstimator
+
+        Raises
+        ------
+        UnknownMethodError
+            ``name`` is not a registry name.
+        """
         return registry.method(name).make(seed=self.seed, device=self.device, progress=self.progress,
                                           **self.method_params.get(name, {}))
 
     def make_centre(self, name: str | None = None):
-        """A new centre: ``name`` (default ``self.centre``) with ``centre_params`` for the configured one."""
+        """A new, unfitted centre.
+
+        Parameters
+        ----------
+        name : str, default=None
+            A centre kind; ``None`` is ``centre``. Only the configured centre gets ``centre_params``; a
+            ``"stack"`` under ``centre="auto"`` blends the other candidates.
+
+        Returns
+        -------
+        Centre
+
+        Raises
+        ------
+        InputError
+            ``name`` is not a centre kind.
+        """
         import inspect
 
         name = name or self.centre

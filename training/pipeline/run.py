@@ -19,16 +19,29 @@ from training.pipeline.meter import StageMeter
 
 @dataclass
 class TrainResult:
+    """What :func:`training.pipeline.train` returns.
+
+    Attributes
+    ----------
+    model : RegionModel
+        Conformalized: what :func:`models.bundle.save_bundle` writes.
+    split : Split
+        The rows of the train, calibration and test parts.
+    metrics : dict
+        Test figures: each method's coverage and volume, with the served method's evidence.
+    timings : dict
+        Seconds per step.
+    """
     model: RegionModel
     split: Split
     metrics: dict
     timings: dict
-    #: the centre used, and with centre="auto" every candidate's cross-validated error
     centre: dict = field(default_factory=dict)
-    #: wall seconds and peak resident MiB per stage (training.pipeline.meter.StageMeter)
+    """The centre used, and with centre="auto" every candidate's cross-validated error."""
     stages: dict = field(default_factory=dict)
-    #: survey-size guidance (training.pipeline.survey_size), None where it does not apply
+    """Wall seconds and peak resident MiB per stage (training.pipeline.meter.StageMeter)."""
     survey_size: dict | None = None
+    """Survey-size guidance (training.pipeline.survey_size), None where it does not apply."""
 
 
 @dataclass

@@ -47,9 +47,32 @@ __all__ = ["CRITERIA", "METHODS", "MIN_TEST_GROUPS", "MIN_TRAIN_GROUPS", "RSSIFl
 
 def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
           meter: StageMeter | None = None) -> TrainResult:
-    """Fit, calibrate and test every method of ``config`` on ``dataset``: :func:`plan`, then the stages in
-    order, each stage's wall time and peak memory going to ``meter`` (a new
-    :class:`training.pipeline.meter.StageMeter` by default; ``TrainResult.stages``)."""
+    """Fit, calibrate and test every method of a configuration on a dataset.
+
+    :func:`plan` checks everything that needs no fit and chooses the calibration mode; then the stages
+    run in order, each stage's wall time and peak memory going to ``meter``.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        Features, positions and, where the survey has them, groups and label columns.
+    config : TrainConfig
+        What to fit.
+    split : Split, default=None
+        The parts to use; ``None``: the configuration's default split, seeded.
+    meter : StageMeter, default=None
+        Where the stages' costs go; ``None``: a new one.
+
+    Returns
+    -------
+    TrainResult
+        The conformalized model, the split, the test figures and the costs.
+
+    Raises
+    ------
+    InputError
+        A configuration or dataset that cannot be fitted, named before any fit.
+    """
     s = plan(dataset, config, split, meter or StageMeter())
     preprocess_stage(s)
     with _progress(s):
