@@ -70,10 +70,33 @@ CONVERT_HINT = "convert it with `lmve-convert-bundle {path} NEW_DIR` (part of th
 
 
 def sha256_bytes(data: bytes) -> str:
+    """The SHA-256 a manifest records for a file.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's bytes.
+
+    Returns
+    -------
+    str
+        Hexadecimal digest.
+    """
     return hashlib.sha256(data).hexdigest()
 
 
 def npz_bytes(arrays: dict) -> bytes:
+    """Arrays as the bytes of an uncompressed ``.npz`` file.
+
+    Parameters
+    ----------
+    arrays : dict of str -> array-like
+        The arrays by name.
+
+    Returns
+    -------
+    bytes
+    """
     buf = io.BytesIO()
     np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
     return buf.getvalue()
@@ -219,7 +242,19 @@ def _optional_parts(model: RegionModel, files: dict) -> dict:
 
 
 def floor_guarantee(model: RegionModel) -> str:
-    """A floor bundle's guarantee in words."""
+    """A floor bundle's guarantee in words, as its manifest states it.
+
+    Parameters
+    ----------
+    model : RegionModel
+        A model with floors.
+
+    Returns
+    -------
+    str
+        ``P[true floor in floors and true position in the ellipse] >= coverage``, for a new row or a row of a
+        new group.
+    """
     labels = model.floors.labels
     what = " and ".join(labels.columns)
     return (f"P[true {what} in `floors` and true position in the ellipse] >= coverage, for a new "
@@ -228,14 +263,38 @@ def floor_guarantee(model: RegionModel) -> str:
 
 
 def save_recalibrated(parent: RegionModel, result: Recalibration, out) -> dict:
-    """Write a recalibration of ``parent`` (:func:`models.calibration.recalibration.recalibrate`) as a
-    bundle at ``out`` (atomically: a temporary sibling, then a rename); the manifest."""
+    """Write a recalibration as a bundle, atomically.
+
+    Parameters
+    ----------
+    parent : RegionModel
+        The model recalibrated: its dataset's provenance carries over.
+    result : Recalibration
+        What :func:`models.calibration.recalibration.recalibrate` returned.
+    out : str or path-like
+        The new bundle's directory.
+
+    Returns
+    -------
+    dict
+        The manifest written.
+    """
     return save_bundle(result.model, Path(out), dataset=parent.manifest.get("dataset"), metrics={},
                        training=result.training, calibration=result.calibration)
 
 
 def write_atomic(path: Path, files: dict[str, bytes]) -> None:
-    """Write ``files`` into a temporary sibling of ``path``, then rename it into place."""
+    """Write files into a temporary sibling of a directory, then rename it into place.
+
+    A failure at any point removes the temporary directory and leaves ``path`` as it was.
+
+    Parameters
+    ----------
+    path : Path
+        The directory to write; an existing one is replaced.
+    files : dict of str -> bytes
+        File names and contents.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
@@ -258,7 +317,25 @@ def write_atomic(path: Path, files: dict[str, bytes]) -> None:
 
 # ------------------------------------------------------------------------------ read
 def read_manifest(path, schema_version: int = SCHEMA_VERSION) -> dict:
-    """Read and check ``manifest.json`` (existence, JSON, schema version, required keys)."""
+    """Read and check a bundle's ``manifest.json``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The bundle directory.
+    schema_version : int, default=SCHEMA_VERSION
+        The schema this lmve reads.
+
+    Returns
+    -------
+    dict
+        The manifest.
+
+    Raises
+    ------
+    BundleError
+        No manifest, not JSON, another schema version, or a required key missing.
+    """
     path = Path(path)
     mpath = path / MANIFEST
     if not path.is_dir():
@@ -286,7 +363,25 @@ def read_manifest(path, schema_version: int = SCHEMA_VERSION) -> dict:
 
 
 def verified_files(path, manifest: dict) -> dict[str, bytes]:
-    """Read every file the manifest lists and check its sha256 before anything is deserialised."""
+    """Read every file a manifest lists and check its SHA-256 before anything is deserialised.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The bundle directory.
+    manifest : dict
+        Its manifest.
+
+    Returns
+    -------
+    dict of str -> bytes
+        The files' contents by name.
+
+    Raises
+    ------
+    BundleError
+        An unsafe file name, a file missing, or a digest that differs from the manifest's.
+    """
     path = Path(path)
     out = {}
     for name, digest in manifest["files"].items():
@@ -305,6 +400,26 @@ def verified_files(path, manifest: dict) -> dict[str, bytes]:
 
 
 def read_npz(data: bytes, name: str, path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a ``.npz`` file's bytes, without unpickling anything.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's bytes.
+    name : str
+        Its name in the bundle, for the error.
+    path : Path
+        The bundle directory, for the error.
+
+    Returns
+    -------
+    dict of str -> ndarray
+
+    Raises
+    ------
+    BundleError
+        The bytes are not a readable array file.
+    """
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             return {k: z[k] for k in z.files}

@@ -27,7 +27,23 @@ VolumeConvention = Literal["lebesgue", "paper"]
 
 @functools.lru_cache(maxsize=64)
 def unit_ball_volume(n: int) -> float:
-    """Volume of the unit ball in R^n: ``pi^{n/2} / Gamma(n/2 + 1)``."""
+    """Volume of the unit ball in ``R^n``.
+
+    Parameters
+    ----------
+    n : int
+        The dimension.
+
+    Returns
+    -------
+    float
+        ``V_n = pi^{n/2} / Gamma(n/2 + 1)``; ``V_2 = pi``.
+
+    Raises
+    ------
+    InputError
+        ``n < 1``.
+    """
     if n < 1:
         raise InputError(f"dimension n must be >= 1; got {n}")
     return float(np.exp(0.5 * n * np.log(np.pi) - gammaln(0.5 * n + 1.0)))
@@ -61,9 +77,22 @@ def _det_2x2_spd(C: np.ndarray) -> np.ndarray | None:
 
 
 def sqrt_det(C) -> np.ndarray:
-    """``det(C)^{1/2}`` for a batch of SPD matrices, computed from the Cholesky factor.
+    """``det(C)^{1/2}`` for a batch of SPD matrices, from the Cholesky factor (2 x 2: in closed form).
 
-    Returns ``(N,)``; ``inf`` where a shape is infinite (an uncalibratable level).
+    Parameters
+    ----------
+    C : array-like of shape (N, n, n) or (n, n)
+        Symmetric positive definite shapes, or infinite ones.
+
+    Returns
+    -------
+    ndarray of shape (N,)
+        ``inf`` where a shape is infinite (an uncalibratable level).
+
+    Raises
+    ------
+    InputError
+        ``C`` is not a batch of square matrices.
     """
     C = _as_shapes(C)
     if C.shape[1] == 2:
@@ -79,9 +108,23 @@ def sqrt_det(C) -> np.ndarray:
 
 
 def volume(C, convention: VolumeConvention = "lebesgue") -> np.ndarray:
-    """Volume of each ellipsoid in a batch, ``(N,)``.
+    """Volume of each ellipsoid in a batch.
 
-    ``"lebesgue"``: ``V_n det(C)^{1/2}`` (area for n = 2); ``"paper"``: ``det(C)^{1/2}``.
+    Parameters
+    ----------
+    C : array-like of shape (N, n, n) or (n, n)
+        The shapes.
+    convention : {"lebesgue", "paper"}, default="lebesgue"
+        ``V_n det(C)^{1/2}`` (the area for n = 2), or the paper's ``det(C)^{1/2}``.
+
+    Returns
+    -------
+    ndarray of shape (N,)
+
+    Raises
+    ------
+    InputError
+        An unknown convention, or ``C`` not a batch of square matrices.
     """
     C = _as_shapes(C)
     if convention == "paper":
@@ -92,10 +135,24 @@ def volume(C, convention: VolumeConvention = "lebesgue") -> np.ndarray:
 
 
 def mahalanobis(residuals, C) -> np.ndarray:
-    """Squared Mahalanobis distances ``r_i^T C_i^{-1} r_i``, ``(N,)``.
+    """Squared Mahalanobis distances, solved through the Cholesky factor (no explicit inverse).
 
-    ``residuals`` is ``(N, n)``; ``C`` is ``(N, n, n)`` or a single ``(n, n)`` shared by all rows.
-    Solved through the Cholesky factor (no explicit inverse). An infinite shape gives 0.
+    Parameters
+    ----------
+    residuals : array-like of shape (N, n)
+        ``y - c`` for each row.
+    C : array-like of shape (N, n, n) or (n, n)
+        One shape per row, or one shared by all rows.
+
+    Returns
+    -------
+    ndarray of shape (N,)
+        ``r_i^T C_i^{-1} r_i``; 0 for an infinite shape (the whole space).
+
+    Raises
+    ------
+    InputError
+        Shapes that do not match the residuals' rows or columns.
     """
     R = np.asarray(residuals, dtype=np.float64)
     if R.ndim != 2:
@@ -126,14 +183,43 @@ def mahalanobis(residuals, C) -> np.ndarray:
 
 
 def contains(points, centers, C) -> np.ndarray:
-    """Boolean ``(N,)``: is ``points[i]`` inside ``E(centers[i], C[i])`` (boundary included)."""
+    """Whether each point lies in its ellipsoid, boundary included.
+
+    Parameters
+    ----------
+    points : array-like of shape (N, n)
+        The points.
+    centers : array-like of shape (N, n)
+        The ellipsoids' centres.
+    C : array-like of shape (N, n, n) or (n, n)
+        Their shapes.
+
+    Returns
+    -------
+    ndarray of shape (N,) of bool
+        ``(y_i - c_i)^T C_i^{-1} (y_i - c_i) <= 1``.
+    """
     return mahalanobis(np.asarray(points, float) - np.asarray(centers, float), C) <= 1.0
 
 
 def scale(C, factor) -> np.ndarray:
-    """``factor * C``: the ellipsoid with axes multiplied by ``sqrt(factor)``.
+    """Scale shapes: ``factor * C`` is the ellipsoid with axes multiplied by ``sqrt(factor)``.
 
-    ``factor`` is a scalar or ``(N,)``. ``+inf`` gives the whole space (an infinite shape).
+    Parameters
+    ----------
+    C : array-like of shape (N, n, n) or (n, n)
+        The shapes.
+    factor : float or array-like of shape (N,)
+        Positive; ``+inf`` gives the whole space (an infinite shape).
+
+    Returns
+    -------
+    ndarray of shape (N, n, n)
+
+    Raises
+    ------
+    InputError
+        A factor that is not positive, or NaN.
     """
     C = _as_shapes(C)
     if isinstance(factor, (float, int)) and not isinstance(factor, bool):  # the common scalar case
@@ -176,10 +262,19 @@ def _semi_axes_and_angle_2x2(C: np.ndarray, det: np.ndarray, spd: bool = False) 
 
 
 def axes(C) -> tuple[np.ndarray, np.ndarray]:
-    """Semi-axis lengths (descending) and unit axis directions.
+    """Semi-axis lengths and unit axis directions (2 x 2: in closed form).
 
-    Returns ``semi_axes`` ``(N, n)`` and ``directions`` ``(N, n, n)`` whose column ``j`` is the
-    direction of the ``j``-th semi-axis.
+    Parameters
+    ----------
+    C : array-like of shape (N, n, n) or (n, n)
+        Symmetric shapes.
+
+    Returns
+    -------
+    semi_axes : ndarray of shape (N, n)
+        Longest first.
+    directions : ndarray of shape (N, n, n)
+        Column ``j`` is the direction of the ``j``-th semi-axis.
     """
     C = _as_shapes(C)
     if C.shape[1] == 2 and all_finite(C):
@@ -194,12 +289,29 @@ def axes(C) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ellipse_2d(C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Area, semi-axes and orientation of a batch of finite SPD 2 x 2 shapes in closed form.
+    """Area, semi-axes and orientation of finite SPD 2 x 2 shapes, in closed form.
 
-    Returns ``area`` (N,) ``= pi det(C)^{1/2}``, ``semi_axes`` (N, 2) (longest first) and
-    ``orientation`` (N,): the major axis' angle in (-pi/2, pi/2], ``0.5 atan2(2b, a - c)``.
     The same values as :func:`volume`, :func:`axes` and :func:`orientation_2d`, in a dozen vector
     operations: the serving path's single-row cost.
+
+    Parameters
+    ----------
+    C : array-like of shape (N, 2, 2) or (2, 2)
+        Finite, positive definite shapes.
+
+    Returns
+    -------
+    area : ndarray of shape (N,)
+        ``pi det(C)^{1/2}``.
+    semi_axes : ndarray of shape (N, 2)
+        Longest first.
+    orientation : ndarray of shape (N,)
+        The major axis' angle in (-pi/2, pi/2], ``0.5 atan2(2b, a - c)``.
+
+    Raises
+    ------
+    InputError
+        Shapes that are not 2 x 2, not finite or not positive definite.
     """
     C = _as_shapes(C)
     if C.shape[1] != 2:
@@ -227,7 +339,23 @@ def _ellipse_one(C: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def orientation_2d(C) -> np.ndarray:
-    """Angle (radians, in (-pi/2, pi/2]) of the major axis from the first coordinate axis, ``(N,)``."""
+    """The major axis' angle from the first coordinate axis.
+
+    Parameters
+    ----------
+    C : array-like of shape (N, 2, 2) or (2, 2)
+        Symmetric shapes.
+
+    Returns
+    -------
+    ndarray of shape (N,)
+        Radians, in (-pi/2, pi/2].
+
+    Raises
+    ------
+    InputError
+        Shapes that are not 2 x 2.
+    """
     C = _as_shapes(C)
     if C.shape[1] != 2:
         raise InputError(f"orientation is defined for n = 2; got n = {C.shape[1]}")
@@ -235,9 +363,17 @@ def orientation_2d(C) -> np.ndarray:
 
 
 def major_axis_angle(directions) -> np.ndarray:
-    """Angle in (-pi/2, pi/2] of the first direction returned by :func:`axes` (n = 2), ``(N,)``.
+    """The angle of the first direction :func:`axes` returns (n = 2), without a second eigendecomposition.
 
-    Lets a caller that already has ``axes(C)`` get the orientation without a second eigh.
+    Parameters
+    ----------
+    directions : array-like of shape (N, 2, 2)
+        The ``directions`` of :func:`axes`.
+
+    Returns
+    -------
+    ndarray of shape (N,)
+        Radians, in (-pi/2, pi/2].
     """
     major = np.asarray(directions)[:, :, 0]
     angle = np.arctan2(major[:, 1], major[:, 0])
@@ -258,11 +394,28 @@ def _unit_sphere_points(n: int, k: int) -> np.ndarray:
 
 
 def boundary_points(centers, C, k: int = 64, closed: bool = False) -> np.ndarray:
-    """Points on the boundary of each ellipsoid, ``(N, k, n)`` (``(N, k + 1, n)`` if ``closed``).
+    """Points on the boundary of each ellipsoid: each ``p`` has ``(p - c)^T C^{-1} (p - c) = 1``.
 
-    For n = 2 the points are a polygon in counter-clockwise order; ``closed`` repeats the first
-    point at the end, as map clients (GeoJSON) expect. For n = 3 they cover the surface.
-    Each point ``p`` satisfies ``(p - c)^T C^{-1} (p - c) = 1``.
+    Parameters
+    ----------
+    centers : array-like of shape (N, n)
+        The ellipsoids' centres.
+    C : array-like of shape (N, n, n) or (n, n)
+        Their shapes, finite.
+    k : int, default=64
+        Points per ellipsoid, at least 3.
+    closed : bool, default=False
+        Repeat the first point at the end, as map clients (GeoJSON) expect.
+
+    Returns
+    -------
+    ndarray of shape (N, k, n), or (N, k + 1, n) when closed
+        For n = 2 a polygon in counter-clockwise order; for n = 3 points covering the surface.
+
+    Raises
+    ------
+    InputError
+        ``k < 3``, an infinite shape (an unbounded region), or n other than 2 or 3.
     """
     C = _as_shapes(C)
     centers = np.asarray(centers, dtype=np.float64).reshape(C.shape[0], C.shape[1])

@@ -30,8 +30,21 @@ def _accepted(cls) -> set[str]:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A shape method: its name in bundles, the API and reports, its label, region kind and
-    fallback rank (0 is preferred; ``None``: never served by the ellipse routes), and its estimator."""
+    """A shape method as the registry lists it.
+
+    Parameters
+    ----------
+    name : str
+        Its name in bundles, the API and reports.
+    label : str
+        Its label in words ("LMVE").
+    estimator : type
+        The :class:`~models.shapes.base.ShapeEstimator` subclass.
+    kind : {"ellipsoid", "box"}
+        The regions it gives.
+    fallback_rank : int or None
+        Its place in the ellipse routes' fallback order (0 is preferred); ``None``: never served by them.
+    """
 
     name: str
     label: str
@@ -45,7 +58,28 @@ class MethodSpec:
         return f"{self.name}.npz"
 
     def make(self, *, seed: int = 0, device: str = "auto", progress: bool = False, **params):
-        """A new unfitted estimator with ``params``, plus the training options it accepts."""
+        """A new unfitted estimator, with the training options its constructor accepts.
+
+        Parameters
+        ----------
+        seed : int, default=0
+            Passed as ``random_state`` when accepted.
+        device : str, default="auto"
+            Passed as ``device`` when accepted.
+        progress : bool, default=False
+            Passed as ``progress`` when accepted.
+        **params
+            Hyperparameters.
+
+        Returns
+        -------
+        ShapeEstimator
+
+        Raises
+        ------
+        InputError
+            A hyperparameter the estimator does not have; the message lists those it takes.
+        """
         accepted = _accepted(self.estimator)
         unknown = sorted(set(params) - accepted)
         if unknown:

@@ -32,9 +32,23 @@ CHUNK = 2048
 
 
 def conformal_p_values(calibration: np.ndarray, scores: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
-    """(N,) p-values of ``scores`` among the sorted ``calibration`` scores (larger: less typical):
-    ``(#{c > s} + u (#{c = s} + 1)) / (n + 1)``; ``u`` uniform on [0, 1] gives the smoothed p-value (exactly
-    uniform under exchangeability), ``None`` the conservative one (``u = 1``)."""
+    """Conformal p-values of scores among sorted calibration scores (larger scores: less typical).
+
+    Parameters
+    ----------
+    calibration : ndarray of shape (n,)
+        The calibration rows' scores, sorted.
+    scores : ndarray of shape (N,)
+        The scores to rank.
+    u : ndarray of shape (N,), default=None
+        Uniform draws on [0, 1]: the smoothed p-value, exactly uniform under exchangeability. ``None``: the
+        conservative one (``u = 1``).
+
+    Returns
+    -------
+    ndarray of shape (N,)
+        ``(#{c > s} + u (#{c = s} + 1)) / (n + 1)``.
+    """
     n = len(calibration)
     left = np.searchsorted(calibration, scores, side="left")
     if u is None:  # #{c > s} + #{c = s} + 1 = n - left + 1: one search
@@ -69,19 +83,29 @@ class Typicality:
     Parameters
     ----------
     k : int, default=5
+        Nearest reference rows averaged.
     n_components : int, default=16
         Principal axes of the train part's standardised features kept (at most the features).
     max_reference : int, default=2048
         Train rows kept as the reference (a seeded sample; all when fewer).
     seed : int, default=0
+        Seeds the sample and the axes.
 
-    Attributes (after :meth:`fit` and :meth:`calibrate`)
-    ----------------------------------------------------
-    mean_ (d,), components_ (d, c): the projection ``(x - mean_) @ components_``;
-    reference_ (r, c) float32 and ``reference_groups_`` (r,) (-1 without groups);
-    edges_ (b,): bin edges for the shift test (:class:`models.calibration.martingale.ShiftTest`), quantiles
-    of the train rows' own scores (never a calibration row's or a query's, so the test stays exact);
-    calibration_ (n,): the calibration rows' scores, sorted.
+    Attributes
+    ----------
+    mean_ : ndarray of shape (d,)
+        The projection's centre: rows are projected as ``(x - mean_) @ components_``.
+    components_ : ndarray of shape (d, c)
+        The principal axes.
+    reference_ : ndarray of shape (r, c), float32
+        The projected reference rows.
+    reference_groups_ : ndarray of shape (r,)
+        Their units (-1 without groups).
+    edges_ : ndarray of shape (b,)
+        Bin edges for the shift test (:class:`models.calibration.martingale.ShiftTest`): quantiles of the train
+        rows' own scores, never a calibration row's or a query's, so the test stays exact.
+    calibration_ : ndarray of shape (n,)
+        The calibration rows' scores, sorted (after :meth:`calibrate`).
     """
 
     k: int = 5
@@ -106,8 +130,24 @@ class Typicality:
                              field="k", expected=f"more than {self.k} train rows", received=str(rows))
 
     def fit(self, X: np.ndarray, groups=None) -> "Typicality":
-        """The projection and the reference from the train part's standardised features ``X`` (m, d);
-        ``groups`` (m,): each row's unit, when the calibration leaves units out."""
+        """Fit the projection and the reference on the train part.
+
+        Parameters
+        ----------
+        X : ndarray of shape (m, d)
+            The train part's standardised features.
+        groups : array-like of shape (m,), default=None
+            Each row's unit, when the calibration leaves units out.
+
+        Returns
+        -------
+        self : Typicality
+
+        Raises
+        ------
+        InputError
+            A hyperparameter that is not an integer of its least value, or no more train rows than ``k``.
+        """
         from sklearn.decomposition import PCA
 
         X = np.asarray(X, dtype=np.float64)
@@ -148,13 +188,39 @@ class Typicality:
         self._ref_sq = np.einsum("ij,ij->i", R, R, dtype=np.float32)
 
     def project(self, X: np.ndarray) -> np.ndarray:
+        """Rows in the principal axes.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, d)
+            Standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, c)
+            ``(x - mean_) @ components_``.
+        """
         return (np.asarray(X, dtype=np.float64) - self.mean_) @ self.components_
 
     def scores(self, X: np.ndarray, groups=None, leave_out: np.ndarray | None = None) -> np.ndarray:
-        """(N,) mean distance of each row of ``X`` (standardised features) to its ``k`` nearest reference
-        rows; with ``groups`` (N,), the reference rows of the row's own group are left out; with
-        ``leave_out`` (N,), row ``i``'s reference row ``leave_out[i]`` (itself, when it is one). Rows go
-        :data:`CHUNK` at a time (a chunk's distance matrix is at most 32 MiB with 2,048 reference rows)."""
+        """Each row's mean distance to its ``k`` nearest reference rows.
+
+        Rows go :data:`CHUNK` at a time (a chunk's distance matrix is at most 32 MiB with 2,048 reference rows).
+
+        Parameters
+        ----------
+        X : array-like of shape (N, d)
+            Standardised features.
+        groups : array-like of shape (N,), default=None
+            Each row's unit: the reference rows of its own unit are left out.
+        leave_out : ndarray of shape (N,), default=None
+            Row ``i`` leaves reference row ``leave_out[i]`` out (itself, when it is one).
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            ``inf`` for a row left with fewer than ``k`` reference rows.
+        """
         Z = self.project(X)
         z_sq = np.einsum("ij,ij->i", Z, Z)
         Z = Z.astype(np.float32)
@@ -188,14 +254,42 @@ class Typicality:
         return np.sqrt(np.maximum(near + z_sq[:, None], 0.0)).sum(axis=1) / k
 
     def assess(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(scores, p_values)`` of the rows of standardised features ``X``: the scores (what a shift test
-        ranks) and their conservative conformal p-values among the calibration rows' (what a region answer
-        reports as its ``typicality``; :func:`conformal_p_values` with ``u = 1``)."""
+        """The scores of rows and their conservative p-values: what a region answer reports as ``typicality``.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, d)
+            Standardised features.
+
+        Returns
+        -------
+        scores : ndarray of shape (N,)
+            What a shift test ranks.
+        p_values : ndarray of shape (N,)
+            :func:`conformal_p_values` among the calibration scores, with ``u = 1``.
+        """
         s = self.scores(X)
         return s, conformal_p_values(self.calibration_, s)
 
     def calibrate(self, X: np.ndarray, groups=None) -> "Typicality":
-        """The calibration rows' scores (``groups``: leave each row's unit out of its reference)."""
+        """Score the calibration rows and keep their scores, sorted.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The calibration rows' standardised features.
+        groups : array-like of shape (n,), default=None
+            Each row's unit: left out of its own reference.
+
+        Returns
+        -------
+        self : Typicality
+
+        Raises
+        ------
+        InputError
+            A calibration row has fewer than ``k`` reference rows outside its own unit.
+        """
         s = self.scores(X, groups)
         if not np.isfinite(s).all():
             raise InputError("a calibration row has fewer than k reference rows outside its own unit",
@@ -205,21 +299,55 @@ class Typicality:
         return self
 
     def recalibrated(self, X: np.ndarray) -> "Typicality":
-        """A copy calibrated on fresh rows ``X`` (standardised features): the reference and the bins stay, so a
-        new shift test ranks queries against the rows the new calibration trusts."""
+        """A copy calibrated on fresh rows; the reference and the bins stay, so a new shift test ranks queries
+        against the rows the new calibration trusts.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The fresh rows' standardised features.
+
+        Returns
+        -------
+        Typicality
+        """
         import copy
 
         out = copy.copy(self)
         return out.calibrate(X)
 
     def p_values(self, X: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
-        """(N,) conformal p-values of the rows of ``X`` among the calibration scores
-        (:func:`conformal_p_values`)."""
+        """Conformal p-values of rows among the calibration scores.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, d)
+            Standardised features.
+        u : ndarray of shape (N,), default=None
+            Uniform draws for the smoothed p-value; ``None``: the conservative one.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+        """
         return conformal_p_values(self.calibration_, self.scores(X), u)
 
     def shift_test(self, delta: float = 0.01, seed: int = 0, tolerance: float | None = None):
-        """A new :class:`models.calibration.martingale.ShiftTest` of queries against this calibration
-        (``tolerance`` ``None``: the test's default)."""
+        """A new shift test of queries against this calibration.
+
+        Parameters
+        ----------
+        delta : float, default=0.01
+            The test's false-alarm probability over a whole stream.
+        seed : int, default=0
+            Seeds the smoothed p-values.
+        tolerance : float, default=None
+            The shift the test tolerates; ``None``: :data:`models.calibration.martingale.TOLERANCE`.
+
+        Returns
+        -------
+        ShiftTest
+        """
         from models.calibration.martingale import TOLERANCE, ShiftTest
 
         return ShiftTest(self.calibration_, self.edges_, delta=delta, seed=seed,
@@ -227,7 +355,15 @@ class Typicality:
 
     # ------------------------------------------------------------------ bundle
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """``(params, arrays)``: the hyperparameters (json) and the fitted arrays (a bundle's npz)."""
+        """The fitted step in a bundle's form.
+
+        Returns
+        -------
+        params : dict
+            The hyperparameters.
+        arrays : dict of str -> ndarray
+            The projection, the reference, the bins and the calibration scores.
+        """
         return ({"k": int(self.k), "n_components": int(self.n_components), "max_reference": int(self.max_reference),
                  "seed": int(self.seed)},
                 {"mean": self.mean_, "components": self.components_, "reference": self.reference_,
@@ -235,7 +371,19 @@ class Typicality:
 
     @classmethod
     def from_arrays(cls, params: dict, arrays) -> "Typicality":
-        """The step :meth:`to_arrays` stored."""
+        """Rebuild the fitted step from what :meth:`to_arrays` gave.
+
+        Parameters
+        ----------
+        params : dict
+            The hyperparameters.
+        arrays : dict of str -> ndarray
+            The fitted arrays.
+
+        Returns
+        -------
+        Typicality
+        """
         out = cls(**{k: int(params[k]) for k in ("k", "n_components", "max_reference", "seed")})
         out.mean_ = np.asarray(arrays["mean"], dtype=np.float64)
         out.components_ = np.asarray(arrays["components"], dtype=np.float64)

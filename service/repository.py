@@ -58,9 +58,18 @@ class ModelRepository:
 
     Parameters
     ----------
-    root : the repository directory (``LMVE_MODEL_REPOSITORY``); ``None``: ``bundle`` alone
-    bundle : a single bundle directory (``LMVE_BUNDLE``), served as a repository of one
-    default : the model the plain routes serve (``LMVE_DEFAULT_MODEL``); default: the only one
+    root : Path or None, default=None
+        The repository directory (``LMVE_MODEL_REPOSITORY``): one model per subdirectory holding a bundle,
+        and every model its ``repository.json`` lists. ``None``: ``bundle`` alone.
+    bundle : Path or None, default=None
+        A single bundle directory (``LMVE_BUNDLE``), served as a repository of one.
+    default : str or None, default=None
+        The model the plain routes serve (``LMVE_DEFAULT_MODEL``); ``None``: the only one.
+
+    Raises
+    ------
+    ValueError
+        Both ``root`` and ``bundle`` given.
     """
 
     def __init__(self, root: Path | None = None, *, bundle: Path | None = None, default: str | None = None):
@@ -80,7 +89,19 @@ class ModelRepository:
 
     @classmethod
     def of(cls, *stores: ModelStore, default: str | None = None) -> ModelRepository:
-        """A repository of stores built by the caller (tests, embedding)."""
+        """A repository of stores built by the caller (tests, embedding).
+
+        Parameters
+        ----------
+        *stores : ModelStore
+            The stores, each under its name.
+        default : str, default=None
+            The default model's name; ``None``: the only one.
+
+        Returns
+        -------
+        ModelRepository
+        """
         repo = cls.__new__(cls)
         repo.root, repo.default_name, repo.error = None, default, None
         repo.stores = {s.name: s for s in stores}
@@ -89,8 +110,15 @@ class ModelRepository:
 
     # ------------------------------------------------------------------ discovery
     def discover(self) -> dict[str, Path]:
-        """``name -> directory`` of the models on disk: every subdirectory holding a bundle manifest,
-        and every model ``repository.json`` lists (present or not: a missing one is UNAVAILABLE)."""
+        """The models on disk.
+
+        Returns
+        -------
+        dict of str -> Path
+            ``name -> directory``: every subdirectory holding a bundle manifest, and every model
+            ``repository.json`` lists (present or not: a missing one is UNAVAILABLE). Empty, with ``error`` set,
+            when the root is not a directory.
+        """
         root = self.root
         if root is None:
             return {name: s.configured for name, s in self.stores.items() if s.configured is not None}
@@ -109,8 +137,22 @@ class ModelRepository:
         return found
 
     def add(self, name: str) -> ModelStore:
-        """The store of ``name``, created when its bundle appeared on disk since the start; raises
-        :class:`UnknownModelError` when the repository has no such model."""
+        """The store of a model, created when its bundle appeared on disk since the start.
+
+        Parameters
+        ----------
+        name : str
+            The model.
+
+        Returns
+        -------
+        ModelStore
+
+        Raises
+        ------
+        UnknownModelError
+            The repository has no such model, on disk or in its manifest.
+        """
         store = self.stores.get(name)
         if store is not None:
             return store
@@ -124,6 +166,22 @@ class ModelRepository:
 
     # ------------------------------------------------------------------ lookup
     def get(self, name: str) -> ModelStore:
+        """The store of a known model.
+
+        Parameters
+        ----------
+        name : str
+            The model.
+
+        Returns
+        -------
+        ModelStore
+
+        Raises
+        ------
+        UnknownModelError
+            The repository has no such model.
+        """
         store = self.stores.get(name)
         if store is None:
             raise UnknownModelError(name, self.stores)
@@ -141,6 +199,12 @@ class ModelRepository:
         return self._default
 
     def no_default_reason(self) -> str:
+        """Why no model is the default, in words an operator can act on.
+
+        Returns
+        -------
+        str
+        """
         names = ", ".join(sorted(self.stores)) or "none"
         if self.default_name is not None:
             return (f"LMVE_DEFAULT_MODEL={self.default_name!r} is not in the repository (models: {names})")
@@ -157,8 +221,14 @@ class ModelRepository:
                 store.load_initial()
 
     def not_ready(self) -> dict[str, str]:
-        """``name -> reason`` of every model that should serve and does not (an operator's unload is not a
-        fault), plus the repository's own fault (no model, an unknown default) under ``""``."""
+        """Every model that should serve and does not.
+
+        Returns
+        -------
+        dict of str -> str
+            ``name -> reason`` (an operator's unload is not a fault), plus the repository's own fault (no model,
+            an unknown default) under ``""``.
+        """
         out = {name: s.reason for name, s in self.stores.items() if s.state not in (READY, UNLOADED)}
         if not self.stores or (self.default_name is not None and self.default_name not in self.stores):
             out[""] = self.no_default_reason()
@@ -166,4 +236,5 @@ class ModelRepository:
 
     @property
     def ready(self) -> bool:
+        """Whether nothing is at fault and at least one model serves."""
         return not self.not_ready() and any(s.state == READY for s in self.stores.values())

@@ -11,6 +11,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ServiceSettings(BaseSettings):
+    """Every setting of ``lmve-serve``, read from ``LMVE_*`` environment variables.
+
+    Each field's description says what it sets; the configuration reference lists every variable with its
+    default.
+    """
     model_config = SettingsConfigDict(env_prefix="LMVE_", env_file=None)
 
     bundle: Path | None = Field(default=None, description="bundle directory to serve: a model repository of one, "

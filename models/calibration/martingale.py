@@ -38,8 +38,10 @@ class ShiftTest:
 
     Parameters
     ----------
-    calibration : (n,) the calibration rows' scores (larger: less typical)
-    edges : (b,) increasing bin edges; a score's bin is the number of edges at or below it
+    calibration : array-like of shape (n,)
+        The calibration rows' scores (larger: less typical), finite.
+    edges : array-like of shape (b,)
+        Increasing, finite bin edges; a score's bin is the number of edges at or below it.
     delta : float, default=0.01
         The false-alarm level: the alarm sounds when the evidence reaches ``1 / delta``.
     tolerance : float, default=0.075
@@ -51,10 +53,20 @@ class ShiftTest:
 
     Attributes
     ----------
-    counts_ : (b + 1,) the bag's scores per bin (the calibration's and every query's so far)
-    capital_ : (len(BETS),) each bet's capital; ``evidence`` is their sum (1 at the start)
-    queries_ : the queries seen; ``alarm_at_``: the query at which the evidence first reached
-    ``1 / delta`` (``None`` until then)
+    counts_ : ndarray of shape (b + 1,)
+        The bag's scores per bin: the calibration's and every query's so far.
+    capital_ : ndarray of shape (len(BETS),)
+        Each bet's capital; ``evidence`` is their sum (1 at the start).
+    queries_ : int
+        The queries seen.
+    alarm_at_ : int or None
+        The query at which the evidence first reached ``1 / delta`` (``None`` until then).
+
+    Raises
+    ------
+    InputError
+        ``delta`` outside (0, 1), ``tolerance`` outside [0, 0.5), ``jump`` outside [0, 1], edges that are not
+        finite and increasing, or calibration scores that are empty or not finite.
     """
 
     calibration: np.ndarray
@@ -91,7 +103,18 @@ class ShiftTest:
         self._rng = np.random.default_rng(self.seed)
 
     def bins(self, scores) -> np.ndarray:
-        """(N,) each score's bin: how many edges lie at or below it."""
+        """Each score's bin.
+
+        Parameters
+        ----------
+        scores : array-like of shape (N,)
+            Scores.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            How many edges lie at or below each score.
+        """
         return np.searchsorted(self.edges, np.asarray(scores, dtype=np.float64), side="right")
 
     @property
@@ -101,15 +124,27 @@ class ShiftTest:
 
     @property
     def evidence(self) -> float:
+        """The capital over all bets: the evidence against exchangeability (1 at the start)."""
         return float(self.capital_.sum())
 
     @property
     def alarm(self) -> bool:
+        """Whether the evidence has ever reached ``1 / delta``."""
         return self.alarm_at_ is not None
 
     def update(self, scores) -> np.ndarray:
-        """Take ``scores`` (a batch of queries, in order; a non-finite one is skipped: no evidence either way);
-        returns their p-values (``nan`` where skipped)."""
+        """Take a batch of queries' scores, in order, and bet on their p-values.
+
+        Parameters
+        ----------
+        scores : array-like of shape (N,)
+            The queries' scores; a non-finite one is skipped (no evidence either way).
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            Their smoothed conformal p-values among the bag (``nan`` where skipped).
+        """
         scores = np.asarray(scores, dtype=np.float64).ravel()
         out = np.full(len(scores), np.nan)
         ok = np.flatnonzero(np.isfinite(scores))
@@ -142,18 +177,45 @@ class ShiftTest:
         self.capital_ = np.asarray(capital)
 
     def summary(self) -> dict:
-        """``{"evidence", "alarm", "queries", "delta", "tolerance"}`` as the service reports it."""
+        """The test as the service reports it.
+
+        Returns
+        -------
+        dict
+            ``evidence``, ``alarm``, ``queries``, ``delta`` and ``tolerance``.
+        """
         return {"evidence": self.evidence, "alarm": self.alarm, "queries": self.queries_, "delta": self.delta,
                 "tolerance": self.tolerance}
 
     # ------------------------------------------------------------------ state (shared by a fleet)
     def state(self) -> dict:
-        """The test's state as json: counts, capital, queries, alarm (what :meth:`restore` reads)."""
+        """The test's state as JSON, what :meth:`restore` reads (shared by a fleet).
+
+        Returns
+        -------
+        dict
+            ``counts``, ``capital``, ``queries`` and ``alarm_at``.
+        """
         return {"counts": self.counts_.tolist(), "capital": self.capital_.tolist(), "queries": self.queries_,
                 "alarm_at": self.alarm_at_}
 
     def restore(self, state: dict) -> "ShiftTest":
-        """This test at ``state`` (:meth:`state`); an :class:`InputError` when it is another test's (bins)."""
+        """Set the test to a state :meth:`state` gave.
+
+        Parameters
+        ----------
+        state : dict
+            ``counts``, ``capital``, ``queries`` and ``alarm_at``.
+
+        Returns
+        -------
+        self : ShiftTest
+
+        Raises
+        ------
+        InputError
+            The state is another test's: its bins differ.
+        """
         counts = np.asarray(state["counts"], dtype=np.int64)
         if counts.shape != self.counts_.shape:
             raise InputError(f"the shift test's state has {counts.size} bins; this test has {self.counts_.size}",
@@ -164,7 +226,23 @@ class ShiftTest:
 
 
 def check_delta(delta) -> float:
-    """``delta`` as a float in (0, 1), or an :class:`InputError` naming it."""
+    """A false-alarm level, checked.
+
+    Parameters
+    ----------
+    delta : float
+        The level.
+
+    Returns
+    -------
+    float
+        ``delta``, in (0, 1).
+
+    Raises
+    ------
+    InputError
+        ``delta`` is not a number in (0, 1).
+    """
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
         raise InputError(f"the shift test's delta must be in (0, 1); got {delta!r}", field="delta",
                          expected="a number in (0, 1)", received=repr(delta))

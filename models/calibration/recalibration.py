@@ -34,22 +34,50 @@ AUTO = "auto"
 
 @dataclass(frozen=True)
 class Recalibration:
+    """What :func:`recalibrate` returns: the new model and what its manifest records.
+
+    Attributes
+    ----------
+    model : RegionModel
+        The parent's preprocessing, scaler, centre and shapes, calibrated on the fresh rows.
+    calibration : dict
+        The manifest's ``calibration``: grouping, the share of repeated positions, exactness, the
+        guarantee and a survey's rescaled scale.
+    training : dict
+        The parent's ``training``, with ``recalibrated``: the parent's bundle id, rows, groups, source,
+        the parent's guarantee and when.
+    n_rows : int
+        Fresh rows scored.
+    n_groups : int or None
+        Fresh groups, under a group rule.
+    """
     model: RegionModel
     calibration: dict
     training: dict
     n_rows: int
     n_groups: int | None
-    #: the words of the guarantee (also ``calibration["guarantee"]``)
     guarantee: str
-    #: how the rows were grouped: ``"rows"``, ``"position"`` (automatically) or ``"labels"`` (given)
+    """The words of the guarantee (also ``calibration["guarantee"]``)."""
     grouped_by: str
-    #: the share of the fresh rows that repeat another row's position
+    """How the rows were grouped: ``"rows"``, ``"position"`` (automatically) or ``"labels"`` (given)."""
     repeated_share: float
+    """The share of the fresh rows that repeat another row's position."""
 
 
 def share_of_repeated_positions(points) -> float:
-    """The share of rows whose exact position (a row of ``points``) is also another row's (0 for ``points`` that
-    are not a numeric 2-D array: the model's own check then names what is wrong)."""
+    """The share of rows whose exact position is also another row's.
+
+    Parameters
+    ----------
+    points : array-like of shape (k, n)
+        The rows' true positions.
+
+    Returns
+    -------
+    float
+        In [0, 1]; 0 for ``points`` that are not a numeric 2-D array (the model's own check then names what
+        is wrong).
+    """
     try:
         P = np.asarray(points, dtype=np.float64)
     except (TypeError, ValueError):
@@ -63,13 +91,44 @@ def share_of_repeated_positions(points) -> float:
 def recalibrate(parent: RegionModel, features, points, *, groups=AUTO, grouping: list[str] | None = None,
                 centers=None, group_rule: str = "subsample", seed: int = 0, source: dict | None = None,
                 floors=None, buildings=None) -> Recalibration:
-    """``parent`` recalibrated on ``features`` (k, d) and true ``points`` (k, n).
+    """A model recalibrated on fresh labelled rows; ``parent`` is never modified.
 
-    ``groups``: (k,) labels (one score per group under ``group_rule``; ``grouping`` names their columns),
-    :data:`AUTO` (each position a group when more than :data:`REPEATED_SHARE` of the rows repeat one, else
-    rows) or None (rows). A floor bundle needs the rows' ``floors`` (and ``buildings``). Raises
-    ``InputError`` naming the field for bad rows, or for too few rows or groups to attain the bundle's level
-    (naming the highest they attain); ``parent`` is never modified."""
+    Parameters
+    ----------
+    parent : RegionModel
+        The served model.
+    features : array-like of shape (k, d)
+        Raw features of the fresh rows.
+    points : array-like of shape (k, n)
+        Their true positions.
+    groups : array-like of shape (k,), "auto" or None, default="auto"
+        Labels: one score per group under ``group_rule``. :data:`AUTO`: each position a group when more than
+        :data:`REPEATED_SHARE` of the rows repeat one, else rows. ``None``: rows.
+    grouping : list of str, default=None
+        The columns the labels came from, for the manifest.
+    centers : array-like of shape (k, n), default=None
+        The client's estimates (client-centre bundles only).
+    group_rule : {"subsample", "pooled"}, default="subsample"
+        How groups' scores become a threshold (:data:`GROUP_RULES`).
+    seed : int, default=0
+        Seeds the group-subsample draw.
+    source : dict, default=None
+        Where the rows came from (a file, a request), for the manifest.
+    floors : array-like of shape (k,), default=None
+        The rows' true floors; required by a floor bundle.
+    buildings : array-like of shape (k,), default=None
+        Their buildings, when floors are (building, floor) pairs.
+
+    Returns
+    -------
+    Recalibration
+
+    Raises
+    ------
+    InputError
+        Rows that do not fit the bundle, or too few rows or groups to attain its level (the message names
+        the highest they attain).
+    """
     repeated = share_of_repeated_positions(points)
     grouped_by = "labels"
     if isinstance(groups, str) and groups == AUTO:
@@ -105,8 +164,19 @@ def recalibrate(parent: RegionModel, features, points, *, groups=AUTO, grouping:
 
 
 def stated_guarantee(model: RegionModel) -> str:
-    """The guarantee ``model`` 's manifest states, or, for a bundle that states none, the one its calibration
-    gives (:func:`~models.calibration.conformal.guarantee_words` of its served method's calibrator)."""
+    """The guarantee a model's manifest states.
+
+    Parameters
+    ----------
+    model : RegionModel
+        A loaded model.
+
+    Returns
+    -------
+    str
+        The manifest's words, or for a bundle that states none, those its served method's calibration gives
+        (:func:`~models.calibration.conformal.guarantee_words`).
+    """
     stated = (model.manifest.get("calibration") or {}).get("guarantee")
     if stated:
         return stated
@@ -128,6 +198,19 @@ def _unit(grouped_by: str, grouping: list[str] | None, file: str | None) -> str:
 
 
 def threshold_changes(parent: RegionModel, model: RegionModel) -> dict[str, tuple[float, float]]:
-    """``method -> (old alpha_q, new alpha_q)``."""
+    """How each method's threshold moved.
+
+    Parameters
+    ----------
+    parent : RegionModel
+        The model before.
+    model : RegionModel
+        The model after.
+
+    Returns
+    -------
+    dict of str -> (float, float)
+        ``method -> (old alpha_q, new alpha_q)``.
+    """
     return {name: (float(parent.methods[name].alpha_q_), float(reg.alpha_q_)) for name, reg in model.methods.items()
             if name in parent.methods and np.ndim(reg.alpha_q_) == 0}

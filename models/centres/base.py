@@ -95,16 +95,46 @@ class Centre(BaseEstimator):
 
 
 def target_scaling(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(mean, scale)`` (n,) that standardise targets ``Y`` (m, n): ``(Y - mean) / scale``; a
-    constant target keeps scale 1."""
+    """The mean and scale that standardise targets.
+
+    Parameters
+    ----------
+    Y : ndarray of shape (m, n)
+        Targets.
+
+    Returns
+    -------
+    mean : ndarray of shape (n,)
+    scale : ndarray of shape (n,)
+        The standard deviation; 1 for a constant target.
+    """
     sd = Y.std(axis=0)
     return Y.mean(axis=0), np.where(sd > 0, sd, 1.0)
 
 
 def capped_rows(n_rows: int, max_rows: int | None, seed: int) -> np.ndarray | None:
-    """The rows a fit capped at ``max_rows`` uses: a seeded random subset (sorted) when there are more,
-    ``None`` (every row) otherwise or without a cap. An :class:`InputError` names ``max_rows`` when it is
-    neither ``None`` nor an integer of at least 2."""
+    """The rows a fit capped at ``max_rows`` uses.
+
+    Parameters
+    ----------
+    n_rows : int
+        The rows there are.
+    max_rows : int or None
+        The cap; ``None``: no cap.
+    seed : int
+        Seeds the subset.
+
+    Returns
+    -------
+    ndarray of int or None
+        A seeded random subset of ``max_rows`` rows, sorted, when there are more; ``None`` (every row)
+        otherwise.
+
+    Raises
+    ------
+    InputError
+        ``max_rows`` is neither ``None`` nor an integer of at least 2.
+    """
     from models._validation import is_positive_int
     from models.exceptions import InputError
 
@@ -119,7 +149,21 @@ def capped_rows(n_rows: int, max_rows: int | None, seed: int) -> np.ndarray | No
 
 
 def at_most(max_rows: int | None, seed: int, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``arrays`` (the same rows each) as a fit capped at ``max_rows`` sees them: their :func:`capped_rows`,
-    or themselves whole."""
+    """Arrays of the same rows as a fit capped at ``max_rows`` sees them.
+
+    Parameters
+    ----------
+    max_rows : int or None
+        The cap.
+    seed : int
+        Seeds the subset.
+    *arrays : ndarray
+        Arrays with the same rows.
+
+    Returns
+    -------
+    tuple of ndarray
+        Their :func:`capped_rows`, or themselves whole.
+    """
     rows = capped_rows(len(arrays[0]), max_rows, seed)
     return arrays if rows is None else tuple(a[rows] for a in arrays)

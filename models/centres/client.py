@@ -19,6 +19,18 @@ class ClientCentre(Centre):
         return self
 
     def predict(self, X) -> np.ndarray:
+        """No centre of its own: a client-centre bundle's requests bring theirs.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Raises
+        ------
+        InputError
+            Always, naming ``centers``: the request must send its estimates.
+        """
         raise InputError("this bundle's centre is the client's own estimate: send `centers`, one estimate per row "
                          f"({self.n_targets_} values each, in target units)", field="centers",
                          expected=f"(N, {self.n_targets_}) estimates", received="none")

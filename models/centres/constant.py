@@ -25,6 +25,19 @@ class ConstantCentre(Centre):
         return cls().set_fitted(arrays["mean"], int(params["n_features"]))
 
     def set_fitted(self, mean, n_features: int) -> "ConstantCentre":
+        """Set the fitted state directly.
+
+        Parameters
+        ----------
+        mean : array-like of shape (n,)
+            The centre of every row.
+        n_features : int
+            The features a row has.
+
+        Returns
+        -------
+        self : ConstantCentre
+        """
         self.mean_ = np.asarray(mean, float)
         self.n_features_in_, self.n_targets_ = n_features, self.mean_.shape[0]
         return self

@@ -47,9 +47,27 @@ class HGBCentre(Centre):
     random_state: int = 0
 
     def fit(self, X, Y) -> "HGBCentre":
-        """One booster per target; two targets or more of at least ``SIDE_BY_SIDE_CELLS`` input cells are
-        fitted side by side on the idle cores (:func:`models.parallel.side_by_side`, one OpenMP thread each),
-        else one after the other on :meth:`_threads` threads."""
+        """Fit one booster per target.
+
+        Two targets or more of at least ``SIDE_BY_SIDE_CELLS`` input cells are fitted side by side on the idle
+        cores (:func:`models.parallel.side_by_side`, one OpenMP thread each), else one after the other.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+            Standardised features of the training rows.
+        Y : array-like of shape (m, n)
+            Their true positions.
+
+        Returns
+        -------
+        self : HGBCentre
+
+        Raises
+        ------
+        InputError
+            Fewer than two rows, or rows that are not finite or do not match.
+        """
         X, Y = self._fit_input(X, Y, min_rows=2)
         columns = self._varying(X)
         if columns.size < X.shape[1]:
@@ -189,9 +207,21 @@ class HGBCentre(Centre):
     BLOCK_ROWS = 128
 
     def predict(self, X) -> np.ndarray:
-        """The trees' sum per target. Through the plan (:meth:`_table_plan`): each row's features as bins
-        among their thresholds, every split's outcome a comparison of small integers, the bits of each
-        tree's pattern or-ed together, one lookup per tree; or by walking deeper trees level by level."""
+        """The trees' sum per target.
+
+        Through the plan: each row's features as bins among their thresholds, every split's outcome a
+        comparison of small integers, the bits of each tree's pattern or-ed together, one lookup per tree; or
+        by walking deeper trees level by level.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n)
+        """
         plan = self.plan_
         if plan is None:
             return np.column_stack([self.trees_[j]["value"][self._walk(self.trees_[j], X)].sum(axis=1)

@@ -92,6 +92,26 @@ class StackCentre(Centre):
         return spec.make(**({"seed": self.random_state} if seeded else {}))
 
     def fit(self, X, Y, predictions: dict | None = None) -> "StackCentre":
+        """Fit the blend: the members' out-of-fold predictions, the weights on them, the members of positive weight.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+            Standardised features of the training rows.
+        Y : array-like of shape (m, n)
+            Their true positions.
+        predictions : dict of str -> ndarray of shape (m, n), default=None
+            The members' out-of-fold predictions on the caller's folds; ``None``: computed on ``cv`` folds.
+
+        Returns
+        -------
+        self : StackCentre
+
+        Raises
+        ------
+        InputError
+            Members that are not distinct single kinds, ``cv`` outside [2, m], or rows that do not match.
+        """
         X, Y = self._fit_input(X, Y, min_rows=2)
         names = list(self.members)
         if not names or any(n not in KINDS for n in names) or len(set(names)) != len(names):
@@ -131,6 +151,25 @@ class StackCentre(Centre):
 
     @classmethod
     def from_arrays(cls, params, arrays):
+        """Rebuild the fitted blend from what :meth:`to_arrays` gave, its members included.
+
+        Parameters
+        ----------
+        params : dict
+            The hyperparameters, the members' own parameters and the sizes.
+        arrays : dict of str -> ndarray
+            The members' arrays (prefixed) and the weights.
+
+        Returns
+        -------
+        StackCentre
+            Fitted.
+
+        Raises
+        ------
+        InputError
+            A member of an unknown type.
+        """
         params = dict(params)
         fitted = params.pop("fitted")
         n_features, n_targets = int(params.pop("n_features")), int(params.pop("n_targets"))

@@ -12,9 +12,95 @@ from models._validation import lookup
 from models.centres.knn import KNNCentre
 
 
-class KNNFloors:
+class FloorClassifier:
+    """What every floor classifier promises: class probabilities from standardised features, stored as arrays."""
+
+    #: its name in :data:`CLASSIFIERS` and in a bundle
+    name: str
+
+    def get_params(self) -> dict:  # pragma: no cover - abstract
+        """The hyperparameters.
+
+        Returns
+        -------
+        dict
+            What ``__init__`` takes, by name.
+        """
+        raise NotImplementedError
+
+    def fit(self, X: np.ndarray, codes: np.ndarray, n_classes: int) -> "FloorClassifier":  # pragma: no cover
+        """Fit on the train part.
+
+        Parameters
+        ----------
+        X : ndarray of shape (m, d)
+            Standardised features of the training rows.
+        codes : ndarray of shape (m,)
+            Each row's class code, in ``0 .. n_classes - 1``.
+        n_classes : int
+            The classes of the whole survey (a class absent from these rows gets probability 0).
+
+        Returns
+        -------
+        self : FloorClassifier
+        """
+        raise NotImplementedError
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        """Class probabilities of checked rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+
+        Returns
+        -------
+        ndarray of shape (N, n_classes)
+            Each row sums to 1.
+        """
+        raise NotImplementedError
+
+    def to_arrays(self) -> tuple[dict, dict]:  # pragma: no cover - abstract
+        """The fitted classifier in a bundle's form.
+
+        Returns
+        -------
+        params : dict
+            The hyperparameters and the class count.
+        arrays : dict of str -> ndarray
+            The fitted arrays.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def from_arrays(cls, params: dict, arrays: dict) -> "FloorClassifier":  # pragma: no cover - abstract
+        """Rebuild a fitted classifier from what :meth:`to_arrays` gave.
+
+        Parameters
+        ----------
+        params : dict
+            The hyperparameters and the class count.
+        arrays : dict of str -> ndarray
+            The fitted arrays.
+
+        Returns
+        -------
+        FloorClassifier
+            Fitted.
+        """
+        raise NotImplementedError
+
+
+class KNNFloors(FloorClassifier):
     """Distance-weighted k-nearest-neighbour floor probabilities (scikit-learn's ``KNeighborsClassifier``
-    rule, every row tied at the k-th distance included), as a :class:`KNNCentre` fitted on one-hot labels."""
+    rule, every row tied at the k-th distance included), as a :class:`KNNCentre` fitted on one-hot labels.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+        Neighbours weighed.
+    """
 
     name = "knn"
 
@@ -44,9 +130,17 @@ class KNNFloors:
         return clf
 
 
-class LogisticFloors:
+class LogisticFloors(FloorClassifier):
     """Multinomial logistic regression (scikit-learn's ``LogisticRegression``), stored as its coefficients
-    and evaluated as a softmax in numpy; a class absent from the training rows gets probability 0."""
+    and evaluated as a softmax in numpy; a class absent from the training rows gets probability 0.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularisation strength.
+    max_iter : int, default=300
+        The solver's iterations at most.
+    """
 
     name = "logistic"
 
@@ -104,5 +198,22 @@ CLASSIFIERS = {"knn": KNNFloors, "logistic": LogisticFloors}
 
 
 def make_classifier(name: str, **params):
-    """A new floor classifier ``name`` of :data:`CLASSIFIERS` with ``params``."""
+    """A new floor classifier.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`CLASSIFIERS`.
+    **params
+        Its hyperparameters.
+
+    Returns
+    -------
+    FloorClassifier
+
+    Raises
+    ------
+    InputError
+        ``name`` is none of them, naming ``floor_classifier``.
+    """
     return lookup(CLASSIFIERS, name, "floor classifier", field="floor_classifier")(**params)

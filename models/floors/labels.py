@@ -10,7 +10,23 @@ from models.exceptions import InputError
 
 
 def label_key(value) -> str:
-    """The canonical text of one label value: integers (and integral floats) as ``"2"``, text as given."""
+    """The canonical text of one label value.
+
+    Parameters
+    ----------
+    value : int, float or str
+        A floor or building label.
+
+    Returns
+    -------
+    str
+        Integers (and integral floats) as ``"2"``, other floats by ``repr``, text stripped.
+
+    Raises
+    ------
+    TypeError
+        A boolean, a non-finite float, or anything but a number or text.
+    """
     if isinstance(value, (bool, np.bool_)):
         raise TypeError("a boolean is not a floor label")
     if isinstance(value, (int, np.integer)):
@@ -26,9 +42,17 @@ def label_key(value) -> str:
 
 @dataclass
 class FloorLabels:
-    """The classes: one row of label texts per class, one column per label column (``columns``: the
-    building column first when there is one, then the floor column); ``numeric`` says which columns'
-    labels are integers (answered as JSON numbers)."""
+    """The classes: one row of label texts per class, one column per label column.
+
+    Parameters
+    ----------
+    columns : tuple of str
+        The label columns: the building column first when there is one, then the floor column.
+    values : ndarray of shape (K, c) of str
+        Each class's labels.
+    numeric : tuple of bool
+        Which columns' labels are integers (answered as JSON numbers).
+    """
 
     columns: tuple[str, ...]
     values: np.ndarray  # (K, c) str
@@ -36,7 +60,22 @@ class FloorLabels:
 
     @classmethod
     def of(cls, columns, *label_columns) -> tuple["FloorLabels", np.ndarray]:
-        """The classes of per-row labels (one array per column) and each row's class code."""
+        """The classes of per-row labels, and each row's class code.
+
+        Parameters
+        ----------
+        columns : sequence of str
+            The label columns' names.
+        *label_columns : array-like of shape (m,)
+            One array of labels per column, in the order of ``columns``.
+
+        Returns
+        -------
+        labels : FloorLabels
+            Classes sorted by their labels (numerically for integer columns).
+        codes : ndarray of shape (m,)
+            Each row's class.
+        """
         keys = np.column_stack([[label_key(v) for v in np.asarray(col).ravel()] for col in label_columns])
         values, codes = np.unique(keys, axis=0, return_inverse=True)
         numeric = tuple(bool(all(_integral(v) for v in values[:, j])) for j in range(values.shape[1]))
@@ -52,17 +91,46 @@ class FloorLabels:
         return len(self.values)
 
     def label(self, k: int) -> dict:
-        """Class ``k`` as ``{"building": .., "floor": ..}``-style JSON: one key per column's role."""
+        """A class as JSON.
+
+        Parameters
+        ----------
+        k : int
+            The class code.
+
+        Returns
+        -------
+        dict
+            One key per column's role (``{"building": .., "floor": ..}``), integers as numbers.
+        """
         return {role: (int(v) if num else str(v))
                 for role, v, num in zip(self.roles, self.values[k], self.numeric)}
 
     @property
     def roles(self) -> tuple[str, ...]:
+        """The columns' roles: ``("building", "floor")`` or ``("floor",)``."""
         return ("building", "floor") if len(self.columns) == 2 else ("floor",)
 
     def encode(self, floors, buildings=None) -> np.ndarray:
-        """Each row's class code from its ``floors`` (and ``buildings`` when the classes have a building),
-        or an :class:`InputError` naming the field, the row and the known values."""
+        """Each row's class code.
+
+        Parameters
+        ----------
+        floors : sequence
+            Each row's floor.
+        buildings : sequence, default=None
+            Each row's building: required when the classes have a building, refused otherwise.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+
+        Raises
+        ------
+        InputError
+            Buildings missing or refused or of another count, or a label that is not a number or text or that
+            the bundle does not know (the message names the row and the known values).
+        """
         lookup = {tuple(row): k for k, row in enumerate(self.values)}
         need_building = len(self.columns) == 2
         if need_building and buildings is None:
@@ -94,10 +162,32 @@ class FloorLabels:
         return codes
 
     def to_arrays(self) -> tuple[dict, dict]:
+        """The classes in a bundle's form.
+
+        Returns
+        -------
+        params : dict
+            ``columns`` and ``numeric``.
+        arrays : dict of str -> ndarray
+            ``labels``, the classes' texts.
+        """
         return {"columns": list(self.columns), "numeric": list(self.numeric)}, {"labels": self.values.astype(str)}
 
     @classmethod
     def from_arrays(cls, params: dict, arrays: dict) -> "FloorLabels":
+        """Rebuild the classes from what :meth:`to_arrays` gave.
+
+        Parameters
+        ----------
+        params : dict
+            ``columns`` and ``numeric``.
+        arrays : dict of str -> ndarray
+            ``labels``.
+
+        Returns
+        -------
+        FloorLabels
+        """
         return cls(tuple(params["columns"]), np.asarray(arrays["labels"]).astype(str),
                    tuple(bool(v) for v in params["numeric"]))
 

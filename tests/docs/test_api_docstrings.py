@@ -1,17 +1,18 @@
-"""The public API states its contract in numpydoc sections, read by griffe as the reference page reads them.
+"""The reference page's objects state their contract in numpydoc sections, read by griffe as the page reads them.
 
-The public API is what ``models`` exports at its top level, the bundle's reader and writer, the registry's
-lookups, ``train`` with its configuration and result, ``create_app`` and the data plane. For each of their
-functions and public methods (inherited ones included): a docstring; a ``Parameters`` section naming
-exactly the signature's parameters (a class: its ``__init__``'s; a dataclass's field may be listed as an
-attribute or carry its own docstring); ``Returns`` where a value comes back; ``Raises`` where the body raises.
-The loader is the reference page's: an override without a docstring shows the one of the method it overrides
-(``docs/griffe_inherited.py``).
+What the page renders is what ``models`` exports at its top level and every ``:::`` entry of
+``docs/reference/python.md``: a module's public functions and classes, or the object named (an entry with
+``members: false`` shows its summary alone). For each function and public method (inherited ones included):
+a docstring; a ``Parameters`` section naming exactly the signature's parameters (a class: its ``__init__``'s;
+a dataclass's field may be listed as an attribute or carry its own docstring); ``Returns`` where a value comes
+back; ``Raises`` where the body raises. The loader is the page's: an override without a docstring shows the one
+of the method it overrides (``docs/griffe_inherited.py``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -21,13 +22,18 @@ import pytest
 import models
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC = (
-    *(f"models.{name}" for name in models.__all__),
-    "models.bundle.save_bundle", "models.bundle.load_bundle",
-    "models.registry.method", "models.registry.centre",
-    "training.pipeline.stages.train", "training.pipeline.config.TrainConfig", "training.pipeline.run.TrainResult",
-    "service.app.create_app", "service.dataplane.DataPlane",
-)
+PAGE = ROOT / "docs" / "reference" / "python.md"
+ENTRY = re.compile(r"^::: ([\w.]+)\n((?:    .*\n)*)", re.MULTILINE)
+
+
+def entries(text: str) -> list[tuple[str, bool]]:
+    """``(dotted name, members shown)`` for every ``:::`` entry of a page."""
+    return [(m.group(1), "members: false" not in m.group(2)) for m in ENTRY.finditer(text + "\n")]
+
+
+PUBLIC = tuple(dict.fromkeys([*(f"models.{name}" for name in models.__all__),
+                              *(name for name, members in entries(PAGE.read_text()) if members)]))
+SUMMARIES = tuple(name for name, members in entries(PAGE.read_text()) if not members)
 OWN = ("models.", "training.", "service.")
 
 
@@ -68,7 +74,9 @@ def gives_a_value(function) -> bool:
 
 
 def raises(function) -> bool:
-    return any(isinstance(node, ast.Raise) and node.exc is not None for node in ast.walk(body_of(function)))
+    """Whether the body raises on purpose (an abstract method's ``NotImplementedError`` is not a contract)."""
+    return any(isinstance(node, ast.Raise) and node.exc is not None
+               and "NotImplementedError" not in ast.unparse(node.exc) for node in ast.walk(body_of(function)))
 
 
 def parameters(function) -> list[str]:
@@ -91,7 +99,7 @@ def function_faults(function, where: str) -> list[str]:
 
 def class_faults(cls, where: str) -> list[str]:
     faults = [] if cls.docstring else [f"{where}: no docstring"]
-    init = cls.all_members.get("__init__")
+    init = cls.members.get("__init__")  # its own, or a dataclass's: an inherited one is its base's to document
     if init is not None and init.is_function and init.path.startswith(OWN) and cls.docstring:
         wanted = parameters(init)
         found = sections(cls)
@@ -114,10 +122,21 @@ def class_faults(cls, where: str) -> list[str]:
     return faults
 
 
-def faults_of(loader, dotted: str) -> list[str]:
+def lookup(loader, dotted: str):
     package, _, rest = dotted.partition(".")
-    obj = loader.modules_collection[package][rest]
-    obj = obj.final_target if obj.is_alias else obj
+    obj = loader.modules_collection[package][rest] if rest else loader.modules_collection[package]
+    return obj.final_target if obj.is_alias else obj
+
+
+def faults_of(loader, dotted: str) -> list[str]:
+    """What ``dotted`` (a module: each public function and class it defines) fails of the contract."""
+    obj = lookup(loader, dotted)
+    if obj.is_module:
+        faults = [] if obj.docstring else [f"{dotted}: no module docstring"]
+        for name, member in obj.members.items():
+            if not name.startswith("_") and not member.is_alias and (member.is_class or member.is_function):
+                faults += faults_of(loader, f"{dotted}.{name}")
+        return faults
     return class_faults(obj, dotted) if obj.is_class else function_faults(obj, dotted)
 
 
@@ -125,6 +144,17 @@ def faults_of(loader, dotted: str) -> list[str]:
 def test_public_api_states_parameters_returns_and_raises(loader, dotted):
     faults = faults_of(loader, dotted)
     assert not faults, "\n".join(faults)
+
+
+@pytest.mark.parametrize("dotted", SUMMARIES)
+def test_modules_shown_by_summary_have_one(loader, dotted):
+    assert lookup(loader, dotted).docstring, f"{dotted}: no module docstring"
+
+
+def test_the_page_reader_tells_full_entries_from_summaries():
+    text = "::: models.geometry\n\n::: service.shift\n    options:\n      members: false\n::: a.b"
+    assert entries(text) == [("models.geometry", True), ("service.shift", False), ("a.b", True)]
+    assert "models.RegionModel" in PUBLIC and "service.shift" in SUMMARIES
 
 
 def test_the_check_catches_each_kind(tmp_path):

@@ -251,16 +251,36 @@ def oracle_mean(X: np.ndarray) -> np.ndarray:
 
 
 def make_oracle(n_samples: int = 2000, n_features: int = 6, seed: int = 0):
-    """A smooth regression task whose smallest regions are known: the check of how close a learned
-    shape gets to the optimum.
+    """A smooth regression task whose smallest regions are known: how close a learned shape gets to the optimum.
 
-    ``X`` uniform on ``[-1, 1]^n_features`` (the last ``n_features - 3`` carry nothing), ``Y = f(x) + e``
+    ``X`` is uniform on ``[-1, 1]^n_features`` (the last ``n_features - 3`` carry nothing), ``Y = f(x) + e``
     with ``e ~ N(0, Sigma(x))`` (:func:`oracle_mean`, :func:`oracle_covariance`): heteroscedastic, its
     orientation turning with ``x``. Given ``x`` the smallest region holding ``Y`` with probability ``eta`` is the
     ellipse ``{y : (y - f)^T Sigma^{-1} (y - f) <= chi2_2(eta)}``, of volume (paper convention, without pi)
     ``chi2_2(eta) det(Sigma)^{1/2}``.
 
-    Returns ``(X, Y, sqrt_det_cov, feature_names, target_names)``, ``sqrt_det_cov`` (m,) ``det(Sigma(x))^{1/2}``.
+    Parameters
+    ----------
+    n_samples : int, default=2000
+        Rows.
+    n_features : int, default=6
+        Features, at least 3.
+    seed : int, default=0
+        Seeds the draw.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+    Y : ndarray of shape (n_samples, 2)
+    sqrt_det_cov : ndarray of shape (n_samples,)
+        ``det(Sigma(x))^{1/2}``.
+    feature_names : list of str
+    target_names : list of str
+
+    Raises
+    ------
+    InputError
+        ``n_samples < 1`` or ``n_features < 3``.
     """
     if n_samples < 1 or n_features < 3:
         raise InputError(f"n_samples must be positive and n_features at least 3; got {n_samples}, {n_features}")
