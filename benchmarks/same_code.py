@@ -16,6 +16,7 @@ import argparse
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 from benchmarks.common import RESULTS, ROOT, command, commit, write_text
 
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = [(path, *compare(path, args.against)) for path in changed_modules(args.against)]
     text = report(rows, args.against)
-    write_text(type(OUT)(args.out), text)
+    write_text(Path(args.out), text)
     print(text, end="")
     return int(any(verdict != "documentation only" for _, verdict, _ in rows))
 

@@ -31,9 +31,10 @@ def entries(text: str) -> list[tuple[str, bool]]:
     return [(m.group(1), "members: false" not in m.group(2)) for m in ENTRY.finditer(text + "\n")]
 
 
+ENTRIES = entries(PAGE.read_text())
 PUBLIC = tuple(dict.fromkeys([*(f"models.{name}" for name in models.__all__),
-                              *(name for name, members in entries(PAGE.read_text()) if members)]))
-SUMMARIES = tuple(name for name, members in entries(PAGE.read_text()) if not members)
+                              *(name for name, members in ENTRIES if members)]))
+SUMMARIES = tuple(name for name, members in ENTRIES if not members)
 OWN = ("models.", "training.", "service.")
 
 
@@ -62,9 +63,7 @@ def body_of(function) -> ast.AST:
 
 
 def gives_a_value(function) -> bool:
-    tree = body_of(function)
-    outer = tree.body[0]
-    for node in ast.walk(outer):
+    for node in ast.walk(body_of(function)):
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return True
         if isinstance(node, ast.Return) and node.value is not None:
@@ -100,7 +99,7 @@ def function_faults(function, where: str) -> list[str]:
 def class_faults(cls, where: str) -> list[str]:
     faults = [] if cls.docstring else [f"{where}: no docstring"]
     init = cls.members.get("__init__")  # its own, or a dataclass's: an inherited one is its base's to document
-    if init is not None and init.is_function and init.path.startswith(OWN) and cls.docstring:
+    if init is not None and init.is_function and cls.docstring:
         wanted = parameters(init)
         found = sections(cls)
         listed = found.get("parameters", [])

@@ -66,14 +66,15 @@ class TrainConfig:
     """What centre="auto" minimises over the candidates' out-of-fold Euclidean errors: "rmse", or "quantile", the
     error at the coverage level (the distance a region must reach)."""
     centre_screen_rows: int | None = 5000
-    """With centre="auto", a train part above this many rows screens the candidates on this many rows of one fold, then
-    races the survivors fold by fold (training.pipeline.centre_selection); None: every candidate on every fold
-    with all rows, whatever the size."""
+    """With centre="auto", a train part above this many rows screens the candidates on this many rows of one
+    fold, then races the survivors fold by fold (training.pipeline.centre_selection); None: every candidate on
+    every fold with all rows, whatever the size."""
     centre_screen_margin: float = 0.15
-    """Dropped at the screen when its error is more than this share above the best candidate's: the race's margin
-    and what a screen's few rows can misjudge a candidate by."""
+    """A candidate is dropped at the screen when its error is more than this share above the best candidate's:
+    the race's margin and what a screen's few rows can misjudge a candidate by."""
     centre_race_margin: float = 0.10
-    """Dropped between folds of the race when its error so far is more than this share above the best's."""
+    """A candidate is dropped between folds of the race when its error so far is more than this share above the
+    best's."""
     centre_race_rows: int | None = 500
     """Below centre_screen_rows the race starts once the folds seen hold this many rows (and from fold
     training.pipeline.centre_selection.RACE_FOLDS on); None: only above it (centre_screen_rows=None: no race
@@ -101,9 +102,10 @@ class TrainConfig:
     ``cross_fit`` or 5): fold centres that miss a fifth of the units over-cover
     (training.calibration.across.UnitCrossFit)."""
     across_centre_seconds: float | None = 60.0
-    """... while the served centre's costed fit (training.calibration.centre_cost: seconds on the reference machine,
-    from its kind, rows and features) times the folds stays within this many seconds (at least 5 folds whatever
-    it costs; None: no limit): a dear centre then keeps fewer folds, the same on any machine."""
+    """Cross-fit mode: the centre keeps ``across_centre_folds`` unit folds while its costed fit
+    (training.calibration.centre_cost: seconds on the reference machine, from its kind, rows and features) times
+    the folds stays within this many seconds, and never fewer than the shapes' folds; None: no limit. A dear
+    centre then keeps fewer folds, the same on any machine."""
     typicality: bool = True
     """Fit the queries' typicality step (models.typicality: their conformal p-value and the shift alarm's scores) on
     the train part, calibrated on the calibration rows (across units: each row without its unit)."""
