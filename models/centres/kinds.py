@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from models.centres.client import ClientCentre
 from models.centres.constant import ConstantCentre
+from models.centres.fingerprint import FingerprintCentre
 from models.centres.gp import GPCentre
 from models.centres.hgb import HGBCentre
 from models.centres.knn import KNNCentre
@@ -42,6 +43,9 @@ KINDS: dict[str, CentreSpec] = {spec.name: spec for spec in (
                SVRCentre, {}),
     CentreSpec("knn", "3 nearest training rows, weighted by inverse distance (fingerprint matching)",
                KNNCentre, {"n_neighbors": 3}, interpolates=True),
+    CentreSpec("fingerprint", "weighted nearest neighbours on the RSSI readings (not the scaled columns), the "
+               "representation, cutoff, k and weights chosen by leaving units out (the textbook 3-NN among them)",
+               FingerprintCentre, {}, interpolates=True),
     CentreSpec("hgb", "gradient-boosted trees per target (scikit-learn's HistGradientBoostingRegressor)",
                HGBCentre, {}),
     CentreSpec("mlp", "a ReLU MLP (128, 64) on standardised targets, trained with the batched torch trainer",
@@ -51,5 +55,5 @@ KINDS: dict[str, CentreSpec] = {spec.name: spec for spec in (
 )}
 
 #: single centre classes by the name a bundle records
-TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, HGBCentre, MLPCentre, GPCentre, ClientCentre,
-                                                        ConstantCentre)}
+TYPES: dict[str, type] = {cls.__name__: cls for cls in (SVRCentre, KNNCentre, FingerprintCentre, HGBCentre, MLPCentre,
+                                                        GPCentre, ClientCentre, ConstantCentre)}

@@ -5,7 +5,8 @@ units out:
 
 1. shuffled units go to the test part until it holds ``ceil(0.1 m)`` rows (at least one unit); the training
    part is every other row that shares **no** value of any ``COL`` with a test unit;
-2. when the dataset is grouped (by position), whole groups holding 20 % of the rows are drawn too: test and
+2. when the dataset is grouped (``--groups``; the caller leaves an automatic grouping out, ``holds_positions``
+   in :mod:`training.calibration.modes`), whole groups holding 20 % of the rows are drawn too: test and
    calibration keep their units' rows at those groups, training the rows elsewhere, so a calibration or
    test reading comes from a unit *and* a position its model never saw (``Split.across`` counts the rows
    no part can use as ``set_aside``);

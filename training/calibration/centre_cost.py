@@ -17,6 +17,7 @@ from __future__ import annotations
 #: per centre kind: (seconds of a fit on 1,000 rows x 100 features on the reference machine, growth in rows)
 RATES: dict[str, tuple[float, float]] = {
     "knn": (0.005, 0.7),
+    "fingerprint": (0.01, 1.0),
     "paper": (0.0033, 1.76),
     "scaled": (0.0156, 1.95),
     "hgb": (0.69, 0.55),

@@ -143,14 +143,22 @@ def choose_mode(dataset, config, split: Split | None, eta: float) -> Calibration
     return (CrossFitMode if cross else HeldOutMode)(split=split, groups=groups, rule=rule)
 
 
+def holds_positions(dataset, config) -> bool:
+    """Whether an across split also holds whole groups out: groups the user named (``--groups``), not the
+    automatic grouping by position, which across units would demand a new phone *and* a new position (regions
+    sized for both, where a new phone reads at the survey's positions)."""
+    return config.grouped(dataset) and not (dataset.grouping or {}).get("automatic", False)
+
+
 def default_split(dataset, config) -> Split:
     """The split a run uses when given none: over whole groups when the config uses the dataset's groups, the
     paper's row split otherwise (both seeded with ``config.seed``); with ``calibrate_across``, over its units
-    (:func:`training.calibration.across.across_split`)."""
+    (:func:`training.calibration.across.across_split`), holding positions out too only where the user grouped
+    them (:func:`holds_positions`)."""
     if config.calibrate_across:
         from training.calibration.across import across_split
 
-        return across_split(dataset if config.grouped(dataset) else replace(dataset, groups=None),
+        return across_split(dataset if holds_positions(dataset, config) else replace(dataset, groups=None),
                             config.calibrate_across, config.seed, config.coverage, mode=config.across_mode,
                             folds=config.cross_fit or 5)
     if config.grouped(dataset):

@@ -103,10 +103,15 @@ def load_data(args):
         share = share_of_repeated_positions(dataset.Y)
         if share > REPEATED_SHARE:
             dataset = group_by_position(dataset, auto=True)
-            print(f"lmve-train: {100 * share:.0f} % of the rows share their position with another row (a survey): "
-                  f"grouping by position ({dataset.grouping['n_groups']} positions). Test and calibration hold "
-                  "whole positions, so the guarantee is for readings at positions not in the survey. "
-                  "--groups none keeps the row protocol.")
+            if args.calibrate_across:
+                print(f"lmve-train: {100 * share:.0f} % of the rows share their position with another row (a survey); "
+                      f"across {','.join(args.calibrate_across)} units the test and calibration parts hold whole units "
+                      "out, at the survey's positions (--groups with the position columns holds positions out too)")
+            else:
+                print(f"lmve-train: {100 * share:.0f} % of the rows share their position with another row (a survey): "
+                      f"grouping by position ({dataset.grouping['n_groups']} positions). Test and calibration hold "
+                      "whole positions, so the guarantee is for readings at positions not in the survey. "
+                      "--groups none keeps the row protocol.")
     return dataset
 
 

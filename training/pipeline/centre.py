@@ -27,11 +27,58 @@ def centre_stage(s: TrainState) -> None:
     (:meth:`~training.calibration.modes.CalibrationMode.fit_centres`: a cross-fitted mode's unit cross-fit, whose
     out-of-fold centres replace the train rows'); ``timings["centre"]`` is the whole step's wall time."""
     t0 = time.perf_counter()
+    tuning = prepare_fingerprint(s)
     fit_centre(s, out_of_fold=not s.mode.cross_fitted)
+    if tuning is not None:
+        s.centre_info["fingerprint"] = fingerprint_record(tuning)
+        if hasattr(s.centre, "tuning_"):
+            s.centre.tuning_ = tuning
     if "centre selection" in s.meter.stages:
         s.timings["centre_selection"] = s.meter.stages["centre selection"]["seconds"]
     s.mode.fit_centres(s)
     s.timings["centre"] = time.perf_counter() - t0
+
+
+def _wants_fingerprint(config) -> bool:
+    """Whether the run may fit a fingerprint centre: configured, a candidate of "auto", or a member of the stack."""
+    if config.centre == "auto":
+        return "fingerprint" in config.centre_candidates
+    if config.centre == "stack":
+        return "fingerprint" in config.make_centre("stack").members
+    return config.centre == "fingerprint"
+
+
+def prepare_fingerprint(s: TrainState) -> dict | None:
+    """The fingerprint centre's reading space (:class:`~models.centres.representations.ReadingSpace`: the RSSI
+    step and scaler undone on the RSSI columns) and its configuration, chosen once on the train part by leaving
+    each of its units out (the calibration mode's: phones, users or positions; rows without), stage ``fingerprint``.
+    ``s.config.centre_context`` then gives both to every fingerprint centre the run fits (selection folds, unit
+    folds, the served one), so none searches the grid again. Returns the search's record (``None``: no
+    fingerprint centre in this run)."""
+    from models.centres.representations import ReadingSpace
+
+    config = s.config
+    if s.dataset.centers is not None or not _wants_fingerprint(config):
+        return None
+    train = s.split.train
+    with s.meter.stage("fingerprint"):
+        space = ReadingSpace.of(s.preprocess, s.scaler)
+        probe = config.make_centre("fingerprint").set_params(space=space, criterion=config.centre_criterion,
+                                                            coverage=s.eta)
+        probe.fit(s.Xs[train], s.Y[train], groups=s.train_groups)
+    context = {"space": space, "criterion": config.centre_criterion, "coverage": s.eta, **probe.chosen_}
+    s.config = replace(config, centre_context={**config.centre_context, "fingerprint": context})
+    return probe.tuning_
+
+
+def fingerprint_record(tuning: dict | None, shown: int = 5) -> dict | None:
+    """What the manifest and the report say of the fingerprint search: the configuration chosen, its error, the
+    textbook configuration's, and the ``shown`` best (``None``: the configuration was given, nothing searched)."""
+    if tuning is None:
+        return None
+    return {"chosen": tuning["chosen"], "error": tuning["error"], "textbook": tuning["textbook"],
+            "criterion": tuning["criterion"], "held_out": tuning["held_out"], "units": tuning["units"],
+            "best": tuning["candidates"][:shown], "configurations": len(tuning["candidates"])}
 
 
 def fit_centre(s: TrainState, out_of_fold: bool = True) -> None:

@@ -56,9 +56,9 @@ class TrainConfig:
     rssi_floor: float | None = None
     """What "not detected" becomes; None: below the weakest real reading."""
     rssi_representation: str = "auto"
-    """How the RSSI step re-expresses the readings (models.preprocessing.REPRESENTATIONS), or "auto": "relative"
-    with ``calibrate_across`` (a new phone's offset cancels), "dbm" otherwise."""
-    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "hgb", "gp")
+    """How the RSSI step re-expresses the readings (models.preprocessing.REPRESENTATIONS), or "auto": "dbm" (the
+    fingerprint centre chooses its own representation from the readings, across units too)."""
+    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "fingerprint", "hgb", "gp")
     """What centre="auto" chooses from. Not among them by default: "mlp" (six network fits per selection, the
     slowest candidate by far) and "stack" (the blend of the others, weighted on their out-of-fold centres, no fit
     of its own); ask for them with a candidates list."""
@@ -117,6 +117,10 @@ class TrainConfig:
     floor_classifier: str = "auto"
     """The floor classifier: "auto" (the candidate of smallest cross-validated Brier score) or one of
     models.floors.CLASSIFIERS."""
+    centre_context: dict = field(default_factory=dict, repr=False, compare=False)
+    """Set by train(), not by a user: per centre kind, what the train part decided before any centre of that kind
+    was fitted (the fingerprint centre's reading space and configuration, training.pipeline.centre); every
+    make_centre of that kind gets it."""
 
     def grouped(self, dataset) -> bool:
         """Whether a run on ``dataset`` uses its groups.
@@ -160,11 +164,9 @@ class TrainConfig:
         Returns
         -------
         str
-            ``rssi_representation``, or for "auto": "relative" across units, else "dbm".
+            ``rssi_representation``, or for "auto": "dbm".
         """
-        if self.rssi_representation == "auto":
-            return "relative" if self.calibrate_across else "dbm"
-        return self.rssi_representation
+        return "dbm" if self.rssi_representation == "auto" else self.rssi_representation
 
     def resolved_rule(self, grouped: bool) -> str:
         """The calibration rule, ``None`` resolved.
@@ -236,7 +238,8 @@ class TrainConfig:
             run = {"random_state": self.seed}
             if self.centre == "auto":
                 run["members"] = tuple(n for n in self.centre_candidates if n != "stack")
-        return spec.make(**run, **(self.centre_params if name == self.centre else {}))
+        return spec.make(**{**run, **(self.centre_params if name == self.centre else {}),
+                            **self.centre_context.get(name, {})})
 
 
 def check_config(config: TrainConfig) -> None:

@@ -70,7 +70,7 @@ def test_stack_refuses_bad_members_and_folds():
     X, Y = np.zeros((10, 2)), np.zeros((10, 2))
     with pytest.raises(InputError, match="members must be distinct centre names other than 'stack'"):
         StackCentre(members=("knn", "stack")).fit(X, Y)
-    with pytest.raises(InputError, match=r"\(scaled, paper, knn, hgb, mlp, gp\); got \['knn', 'svm'\]") as info:
+    with pytest.raises(InputError, match=r"\(scaled, paper, knn, fingerprint, hgb, mlp, gp\); got \['knn', 'svm'\]") as info:
         StackCentre(members=("knn", "svm")).fit(X, Y)
     assert info.value.field == "members"
     arrays = StackCentre(members=("knn",)).fit(np.arange(20.0).reshape(10, 2), np.ones((10, 2))).to_arrays()

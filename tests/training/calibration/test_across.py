@@ -368,11 +368,14 @@ def test_across_units_the_representation_is_fitted_on_the_train_rows_and_served_
     from models.preprocessing import RSSIFloor
 
     ds = offset_survey()
-    config = TrainConfig(methods=("ge", "nle"), centre="knn", rssi="auto", calibrate_across=("PHONEID",))
+    config = TrainConfig(methods=("ge", "nle"), centre="knn", rssi="auto", calibrate_across=("PHONEID",),
+                         rssi_representation="relative")
     result = train(ds, config)
     step = result.model.preprocess
     assert step.representation == "relative" and config.resolved_representation() == "relative"
-    assert replace(config, calibrate_across=()).resolved_representation() == "dbm"
+    # "auto" is the readings in dBm across units too: the fingerprint centre chooses its own representation
+    auto = replace(config, rssi_representation="auto")
+    assert auto.resolved_representation() == replace(auto, calibrate_across=()).resolved_representation() == "dbm"
     # fitted on the train part alone: the same step refitted on those rows has the same state
     again = RSSIFloor(representation="relative").fit(ds.X[result.split.train])
     assert (again.reference_, again.floor_, again.weakest_) == (step.reference_, step.floor_, step.weakest_)
@@ -404,7 +407,7 @@ def test_across_phones_a_device_offset_survey_holds_the_level_over_fifty_splits(
     for seed in range(50):
         result = train(offset_survey(n_devices=10, seed=seed),
                        TrainConfig(methods=("ge", "nle"), centre="knn", rssi="auto", calibrate_across=("PHONEID",),
-                                   seed=seed, primary_folds=0))
+                                   rssi_representation="relative", seed=seed, primary_folds=0))
         assert result.model.preprocess.representation == "relative"
         for name in coverage:
             coverage[name].append(result.metrics[name]["coverage"])

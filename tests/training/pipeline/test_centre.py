@@ -221,3 +221,48 @@ def test_quantile_criterion_chooses_the_smallest_error_at_the_coverage_level(tmp
     assert "CV quantile at the coverage level" in capsys.readouterr().out
     manifest = json.loads((out / "bundle" / "manifest.json").read_text())
     assert manifest["training"]["centre"]["criterion"] == "quantile"
+
+
+def test_the_fingerprint_centre_is_chosen_once_by_the_runs_units_and_every_fit_searches_that(tmp_path):
+    """Across phones, the train part's phones decide the representation and k (the search leaves each out), once:
+    the unit folds and the served centre fit that configuration without a search of their own, and the bundle
+    answers as the run did."""
+    from models.bundle import save_bundle
+    from models.centres.fingerprint import tune
+    from models.centres.representations import ReadingSpace
+    from tests.training.calibration.test_across import offset_survey
+
+    ds = offset_survey(n_devices=8, offset_sd_db=8.0)
+    config = TrainConfig(methods=("ge", "nle"), centre="fingerprint", rssi="auto", calibrate_across=("PHONEID",),
+                         primary_folds=0)
+    result = train(ds, config)
+    record, centre = result.centre["fingerprint"], result.model.centre
+    train_rows = result.split.train
+    space = ReadingSpace.of(result.model.preprocess, type("S", (), {"mean_": result.model.scaler_mean,
+                                                                     "scale_": result.model.scaler_scale}))
+    Xs = result.model.standardise(ds.X[train_rows])
+    by_hand = tune(space.readings(Xs), ds.Y[train_rows], ds.meta["PHONEID"][train_rows], space.floor, space.weakest,
+                   space.reference, {k: "auto" for k in ("representation", "cutoff_db", "n_neighbors", "weights")})
+    assert record["chosen"] == by_hand["chosen"] == centre.chosen_ and record["held_out"] == "each unit"
+    assert record["units"] == len(np.unique(ds.meta["PHONEID"][train_rows]))
+    assert record["error"] <= record["textbook"]
+    assert centre.tuning_["candidates"][0] == by_hand["candidates"][0]
+    save_bundle(result.model, tmp_path / "b")
+    served = load_bundle(tmp_path / "b")
+    Q = ds.X[result.split.test]
+    np.testing.assert_array_equal(served.predict_center(Q), result.model.predict_center(Q))
+    assert served.centre.chosen_ == centre.chosen_
+
+
+def test_every_fingerprint_fit_of_a_run_gets_the_chosen_configuration():
+    from dataclasses import replace
+
+    from models.centres.representations import ReadingSpace
+
+    space = ReadingSpace(np.arange(3), np.zeros(3), np.ones(3), -100.0, -95.0)
+    chosen = {"representation": "powed", "cutoff_db": 4.0, "n_neighbors": 7, "weights": "uniform"}
+    config = replace(TrainConfig(centre="auto"), centre_context={"fingerprint": {"space": space, **chosen}})
+    made = config.make_centre("fingerprint")
+    assert made.space is space and {k: getattr(made, k) for k in chosen} == chosen
+    assert TrainConfig().make_centre("fingerprint").representation == "auto"  # a user's config: nothing fixed
+    assert "centre_context" not in repr(config) and config == replace(config, centre_context={})
