@@ -338,7 +338,12 @@ def read_manifest(path, schema_version: int = SCHEMA_VERSION) -> dict:
     """
     path = Path(path)
     mpath = path / MANIFEST
-    if not path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError as exc:  # a name the file system refuses (too long, a NUL): no such bundle
+        raise BundleError(f"bundle directory {str(path)[:200]!r} cannot be read: {exc.strerror}",
+                          path=str(path)[:200]) from None
+    if not is_dir:
         raise BundleError(f"bundle directory {path} does not exist", path=str(path))
     if not mpath.is_file():
         raise BundleError(f"{mpath} is missing: {path} is not a bundle", path=str(mpath))

@@ -80,6 +80,8 @@ def test_garbage_manifest_and_missing_directory(copy_of, tmp_path):
         load_bundle(copy_of)
     with pytest.raises(BundleError, match="does not exist"):
         load_bundle(tmp_path / "nowhere")
+    with pytest.raises(BundleError, match="cannot be read: File name too long"):  # a 500 before, under fuzzing
+        load_bundle(tmp_path / ("x" * 300))
 
 
 def test_manifest_cannot_point_outside_the_bundle(copy_of):

@@ -257,8 +257,9 @@ def test_cli_states_the_guarantee_in_the_report_the_manifest_and_get_model(tmp_p
     printed = capsys.readouterr().out
     manifest = json.loads((out / "bundle" / "manifest.json").read_text())
     words = manifest["calibration"]["guarantee"]
-    assert words.startswith("P ~ 0.9 (approximate) for a reading from a new phone unit at a position not in the "
-                            "training data")
+    # grouped by position automatically: across phones the positions stay in (a new phone reads at them)
+    assert words.startswith("P ~ 0.9 (approximate) for a reading from a new phone unit: calibrated on all")
+    assert "at the survey's positions" in printed and manifest["calibration"]["across"]["held_out_groups"] is None
     assert manifest["calibration"]["across"]["columns"] == ["phone"]
     assert manifest["feature_names"] == ds.feature_names  # the label column is no feature
     assert f"guarantee: {words}" in printed and "calibrated across: phone: 10 units" in printed

@@ -3,6 +3,8 @@ the cross-fit over positions or units), and what the stages get from it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,20 @@ def test_a_cross_fitted_mode_scores_with_fold_models_and_gives_their_figures():
     assert len(folds) == s.k
     seen = np.concatenate([f[0] for f in folds])
     assert np.array_equal(np.sort(seen), np.arange(len(s.split.train)))
+
+
+def test_across_units_a_surveys_automatic_grouping_holds_no_positions_out_a_named_one_does():
+    """A new phone reads at the survey's positions: an automatic grouping by position does not make the across
+    split ask for a new position too; positions the user grouped (``--groups``) are held out as before."""
+    from training.calibration.modes import holds_positions
+    from training.data.datasets import group_by_position
+
+    named = phone_survey(8)  # grouped by position, as --groups x,y groups it
+    automatic = group_by_position(replace(named, groups=None, grouping=None), auto=True)
+    config = TrainConfig(calibrate_across=("PHONEID",))
+    assert holds_positions(named, config) and not holds_positions(automatic, config)
+    assert not holds_positions(named, replace(config, use_groups=False))
+    held, kept = default_split(named, config), default_split(automatic, config)
+    assert held.across["held_out_groups"] > 0 and held.across["rows"]["set_aside"] > 0
+    assert kept.across["held_out_groups"] is None and kept.across["rows"]["set_aside"] == 0
+    assert "position" not in kept.across["guarantee"] and "not in the training data" in held.across["guarantee"]

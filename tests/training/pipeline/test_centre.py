@@ -40,7 +40,8 @@ def test_auto_centre_picks_the_smallest_cross_validated_error_and_says_so():
     Xs = StandardScaler().fit(X).transform(X)
     oof = out_of_fold_centers(Xs, ds.Y[tr], config, 5, name="knn")
     assert np.isclose(cv["knn"]["rmse"], centre_errors(ds.Y[tr], oof)["rmse"])
-    kinds = {"knn": "KNNCentre", "hgb": "HGBCentre", "stack": "StackCentre", "paper": "SVRCentre", "scaled": "SVRCentre"}
+    kinds = {"knn": "KNNCentre", "hgb": "HGBCentre", "stack": "StackCentre", "paper": "SVRCentre", "scaled": "SVRCentre",
+             "fingerprint": "FingerprintCentre", "gp": "GPCentre"}
     assert type(result.model.centre).__name__ == kinds[result.centre["name"]]
 
 
@@ -78,7 +79,7 @@ def test_cli_reports_the_centre_choice_and_the_rssi_step(tmp_path, capsys):
     assert "centre: " in printed and "CV RMSE" in printed
     assert "8 of 8 columns are RSSI" in printed and "(most often 100)" in printed
     manifest = json.loads((out / "bundle" / "manifest.json").read_text())
-    assert set(manifest["training"]["centre"]["cv"]) == {"paper", "scaled", "knn", "hgb", "gp"}
+    assert set(manifest["training"]["centre"]["cv"]) == {"paper", "scaled", "knn", "fingerprint", "hgb", "gp"}
     report = (out / "report.md").read_text()
     assert "- centre: " in report and "- RSSI preprocessing: 8 of 8 columns" in report
 
