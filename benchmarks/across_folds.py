@@ -67,7 +67,7 @@ def run_variant(ds, protocol: str, seed: int, variant: str) -> list[dict]:
 
     column = PROTOCOLS[protocol]
     units = unit_codes(ds, [column])
-    split = across_split(ds, [column], seed, 0.9)
+    split = across_split(ds, [column], seed, 0.9, test_fraction=0.1)  # a test part of whole units, as measured
     config = _config(variant, column, seed, split.across["units"]["train"])
     if variant.startswith("position"):
         split = Split(train=split.train, calibration=split.calibration, test=split.test)
@@ -99,7 +99,7 @@ def run_representations(ds, protocol: str, seed: int) -> dict:
 
     column = PROTOCOLS[protocol]
     units = unit_codes(ds, [column])
-    split = across_split(ds, [column], seed, 0.9)
+    split = across_split(ds, [column], seed, 0.9, test_fraction=0.1)  # a test part of whole units, as measured
     out = {"protocol": protocol, "seed": seed}
     for rep in REPRESENTATIONS:
         config = TrainConfig(seed=seed, centre="knn", rssi="auto", rssi_representation=rep, calibrate_across=(column,))

@@ -143,7 +143,8 @@ def fingerprint(ds, config) -> dict:
             "floors": _plain(getattr(getattr(model, "floors", None), "metrics", None)),
             "stages": sorted(result.stages), "survey_size": _plain(result.survey_size),
             "split": {k: _plain(np.asarray(getattr(result.split, k))) for k in ("train", "calibration", "test")},
-            "regions": _regions_hash(model, ds, result.split.test)}
+            "regions": _regions_hash(model, ds, result.split.test if len(result.split.test) else
+                                     result.split.calibration)}
 
 
 def diff(a, b, path="") -> list[str]:

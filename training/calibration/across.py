@@ -1,25 +1,24 @@
 """``--calibrate-across COL[,COL]``: calibrate at units (phones, users, days) the scoring model never saw.
 
-The *units* are the distinct values (combinations, with several columns) of ``COL``; a split holds whole
-units out:
+The *units* are the distinct values (combinations, with several columns) of ``COL``. Two modes:
 
-1. shuffled units go to the test part until it holds ``ceil(0.1 m)`` rows (at least one unit); the training
-   part is every other row that shares **no** value of any ``COL`` with a test unit;
-2. when the dataset is grouped (``--groups``; the caller leaves an automatic grouping out, ``holds_positions``
-   in :mod:`training.calibration.modes`), whole groups holding 20 % of the rows are drawn too: test and
-   calibration keep their units' rows at those groups, training the rows elsewhere, so a calibration or
-   test reading comes from a unit *and* a position its model never saw (``Split.across`` counts the rows
-   no part can use as ``set_aside``);
-3. the calibration scores come from models that never saw the unit scored, in one of two modes:
+* ``cross-fit`` (default, :class:`UnitCrossFit`): **every unit trains the served model and calibrates it**.
+  The units are cut into folds; each unit's calibration scores come from a centre and shapes fitted
+  without its fold (cross-conformal; approximate, and said so), the threshold is rule ``group-weighted``
+  over all of them (every unit weighted ``1/m``). There is no test part: the held-out figures (coverage,
+  area, the centre's error) are each unit's rows scored by its fold's models at the threshold the *other*
+  units' scores give (leave one unit out, :mod:`training.calibration.unit_holdout`), what a new unit meets.
+* ``held-out``: shuffled units go to a test part until it holds ``ceil(0.1 m)`` rows (at least one), then
+  units holding 10 % of the rest's rows (at least two) are held out of training and calibrate alone;
+  ``m >= ceil(eta / (1 - eta))`` of them make rule ``group-subsample`` exact. The training part is every
+  other row that shares **no** value of any ``COL`` with a held-out unit.
 
-   * ``cross-fit`` (default, :class:`UnitCrossFit`): every training unit calibrates, scored by a centre
-     and shapes fitted without its unit fold (cross-conformal; approximate, and said so);
-   * ``held-out``: units holding 10 % of the rest's rows (at least two) are held out of training and
-     calibrate alone; ``m >= ceil(eta / (1 - eta))`` of them make rule ``group-subsample`` exact.
-
-The rule over the calibration units is ``group-weighted`` (every unit weighted ``1/m``, the pooled quantile
-at ``eta``) unless the exact form holds; the guarantee is for a reading of a new unit.
-``docs/concepts/training.md`` gives the reasoning."""
+When the dataset is grouped (``--groups``; the caller leaves an automatic grouping out, ``holds_positions``
+in :mod:`training.calibration.modes`), whole groups holding 20 % of the rows are drawn too: test and
+calibration keep their units' rows at those groups, training the rows elsewhere, so a calibration or test
+reading comes from a unit *and* a position its model never saw (``Split.across`` counts the rows no part
+can use as ``set_aside``). The guarantee is for a reading of a new unit; ``docs/concepts/training.md``
+gives the reasoning."""
 
 from __future__ import annotations
 
@@ -35,6 +34,10 @@ from training.calibration.splits import Split, count_units, groups_needed
 #: unit's alone) and two training units (the centre's and the shapes' unit folds)
 MIN_TEST_UNITS, MIN_CALIBRATION_UNITS, MIN_TRAIN_UNITS = 1, 2, 2
 MIN_UNITS = MIN_TEST_UNITS + MIN_CALIBRATION_UNITS + MIN_TRAIN_UNITS
+#: a grouped split draws whole groups holding at least this share of the rows (test and calibration read there)
+HELD_GROUPS = 0.2
+#: the cross-fit without a test part: each unit held out in turn against at least two others
+MIN_UNITS_CROSS = MIN_CALIBRATION_UNITS + 1
 
 
 def check_columns(dataset, columns) -> tuple[str, ...]:
@@ -93,33 +96,43 @@ def _refuse(name: str, what: str, least: int, have: int, detail: str = "") -> In
                       expected=f"at least {least} {what.split()[0]} units", received=str(have))
 
 
-def across_split(dataset, columns, seed: int, coverage: float, test_fraction: float = 0.1,
+def across_split(dataset, columns, seed: int, coverage: float, test_fraction: float | None = None,
                  calibration_fraction: float = 0.1, mode: str = "cross-fit", folds: int = 5):
-    """A :class:`training.calibration.splits.Split` whose test part holds whole units of ``columns`` absent from
-    training, and whose calibration scores come from models that never saw the unit scored (see the
-    module docstring): ``mode="held-out"`` holds calibration units out of training too,
-    ``"cross-fit"`` (default) scores every training unit with a model of its unit fold (``folds``
-    folds, :class:`UnitCrossFit`; the calibration rows are then the training units' rows at the
-    drawn groups, or, ungrouped, the training rows themselves). ``Split.across`` says how many units
-    each part holds, the rows set aside, the rule and the guarantee in words."""
+    """A :class:`training.calibration.splits.Split` whose calibration scores come from models that never saw
+    the unit scored (see the module docstring). ``mode="cross-fit"`` (default): every unit trains and
+    calibrates, scored out of its unit fold (``folds`` folds, :class:`UnitCrossFit`; with groups, the
+    calibration rows are the units' rows at the drawn groups, the training rows the others) and, unless
+    ``test_fraction`` (default 0 here) asks for one, no test part. ``mode="held-out"``: a test part of
+    ``test_fraction`` (default 0.1) of the rows and calibration units held out of training. ``Split.across``
+    says how many units each part holds, the rows set aside, the rule and the guarantee in words."""
     lookup(MODES, mode, "the across mode", field="--across-mode")
     cols = check_columns(dataset, columns)
     codes = unit_codes(dataset, cols)
     name = ",".join(cols)
     n_units = int(codes.max()) + 1
-    if n_units < MIN_UNITS:
-        raise InputError(f"--calibrate-across {name}: the rows hold {n_units} distinct {name} value"
-                         f"{'s' if n_units != 1 else ''}; calibrating across them needs at least {MIN_UNITS} "
-                         f"({MIN_TEST_UNITS} for test, {MIN_CALIBRATION_UNITS} for calibration, {MIN_TRAIN_UNITS} "
-                         "for training)", field="--calibrate-across", expected=f"at least {MIN_UNITS} {name} values",
-                         received=str(n_units))
     m = len(codes)
     cross = mode == "cross-fit"
+    if test_fraction is None:
+        test_fraction = 0.0 if cross else 0.1
+    if not cross and not test_fraction > 0:
+        raise InputError(f"the held-out across mode measures on a test part; test_fraction must be > 0, got "
+                         f"{test_fraction!r}", field="test_fraction", expected="a share in (0, 1)",
+                         received=repr(test_fraction))
+    least_test = MIN_TEST_UNITS if test_fraction > 0 else 0
+    least_units = MIN_UNITS if least_test else MIN_UNITS_CROSS
+    if n_units < least_units:
+        parts = (f"{MIN_TEST_UNITS} for test, {MIN_CALIBRATION_UNITS} for calibration, {MIN_TRAIN_UNITS} for training"
+                 if least_test else f"each held out in turn, scored at a threshold from at least "
+                 f"{MIN_CALIBRATION_UNITS} others")
+        raise InputError(f"--calibrate-across {name}: the rows hold {n_units} distinct {name} value"
+                         f"{'s' if n_units != 1 else ''}; calibrating across them needs at least {least_units} "
+                         f"({parts})", field="--calibrate-across", expected=f"at least {least_units} {name} values",
+                         received=str(n_units))
     rng = np.random.default_rng(seed)
     order = rng.permutation(n_units)
     sizes = np.bincount(codes, minlength=n_units)
-    n_test = _take(sizes, order, 0, math.ceil(test_fraction * m), MIN_TEST_UNITS,
-                   n_units - MIN_CALIBRATION_UNITS - MIN_TRAIN_UNITS)
+    n_test = 0 if not least_test else _take(sizes, order, 0, math.ceil(test_fraction * m), MIN_TEST_UNITS,
+                                            n_units - MIN_CALIBRATION_UNITS - MIN_TRAIN_UNITS)
     rest = m - int(sizes[order[:n_test]].sum())
     n_cal = 0 if cross else _take(sizes, order, n_test, math.ceil(calibration_fraction * rest),
                                   MIN_CALIBRATION_UNITS, n_units - n_test - MIN_TRAIN_UNITS)
@@ -128,7 +141,7 @@ def across_split(dataset, columns, seed: int, coverage: float, test_fraction: fl
     where = part[codes]
     apart = ~sharing(dataset.meta, cols, where != 2)
     grouped = dataset.groups is not None
-    at_held = held_groups(dataset.groups, test_fraction + calibration_fraction, rng) if grouped \
+    at_held = held_groups(dataset.groups, max(test_fraction + calibration_fraction, HELD_GROUPS), rng) if grouped \
         else np.ones(m, dtype=bool)
     test = np.flatnonzero((where == 0) & at_held)
     train = np.flatnonzero(apart & ~at_held) if grouped else np.flatnonzero(apart)
@@ -140,21 +153,39 @@ def across_split(dataset, columns, seed: int, coverage: float, test_fraction: fl
               (("test", test), ("calibration", cal), ("train", train))}
     detail = (f" ({n_units} in the data) once the rows that share a value"
               f"{' or a ' + dataset.grouping.get('by', 'group') if grouped else ''} with another part are set aside")
-    for part_name, least in (("test", MIN_TEST_UNITS), ("calibration", MIN_CALIBRATION_UNITS),
+    for part_name, least in (("test", least_test), ("calibration", MIN_CALIBRATION_UNITS),
                              ("train", MIN_TRAIN_UNITS)):
         if counts[part_name] < least:
             raise _refuse(name, f"{part_name} part", least, counts[part_name], detail)
     n_cal = counts["calibration"]
     need = groups_needed(coverage)
     exact = n_cal >= need and not cross
-    rule = "group-subsample" if exact else "group-weighted"
+    rule = "group-weighted" if not exact else "group-subsample"
+    words = _guarantee(dataset, name, coverage, counts, n_units, need, exact, cross, folds, n_test)
+    used = len(np.union1d(np.union1d(test, cal), train))
+    across = {"columns": list(cols), "mode": mode, "n_units": n_units, "units": counts,
+              "rows": {"test": len(test), "calibration": len(cal), "train": len(train), "set_aside": m - used},
+              "held_out_groups": None if not grouped else int(len(np.unique(dataset.groups[at_held]))),
+              "folds": min(folds, counts["train"]) if cross else None,
+              "held_out": "test part" if len(test) else "each unit scored by its fold's models at the threshold "
+                                                        "of the other units' scores (leave one unit out)",
+              "rule": rule, "exact": exact, "units_needed_for_exact": need, "guarantee": words}
+    return Split(train=train, calibration=cal, test=test, across=across)
+
+def _guarantee(dataset, name: str, coverage: float, counts: dict, n_units: int, need: int, exact: bool,
+               cross: bool, folds: int, n_test: int) -> str:
+    """:func:`across_split`'s guarantee in words."""
+    grouped = dataset.groups is not None
+    n_cal = counts["calibration"]
     at = f" at a {dataset.grouping['by']} not in the training data" if grouped else ""
     what = f"a reading from a new {name} unit{at}"
     if cross:
         k = min(folds, counts["train"])
-        words = (f"P ~ {coverage} (approximate) for {what}: calibrated on all {n_cal} {name} units of the training "
-                 f"part, each scored {'at groups out of training ' if grouped else ''}by a model fitted without it "
-                 f"({k} unit folds, cross-conformal), each unit weighted 1/{n_cal} (rule group-weighted)")
+        served = ("the served model is fitted on all of them" if not n_test else
+                  f"the served model is fitted on them ({counts['test']} more units held out to test)")
+        words = (f"P ~ {coverage} (approximate) for {what}: calibrated on all {n_cal} {name} units, each scored "
+                 f"{'at groups out of training ' if grouped else ''}by a model fitted without it ({k} unit folds, "
+                 f"cross-conformal), each unit weighted 1/{n_cal} (rule group-weighted); {served}")
     elif exact:
         words = (f"P >= {coverage} (exact) for {what}: calibrated on {n_cal} {name} units absent from training, "
                  f"one score per unit drawn at random (rule group-subsample)")
@@ -162,13 +193,8 @@ def across_split(dataset, columns, seed: int, coverage: float, test_fraction: fl
         words = (f"P ~ {coverage} (approximate) for {what}: calibrated on {n_cal} {name} units absent from training, "
                  f"each weighted 1/{n_cal} (rule group-weighted); the exact form needs {need} calibration units "
                  f"(m / (m + 1) >= {coverage}), the data has {n_units} in all")
-    used = len(np.union1d(np.union1d(test, cal), train))
-    across = {"columns": list(cols), "mode": mode, "n_units": n_units, "units": counts,
-              "rows": {"test": len(test), "calibration": len(cal), "train": len(train), "set_aside": m - used},
-              "held_out_groups": None if not grouped else int(len(np.unique(dataset.groups[at_held]))),
-              "folds": min(folds, counts["train"]) if cross else None,
-              "rule": rule, "exact": exact, "units_needed_for_exact": need, "guarantee": words}
-    return Split(train=train, calibration=cal, test=test, across=across)
+    return words
+
 
 def check_centre_folds(value) -> int:
     """``value`` (``TrainConfig.across_centre_folds``), or an :class:`InputError` unless an integer >= 2."""
@@ -269,8 +295,9 @@ class UnitCrossFit:
         """(len(score),) conformity scores of the score rows, each from its fold's centre and a shape
         ``make_regressor()`` (a :class:`models.predictor.SplitConformalRegressor` over a prefit centre)
         fits on the fold's out-of-fold residuals; NaN for the rows of units with no train row.
-        ``on_fold(shape, fold)``, when given, sees each fitted fold shape with its fold's positions into
-        ``train`` (rows of units that shape never saw: held-out rows for the served-method choice)."""
+        ``on_fold(shape, fold, scored)``, when given, sees each fitted fold shape with its fold's positions
+        into ``train`` (rows of units that shape never saw: held-out rows for the served-method choice) and
+        into ``score`` (the score rows it scored), after scoring them."""
         out = np.full(len(score), np.nan)
         for rest, fold, scored in self.folds_:
             if not len(scored):
@@ -278,11 +305,11 @@ class UnitCrossFit:
             rows = train[rest]
             shape = make_regressor().fit(X[rows], Y[rows], centers=self.train_centres_[rest],
                                          groups=units[rows]).shape_
-            if on_fold is not None:
-                on_fold(shape, fold)
             R = Y[score[scored]] - self.score_centres_[scored]
             shape.prepare_calibration(X[score[scored]], R)
             out[scored] = shape.conformity_scores(X[score[scored]], R)
+            if on_fold is not None:
+                on_fold(shape, fold, scored)
         return out
 
 

@@ -102,15 +102,49 @@ class CrossFitMode(CalibrationMode):
     def conformalize(self, s: TrainState, reg, name: str, on_fold=None):
         """``reg`` calibrated on the cross-fitted scores of the calibration rows, one shape per unit fold of
         ``s.unit_cross_fit``, each fitted at the configurations the served fit chose (LMVE's ``chosen_grid``: no
-        search of its own); ``on_fold(shape, fold)`` is called with each fold's shape."""
+        search of its own); ``on_fold(shape, fold, scored)`` is called with each fold's shape. Without a test
+        part, each fold's shape and the calibration rows it scored go to ``s.unit_folds[name]``, the run's
+        held-out figures (:meth:`held_out`)."""
         from functools import partial
 
         from training.calibration.across import conformalize_cross_fit, fold_regressor
 
+        keep = on_fold
+        if not len(s.split.test):
+            kept = s.unit_folds.setdefault(name, [])
+
+            def keep(shape, fold, scored):
+                kept.append((shape, s.split.calibration[scored]))
+                if on_fold is not None:
+                    on_fold(shape, fold, scored)
+
         regressor = partial(fold_regressor, s.config, name, reg.shape_, reg.centre_, s.eta, self.rule)
         return conformalize_cross_fit(reg, s.unit_cross_fit, regressor, s.Xs, s.Y, s.split.train,
                                       s.split.calibration, np.asarray(self.groups), s.centers, self.rule,
-                                      s.config.seed, s.eta, on_fold)
+                                      s.config.seed, s.eta, keep)
+
+    def held_out(self, s: TrainState) -> tuple[np.ndarray, np.ndarray, dict]:
+        """With no test part: ``(rows, centres, regions)``: the calibration rows (sorted), the fold models' centres
+        there (the served centre's for a unit with no train row), and each method's regions there, each unit
+        scored by its fold's models at the threshold of the other units' scores
+        (:func:`training.calibration.unit_holdout.leave_unit_out`)."""
+        from training.calibration.unit_holdout import leave_unit_out
+
+        cal, units = s.split.calibration, np.asarray(self.groups)
+        fold_centres = s.unit_cross_fit.score_centres_
+        centres = s.centers.copy()
+        centres[cal] = np.where(np.isnan(fold_centres), s.centers[cal], fold_centres)
+        rows = np.sort(cal)
+        regions = {}
+        for name, reg in s.methods.items():
+            folds = list(s.unit_folds.get(name, ()))
+            scored = np.concatenate([r for _, r in folds]) if folds else np.empty(0, dtype=np.int64)
+            rest = np.setdiff1d(cal, scored)
+            if len(rest):  # units with no train row: the served model never saw them
+                folds.append((reg.shape_, rest))
+            regions[name] = leave_unit_out(folds, s.Xs, s.Y, centres, units, self.rule, s.config.seed, s.eta,
+                                           reg.alpha_q_)[0]
+        return rows, centres[rows], regions
 
     def typicality_units(self) -> np.ndarray | None:
         return self.groups

@@ -43,11 +43,13 @@ def fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Stag
     with meter.stage("save bundle"):
         manifest = save_bundle(result.model, bundle, dataset=dataset.info, metrics=result.metrics,
                                training=training, calibration=calibration)
-    test = result.split.test
+    held = result.held_out  # no test part (across units, cross-fit): each unit left out in turn
+    test = result.split.test if held is None else held["rows"]
     report.mkdir(parents=True, exist_ok=True)
     with meter.stage("plot"):
         plot_test_regions(report / "test_regions.png", result.model, dataset.X[test], dataset.Y[test], seed=args.seed,
-                          centers=None if dataset.centers is None else dataset.centers[test], extent=scale)
+                          centers=None if dataset.centers is None else dataset.centers[test], extent=scale,
+                          regions=None if held is None else {m: held[m] for m in result.model.served_methods})
     write_report(report, dataset.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
     return result, manifest, calibration, training
 
@@ -105,8 +107,8 @@ def load_data(args):
             dataset = group_by_position(dataset, auto=True)
             if args.calibrate_across:
                 print(f"lmve-train: {100 * share:.0f} % of the rows share their position with another row (a survey); "
-                      f"across {','.join(args.calibrate_across)} units the test and calibration parts hold whole units "
-                      "out, at the survey's positions (--groups with the position columns holds positions out too)")
+                      f"across {','.join(args.calibrate_across)} units each unit is scored by models that never saw "
+                      "it, at the survey's positions (--groups with the position columns holds positions out too)")
             else:
                 print(f"lmve-train: {100 * share:.0f} % of the rows share their position with another row (a survey): "
                       f"grouping by position ({dataset.grouping['n_groups']} positions). Test and calibration hold "

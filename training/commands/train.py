@@ -51,8 +51,10 @@ def _run(args) -> int:
     out = args.out or Path("artifacts") / dataset.name
     result, manifest, calibration, training = fit_and_write(dataset, config, args, out / "bundle", out, meter)
     test = result.split.test
+    held = f"test split {len(test)} rows" if len(test) else \
+        f"no test part: each of the {result.split.across['units']['calibration']} units left out in turn"
     print(f"\n{dataset.name}: {dataset.X.shape[0]} rows, d={dataset.X.shape[1]}, n={dataset.Y.shape[1]}; "
-          f"test split {len(test)} rows; {time.perf_counter() - t0:.1f} s, peak memory "
+          f"{held}; {time.perf_counter() - t0:.1f} s, peak memory "
           f"{meter.peak():.0f} MiB (per stage: {out / 'report.md'})")
     print(metrics_table(result.metrics, config.coverage))
     print(f"served: {selection_line(result.model.selection)}")

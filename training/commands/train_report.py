@@ -121,7 +121,8 @@ def selection_table(selection: dict) -> str:
         return ""
     rank = {m: i + 1 for i, m in enumerate(selection.get("order", []))}
     lines = [f"Chosen on {selection['n_rows']} held-out rows, the {selection['rows']} ({selection['rule']}), by "
-             f"the {selection['criterion']}; the calibrated columns are the served regions on the test part.", "",
+             f"the {selection['criterion']}; the calibrated columns are "
+             f"{selection.get('calibrated_on', 'the served regions on the test part')}.", "",
              "| method | rank | held-out volume (own quantile) | calibrated coverage | calibrated volume |",
              "|---|---|---|---|---|"]
     for name, f in sorted(held.items(), key=lambda kv: rank.get(kv[0], len(rank) + 1)):
@@ -214,7 +215,7 @@ def coverage_words(metrics: dict, units: str = "rows") -> list[str]:
 
 
 def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_regions: int = 25, seed: int = 0,
-                      centers: np.ndarray | None = None, extent: dict | None = None):
+                      centers: np.ndarray | None = None, extent: dict | None = None, regions: dict | None = None):
     """PNG: each method's test coverage where it happens, with a sample of its calibrated regions.
 
     One point per test position (the distinct true positions of the rows), coloured by the share of its rows
@@ -224,7 +225,9 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
     (:func:`training.figures.coverage.coverage_interval`). The regions drawn are those of ``max_regions`` positions
     picked at random, one row each, with a line from each centre to its true position. ``extent`` (a survey's
     :func:`training.figures.survey_scale.survey_scale`) draws the surveyed positions' bounding box and convex hull, and says
-    in the title what share of the box the method's mean region is. Returns, per method, the
+    in the title what share of the box the method's mean region is. ``regions`` (method -> regions of the
+    rows of ``X_raw``), when given, are drawn instead of the model's: a cross-fit's with each unit left out in
+    turn, where there is no test part (``training.pipeline.TrainResult.held_out``). Returns, per method, the
     title's interval (:func:`training.figures.coverage.coverage_interval`) and ``points``, the points drawn."""
     import matplotlib
 
@@ -245,7 +248,8 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
                              sharey=True, squeeze=False, layout="constrained")
     drawn = {}
     for ax, name in zip(axes[0], names):
-        region = model.predict_region(X_raw, method=name, centers=centers, typicality=False).regions
+        region = regions[name] if regions is not None else \
+            model.predict_region(X_raw, method=name, centers=centers, typicality=False).regions
         inside = region.contains(Y)
         if grouped:
             share = group_shares(inside, where)  # where: 0 .. len(positions) - 1, every code present
@@ -281,7 +285,8 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
             axes[0][0].legend(loc="best", fontsize=7)
     else:
         axes[0][0].legend(loc="best", fontsize=8)
-    fig.suptitle(f"test {'positions' if grouped else 'points'} and {len(pick)} calibrated "
+    held = "test" if regions is None else "held-out (each unit left out in turn)"
+    fig.suptitle(f"{held} {'positions' if grouped else 'points'} and {len(pick)} calibrated "
                  f"{100 * model.coverage:.0f}% regions", fontsize=11)
     fig.savefig(path, dpi=110)
     plt.close(fig)

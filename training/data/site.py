@@ -11,9 +11,9 @@ from models.survey import Survey
 
 def survey_of(dataset, split, floor_codes: np.ndarray | None, seed: int = 0) -> Survey:
     """The positions of the training and calibration rows (with their floor classes when the bundle has
-    floors) and held-out rows of the test part to show."""
+    floors) and held-out rows of the test part to show (with no test part, calibration rows)."""
     surveyed = np.concatenate([split.train, split.calibration])
-    test = np.asarray(split.test)
+    test = np.asarray(split.test if len(split.test) else split.calibration)
     return Survey.of(dataset.Y[surveyed], None if floor_codes is None else floor_codes[surveyed],
                      dataset.X[test], dataset.Y[test], None if floor_codes is None else floor_codes[test], seed=seed)
 

@@ -42,6 +42,9 @@ class TrainResult:
     """Wall seconds and peak resident MiB per stage (training.pipeline.meter.StageMeter)."""
     survey_size: dict | None = None
     """Survey-size guidance (training.pipeline.survey_size), None where it does not apply."""
+    held_out: dict | None = None
+    """With no test part (across units, cross-fit): ``rows`` and each method's regions there, each unit
+    scored out of its fold (training.calibration.unit_holdout); None otherwise."""
 
 
 @dataclass
@@ -53,8 +56,10 @@ class TrainState:
     ``rule``), ``n_units`` (the train part's units), ``k`` (the shapes' out-of-fold folds, 0 for in-sample
     residuals) and ``floor_classes`` (``(labels, codes)`` with floors). The stages add the fitted ``preprocess``
     and ``scaler`` and the standardised rows ``Xs``; the ``centre``, every row's ``centers`` and ``centre_info``;
-    a cross-fitted mode's ``unit_cross_fit``; the calibrated ``methods`` with their ``fold_figures``; the
-    ``model``; the test ``metrics``; and each step's ``timings``.
+    a cross-fitted mode's ``unit_cross_fit``; the calibrated ``methods`` with their ``fold_figures`` (and,
+    with no test part, their ``unit_folds``: each fold's shape and the calibration rows it scored); the
+    ``model``; the test ``metrics`` (with no test part, the units' left out in turn, their regions in
+    ``held_out``); and each step's ``timings``.
     """
 
     dataset: Dataset
@@ -74,6 +79,8 @@ class TrainState:
     centers: np.ndarray | None = None
     centre_info: dict = field(default_factory=dict)
     unit_cross_fit: Any = None
+    unit_folds: dict = field(default_factory=dict)
+    held_out: dict | None = None
     methods: dict = field(default_factory=dict)
     fold_figures: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
@@ -107,4 +114,4 @@ class TrainState:
     def result(self) -> TrainResult:
         return TrainResult(model=self.model, split=self.split, metrics=self.metrics, timings=self.timings,
                            centre=self.centre_info, stages=self.meter.stages,
-                           survey_size=self.survey_size)
+                           survey_size=self.survey_size, held_out=self.held_out)

@@ -8,6 +8,10 @@ chosen on every train row, the fold's among them, so a little in LMVE's favour.
 Across units in cross-fit mode the calibration has already scored every train row by a shape of its unit
 fold (:func:`training.pipeline.conformalize_across`'s ``fold_figures``): when every ellipsoid method has
 the same rows, that cross-fit joins the test rows and nothing is fitted again.
+
+With no test part (across units, cross-fit: every unit calibrates) the choice reads the run's own held-out
+figures, each unit left out in turn (:func:`by_units`): the ball about the same centre is the safe choice, and
+another method is served only where its mean area is no larger than the ball's at **every** unit left out.
 """
 
 from __future__ import annotations
@@ -27,12 +31,55 @@ from training.pipeline.served_volume import (MIN_UNITS, choose, cross_fit_figure
 
 def choose_served(s: TrainState) -> dict:
     """The model's ``selection``: which method the plain routes serve, and the evidence."""
+    if s.held_out is not None:
+        return by_units(s)
     choice = ServedChoice(s)
     if not choice.reuse_unit_folds():
         choice.read_held_out()
         if choice.folds:
             choice.cross_fit()
     return choice.selection()
+
+
+#: the method a new unit's regions must not exceed, unit by unit, for another to be served
+SAFE = "ball"
+
+
+def by_units(s: TrainState) -> dict:
+    """The ``selection`` of a run with no test part, on its units each left out in turn (``s.held_out``, the
+    regions of :meth:`training.calibration.modes.CrossFitMode.held_out`): every ellipsoid method's mean area
+    per unit, each unit weighted the same. Eligible: the ball (:data:`SAFE`) and every method whose mean area is
+    at most the ball's at every unit (all methods when the ball is not trained); the eligible ones rank first,
+    by their mean over the units (ties: the registry's order), then the others; ``--primary`` forces its
+    method first. ``held_out``: per method ``volume`` (the unit-weighted mean area, ``None`` for a box),
+    ``coverage`` and ``volume_calibrated`` (the run's figures over the rows) and ``units_larger_than_ball``."""
+    from training.pipeline.served_volume import AUTO
+
+    rows = s.held_out["rows"]
+    codes = np.unique(s.groups_of(rows), return_inverse=True)[1].ravel()
+    sizes = np.bincount(codes)
+    fallback = registry.fallback_order()
+    ellipsoids = [m for m in fallback if m in s.methods and registry.METHODS[m].kind == "ellipsoid"]
+    per = {m: np.bincount(codes, weights=s.held_out[m].volume("lebesgue")) / sizes for m in ellipsoids}
+    ball = per.get(SAFE)
+    larger = {m: 0 if ball is None else int(np.sum(per[m] > ball)) for m in ellipsoids}
+    ranked = sorted(ellipsoids, key=lambda m: (larger[m] > 0, float(np.mean(per[m])), fallback.index(m)))
+    primary = s.config.primary
+    if primary != AUTO:
+        ranked = [primary, *[m for m in ranked if m != primary]]
+    held = {m: {"volume": float(np.mean(per[m])) if m in per else None, "coverage": s.metrics[m]["coverage"],
+                "volume_calibrated": s.metrics[m]["volume"], "units_larger_than_ball": larger.get(m)}
+            for m in s.methods}
+    held = {m: {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in f.items()}
+            for m, f in held.items()}
+    safe = f"no larger than the {registry.METHODS[SAFE].label}'s at any unit, " if ball is not None else ""
+    return {"rule": "auto" if primary == AUTO else "forced", "primary": ranked[0], "order": ranked,
+            "rows": f"calibration rows of {len(sizes)} units, each unit left out in turn", "n_rows": int(len(rows)),
+            "folds": int(s.centre_info.get("cross_fit") or 0), "folds_run": int(s.centre_info.get("cross_fit") or 0),
+            "criterion": (f"smallest mean area over the units, each unit's regions from models that never saw it at "
+                          f"the threshold of the other units' scores, every unit weighted the same; {safe}else the "
+                          f"{registry.METHODS[SAFE].label if ball is not None else 'registry order'}"),
+            "held_out": held, "calibrated_on": "each unit's rows at the other units' threshold"}
 
 
 def _regressor(s: TrainState, name: str) -> SplitConformalRegressor:

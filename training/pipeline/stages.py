@@ -194,8 +194,13 @@ def floors_stage(s: TrainState) -> None:
 
 def test_part_stage(s: TrainState) -> None:
     """Coverage and volume of every method on the test rows (stage ``test``), with the floors' held-out figures;
-    each method's fit seconds and the centre's test error beside them."""
+    each method's fit seconds and the centre's test error beside them. With no test part (across units,
+    cross-fit), the same figures with each unit left out in turn (:meth:`training.calibration.modes.CrossFitMode.held_out`)."""
     test = s.split.test
+    if not len(test):  # across units, cross-fit: every unit calibrates; each is left out in turn instead
+        with s.meter.stage("test"):
+            _units_left_out(s)
+        return
     centers = None if s.dataset.centers is None else s.dataset.centers[test]
     with s.meter.stage("test"):
         s.metrics = evaluate(s.model, s.dataset.X[test], s.Y[test], centers=centers, groups=s.groups_of(test))
@@ -221,6 +226,26 @@ def size_stage(s: TrainState) -> None:
     from training.pipeline.survey_size import survey_size
 
     s.survey_size = survey_size(s)
+
+
+def _units_left_out(s: TrainState) -> None:
+    """:func:`test_part_stage` with no test part: every method's figures on the calibration rows, each unit's
+    regions from its fold's models at the threshold of the other units' scores
+    (:meth:`training.calibration.modes.CrossFitMode.held_out`), with ``units`` (each unit's coverage: the lowest,
+    the mean) and ``held_out`` (how, in words); the fold centres' errors as the centre's test error; the regions
+    in ``s.held_out`` (the plot's)."""
+    from training.calibration.unit_holdout import unit_coverages
+
+    rows, centres, regions = s.mode.held_out(s)
+    units = s.groups_of(rows)
+    for name, region in regions.items():
+        s.metrics[name] = {**region_metrics(region, s.Y[rows], units),
+                           "units": unit_coverages(region.contains(s.Y[rows]), units),
+                           "held_out": "each unit's rows scored by its fold's models at the threshold of the other "
+                                       "units' scores (leave one unit out)",
+                           "fit_seconds": s.timings[name]}
+    s.centre_info["test"] = centre_errors(s.Y[rows], centres)
+    s.held_out = {"rows": rows, **regions}
 
 
 def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None,
@@ -296,7 +321,7 @@ def fit_typicality(Xs: np.ndarray, split: Split, units=None, seed: int = 0):
         return None
 
 
-def _fold_figures(s: TrainState, name: str, shape, fold: np.ndarray) -> None:
+def _fold_figures(s: TrainState, name: str, shape, fold: np.ndarray, scored: np.ndarray | None = None) -> None:
     """A fold shape's figures of its fold's train rows, kept in ``s.fold_figures[name]``."""
     from training.pipeline.served_volume import unit_figures
 

@@ -53,7 +53,7 @@ def survey_size(s) -> dict | None:
                                                                  train, train, units)
     figures: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def keep(shape, fold):
+    def keep(shape, fold, scored):
         rows = train[fold]
         figures.append(unit_figures(shape, s.Xs[rows], s.Y[rows] - halves.train_centres_[fold], s.eta))
 

@@ -52,30 +52,36 @@ def test_held_out_units_and_positions_stay_out_of_training(columns, seed):
 
 @pytest.mark.parametrize("columns", [["PHONEID"], ["USERID"], ["PHONEID", "USERID"]])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_cross_fit_calibrates_every_training_unit_at_positions_out_of_training(columns, seed):
+def test_cross_fit_calibrates_every_unit_at_positions_out_of_training(columns, seed):
     ds = survey(12)
     split = across_split(ds, columns, seed, 0.9)
     assert split.across["mode"] == "cross-fit"
     codes = unit_codes(ds, columns)
-    assert not np.intersect1d(split.train, split.calibration).size and not np.intersect1d(split.train, split.test).size
-    for c in columns:  # the test units share no value with training or calibration
-        assert not shared(ds, c, split.test, split.train).size and not shared(ds, c, split.test, split.calibration).size
-    for held in (split.calibration, split.test):  # both at positions out of training
-        assert not np.intersect1d(ds.groups[held], ds.groups[split.train]).size
-    # the calibration units are the training units (each scored by a model of its unit fold)
-    assert set(codes[split.calibration]) == set(codes[split.train])
+    assert not len(split.test) and not np.intersect1d(split.train, split.calibration).size
+    # calibration at positions out of training; every row is one or the other (nothing set aside)
+    assert not np.intersect1d(ds.groups[split.calibration], ds.groups[split.train]).size
+    assert len(split.train) + len(split.calibration) == len(ds.Y) and split.across["rows"]["set_aside"] == 0
+    # every unit trains and calibrates (each scored by a model of its unit fold)
+    assert set(codes[split.calibration]) == set(codes[split.train]) == set(codes)
     a = split.across
-    assert a["units"]["calibration"] == a["units"]["train"] == len(np.unique(codes[split.train]))
+    assert a["units"] == {"test": 0, "calibration": len(set(codes)), "train": len(set(codes))}
     assert (a["rule"], a["exact"], a["folds"]) == ("group-weighted", False, 5)
     held_out = across_split(ds, columns, seed, 0.9, mode="held-out").across
     assert a["units"]["calibration"] > held_out["units"]["calibration"]
+    # a test part only when asked for: then its units share no value with the other parts
+    tested = across_split(ds, columns, seed, 0.9, test_fraction=0.1)
+    assert len(tested.test) and tested.across["units"]["test"] >= 1
+    for c in columns:
+        assert not shared(ds, c, tested.test, tested.train).size
+        assert not shared(ds, c, tested.test, tested.calibration).size
 
 
 def test_without_groups_cross_fit_calibrates_on_the_training_rows():
     ds = replace(survey(8), groups=None, grouping={})
     split = across_split(ds, ["PHONEID"], 0, 0.9)
     assert np.array_equal(split.calibration, split.train) and split.across["held_out_groups"] is None
-    assert len(split.train) + len(split.test) == len(ds.Y) and "at groups" not in split.across["guarantee"]
+    assert np.array_equal(split.train, np.arange(len(ds.Y))) and not len(split.test)
+    assert "at groups" not in split.across["guarantee"]
 
 
 def test_without_groups_every_other_unit_trains():
@@ -103,8 +109,10 @@ def test_guarantee_is_exact_with_enough_units_and_approximate_below():
     assert cross["units"]["calibration"] >= 9 and (cross["rule"], cross["exact"]) == ("group-weighted", False)
     assert cross["guarantee"].startswith("P ~ 0.9 (approximate) for a reading from a new PHONEID unit at a position "
                                          f"not in the training data: calibrated on all {cross['units']['calibration']} "
-                                         "PHONEID units of the training part")
+                                         "PHONEID units, each scored at groups out of training by a model fitted "
+                                         "without it")
     assert "(5 unit folds, cross-conformal)" in cross["guarantee"]
+    assert cross["guarantee"].endswith("the served model is fitted on all of them")
     with pytest.raises(InputError, match="the across mode must be one of cross-fit, held-out; got 'both'"):
         across_split(survey(12), ["PHONEID"], 0, 0.9, mode="both")
 
@@ -174,8 +182,16 @@ def test_too_few_units_names_the_column_and_the_count(n_devices):
     ds = survey(n_devices)
     with pytest.raises(InputError, match=rf"--calibrate-across PHONEID: the rows hold {n_devices} distinct PHONEID "
                                          r"value.*at least 5 \(1 for test, 2 for calibration, 2 for training\)") as e:
-        across_split(ds, ["PHONEID"], 0, 0.9)
+        across_split(ds, ["PHONEID"], 0, 0.9, mode="held-out")
     assert e.value.field == "--calibrate-across" and e.value.received == str(n_devices)
+    # the cross-fit has no test part: each unit is held out in turn against at least two others
+    if n_devices < 3:
+        with pytest.raises(InputError, match=r"at least 3 \(each held out in turn, scored at a threshold from at "
+                                             r"least 2 others\)"):
+            across_split(ds, ["PHONEID"], 0, 0.9)
+    else:
+        split = across_split(replace(ds, groups=None), ["PHONEID"], 0, 0.9)
+        assert not len(split.test) and split.across["units"]["calibration"] == n_devices
 
 
 def test_unknown_column_lists_those_there_are():
@@ -289,12 +305,12 @@ def test_csv_label_columns_are_checked(tmp_path):
 def test_the_served_method_choice_reads_the_unit_folds_train_rows_without_fitting_again():
     """In cross-fit mode each unit fold's shape also scores its fold's train rows (phones it never saw):
     GE's pooled figures are, by hand, those rows' Mahalanobis distances under the other folds' second
-    moment about the fold centres, then the test rows' under the served shape."""
+    moment about the fold centres, then the test rows' under the served shape (a split with a test part)."""
     from training.pipeline.served_volume import pooled_figures
 
     ds = survey(12)
     config = TrainConfig(methods=("ge", "nle"), centre="knn", calibrate_across=("PHONEID",), seed=2)
-    result = train(ds, config)
+    result = train(ds, config, split=across_split(ds, ["PHONEID"], 2, 0.9, test_fraction=0.1))
     split, model, sel = result.split, result.model, result.model.selection
     units = unit_codes(ds, ["PHONEID"])
     Xs = model.standardise(ds.X)
@@ -371,7 +387,8 @@ def test_across_units_the_representation_is_fitted_on_the_train_rows_and_served_
     ds = offset_survey()
     config = TrainConfig(methods=("ge", "nle"), centre="knn", rssi="auto", calibrate_across=("PHONEID",),
                          rssi_representation="relative")
-    result = train(ds, config)
+    # a test part, so that the train part is not every row
+    result = train(ds, config, split=across_split(replace(ds, groups=None), ["PHONEID"], 0, 0.9, test_fraction=0.3))
     step = result.model.preprocess
     assert step.representation == "relative" and config.resolved_representation() == "relative"
     # "auto" is the readings in dBm across units too: the fingerprint centre chooses its own representation
