@@ -31,6 +31,9 @@ class CentreSpec:
     #: reproduces its own training rows (kNN): its in-sample residuals are zero, so shapes must learn
     #: from out-of-fold residuals
     interpolates: bool = False
+    #: a lazy learner (kNN): fitting stores the rows, so ``centre="auto"``'s screen fits it on all of them
+    #: (on fewer it would be judged as a sparser search, not as itself) at little cost
+    lazy: bool = False
 
     def make(self, **overrides):
         return self.estimator(**{**self.params, **overrides})
@@ -42,10 +45,10 @@ KINDS: dict[str, CentreSpec] = {spec.name: spec for spec in (
     CentreSpec("paper", "the paper's RBF SVR per target (scikit-learn defaults, epsilon in target units)",
                SVRCentre, {}),
     CentreSpec("knn", "3 nearest training rows, weighted by inverse distance (fingerprint matching)",
-               KNNCentre, {"n_neighbors": 3}, interpolates=True),
+               KNNCentre, {"n_neighbors": 3}, interpolates=True, lazy=True),
     CentreSpec("fingerprint", "weighted nearest neighbours on the RSSI readings (not the scaled columns), the "
                "representation, cutoff, k and weights chosen by leaving units out (the textbook 3-NN among them)",
-               FingerprintCentre, {}, interpolates=True),
+               FingerprintCentre, {}, interpolates=True, lazy=True),
     CentreSpec("hgb", "gradient-boosted trees per target (scikit-learn's HistGradientBoostingRegressor)",
                HGBCentre, {}),
     CentreSpec("mlp", "a ReLU MLP (128, 64) on standardised targets, trained with the batched torch trainer",

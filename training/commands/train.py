@@ -56,7 +56,7 @@ def _run(args) -> int:
     print(f"\n{dataset.name}: {dataset.X.shape[0]} rows, d={dataset.X.shape[1]}, n={dataset.Y.shape[1]}; "
           f"{held}; {time.perf_counter() - t0:.1f} s, peak memory "
           f"{meter.peak():.0f} MiB (per stage: {out / 'report.md'})")
-    print(metrics_table(result.metrics, config.coverage))
+    print(metrics_table(result.metrics, config.coverage, "test" if len(test) else "held-out"))
     print(f"served: {selection_line(result.model.selection)}")
     _print_calibration(result.split, calibration)
     if result.model.floors is not None:

@@ -37,6 +37,13 @@ def _grouping(calibration: dict) -> str:
     return f"by {g['by']} ({g['n_groups']} groups; {how}); calibration rule {calibration.get('rule')}"
 
 
+def part_words(calibration: dict) -> str:
+    """What a run's figures are measured on, in words: ``"test"`` (its test part), or ``"held-out"`` where
+    there is none and each unit was left out in turn (calibrated across units, cross-fit)."""
+    across = calibration.get("across") or {}
+    return "held-out" if across and across.get("held_out", "test part") != "test part" else "test"
+
+
 def _units(calibration: dict) -> str:
     """What one test group is, in words: ``"positions"``, ``"PHONEID units"``."""
     if calibration.get("across"):
@@ -155,10 +162,12 @@ def _pct(v: float) -> str:
     return f"{100 * v:.1f}"
 
 
-def metrics_table(metrics: dict, coverage: float) -> str:
+def metrics_table(metrics: dict, coverage: float, part: str = "test") -> str:
     """A fixed-width table: method, test coverage and its exact 95 % interval (over the rows, or the test
     groups when grouped: :func:`training.figures.coverage.coverage_interval`) with where the target lies against it,
-    mean volume (true and paper convention), the RMSE of the regions' centres, fit time."""
+    mean volume (true and paper convention), the RMSE of the regions' centres, fit time. ``part``: what the
+    figures are measured on, in words (``"test"``, or ``"held-out"`` where each unit is left out in turn:
+    :func:`part_words`)."""
     head = (f"{'method':<8} {'coverage':>9} {'95 % interval':>14} {'target':>12} {'area (true)':>12} "
             f"{'sqrt det C':>11} {'centre RMSE':>12} {'fit s':>7}")
     lines = [head, "-" * len(head)]
@@ -170,43 +179,44 @@ def metrics_table(metrics: dict, coverage: float) -> str:
                      f"{m['volume_paper']:>11.4g} {m.get('centre_rmse', float('nan')):>12.4g} "
                      f"{m.get('fit_seconds', float('nan')):>7.1f}")
     first = next((m["coverage_test"] for m in metrics.values() if "coverage_test" in m), None)
-    over = f"the {first['n']} test {first['unit']}" if first else "the test rows"
+    over = f"the {first['n']} {part} {first['unit']}" if first else f"the {part} rows"
     lines.append(f"target coverage {100 * coverage:.1f}%; intervals exact (Clopper-Pearson) over {over}, 'target': "
                  "within the interval (a shortfall beyond the tolerance ruled out), inconclusive (within, and so is "
-                 "such a shortfall: too few test units), short of it or above it; 'sqrt det C' is the paper's volume convention "
-                 "(no unit-ball constant); Copula regions are boxes; 'centre RMSE': the regions' centres against "
-                 "the true points (LMVE's own with --learned-centre)")
+                 f"such a shortfall: too few {part} units), short of it or above it; 'sqrt det C' is the paper's "
+                 "volume convention (no unit-ball constant); Copula regions are boxes; 'centre RMSE': the regions' "
+                 "centres against the true points (LMVE's own with --learned-centre)")
     return "\n".join(lines)
 
 
-def coverage_words(metrics: dict, units: str = "rows") -> list[str]:
+def coverage_words(metrics: dict, units: str = "rows", part: str = "test") -> list[str]:
     """Per method, in words: its test coverage, the interval, and whether the target lies within it (a
     shortfall that chance explains) or beyond it (a shortfall chance does not explain, or more coverage
-    than asked). ``units``: what the test counts when it counts groups (``"positions"``)."""
+    than asked). ``units``: what the test counts when it counts groups (``"positions"``); ``part``: as
+    :func:`metrics_table`'s."""
     lines = []
     for name, m in metrics.items():
         t = m.get("coverage_test")
         if not t:
             continue
         what = "rows" if t["unit"] == "rows" else units
-        stated = (f"**{label(name)}**: {_pct(t['estimate'])} % over {t['n']} test {what}, 95 % interval "
+        stated = (f"**{label(name)}**: {_pct(t['estimate'])} % over {t['n']} {part} {what}, 95 % interval "
                   f"{_pct(t['interval'][0])}-{_pct(t['interval'][1])} %")
         target, p = f"{_pct(t['level'])} % target", t["p_value"]
         if t["verdict"] == "short":
             lines.append(f"- {stated}: **short of the {target} beyond its interval**: a shortfall that chance over "
-                         f"{t['n']} test {what} does not explain (one-sided p = {p:.2g}). The calibration rows do not "
-                         "stand for the test rows (a unit split across parts, or a drift between them), or the "
+                         f"{t['n']} {part} {what} does not explain (one-sided p = {p:.2g}). The calibration rows do "
+                         "not stand for the test rows (a unit split across parts, or a drift between them), or the "
                          "calibration is too small to be steady; check the grouping before serving this method.")
         elif t["verdict"] == "above":
             lines.append(f"- {stated}: above the {target} beyond its interval: the regions hold more than asked "
                          "(larger than the level needs).")
         elif t["verdict"] == "inconclusive":
             lines.append(f"- {stated}: **inconclusive**: the {target} lies within the interval, and so does a "
-                         f"shortfall of more than {_pct(t['tolerance'])} points; {t['n']} test {what} cannot tell "
+                         f"shortfall of more than {_pct(t['tolerance'])} points; {t['n']} {part} {what} cannot tell "
                          f"(about {t['needed']} would, at a coverage on target).")
         elif t["estimate"] < t["level"]:
             lines.append(f"- {stated}: the {target} is within the interval: a shortfall of this size is what "
-                         f"{t['n']} test {what} give by chance (one-sided p = {p:.2g}); more test {what} would "
+                         f"{t['n']} {part} {what} give by chance (one-sided p = {p:.2g}); more {part} {what} would "
                          "tell.")
         else:
             lines.append(f"- {stated}: the {target} is within the interval and the coverage at or above it: "
@@ -312,6 +322,7 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
         {"dataset": dataset_info, "coverage": coverage, "metrics": metrics, "timings_seconds": timings,
          "stages": stages or {}, "bundle_id": manifest.get("bundle_id")}, indent=2))
     lmve = manifest.get("methods", {}).get("lmve", {}).get("params", {})
+    part = part_words(manifest.get("calibration", {}))
     lines = [f"# lmve training report: {dataset_info['name']}", "",
              f"- rows {dataset_info['rows']}, d = {dataset_info['d']}, n = {dataset_info['n']}, "
              f"data sha256 `{dataset_info['sha256'][:16]}...`",
@@ -329,9 +340,10 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
              f"- centre: {centre_line(manifest.get('training', {}).get('centre'))}",
              f"- RSSI preprocessing: {manifest.get('training', {}).get('preprocess', 'none')}",
              f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",
-             "```", metrics_table(metrics, coverage), "```", "", "![test regions](test_regions.png)", ""]
-    lines += ["## Test coverage against the target", "", *coverage_words(metrics, _units(manifest.get("calibration", {}))),
-              ""]
+             "```", metrics_table(metrics, coverage, part), "```", "", f"![{part} regions](test_regions.png)",
+             ""]
+    lines += [f"## {part.capitalize()} coverage against the target", "",
+              *coverage_words(metrics, _units(manifest.get("calibration", {})), part), ""]
     candidates = candidates_table(manifest.get("training", {}).get("centre"))
     if candidates:
         lines += ["## Centre candidates", "", candidates, ""]

@@ -9,80 +9,118 @@ import time
 
 import numpy as np
 
+from models.centres.kinds import KINDS
 from models.parallel import side_by_side
 
 #: TrainConfig.centre_criterion -> its words in the manifest and the report
 CRITERIA = {"rmse": "RMSE", "quantile": "quantile at the coverage level"}
 
+#: below the screen size the race judges from this fold on, whatever the rows of the first, and over unit folds
+#: the screen too: one fold of a few groups is one draw of their spread. Visits (28 subjects, 3-4 a fold),
+#: seed 2: after fold 1 ``paper`` was 12 % behind ``hgb`` (4.30 against 3.83) and dropped; after fold 2 it was
+#: 7 % behind, and after five 5 % ahead (2.88 against 3.05); ``hgb``'s regions then held 36 % of the test
+#: subjects' rows, paper's 83 %
+RACE_FOLDS = 2
+
 
 def screen(X, Y, config, first_fold, records, alive, say, workers=None):
     """Rung 1: every candidate fitted on ``centre_screen_rows`` rows of fold 1's training rows (drawn by
-    ``numpy.random.default_rng(seed).choice``, sorted), scored on its held-out rows (each record's
-    ``screen``); those more than ``centre_screen_margin`` behind the best are dropped.
-    Returns the survivors, and their fold-1 predictions when the screen used all the training rows."""
+    ``numpy.random.default_rng(seed).choice``, sorted; a lazy learner, :attr:`models.centres.kinds.CentreSpec.lazy`,
+    on all of them), scored on its held-out rows (each record's ``screen``); those more than
+    ``centre_screen_margin`` behind the best are dropped.
+    Returns the survivors, and the fold-1 predictions of those the screen fitted on all the training rows."""
     rest, fold = first_fold
-    n = config.centre_screen_rows
-    whole = len(rest) <= n
-    sub = rest if whole else np.sort(np.random.default_rng(config.seed).choice(rest, n, replace=False))
+    sub = _subsample(rest, config.centre_screen_rows, np.random.default_rng(config.seed))
+    rows = {name: rest if lazy(name) else sub for name in alive}
     key, level = config.centre_criterion, config.coverage
     preds, errors = {}, {}
     say(f"screen {', '.join(alive)} on {len(sub)} rows")
-    fitted = side_by_side(lambda name: fit_predict(config, name, X[sub], Y[sub], X[fold]), alive, workers)
+    fitted = side_by_side(lambda name: fit_predict(config, name, X[rows[name]], Y[rows[name]], X[fold]), alive, workers)
     for name, (pred, seconds) in zip(alive, fitted):
         preds[name] = pred
         records[name]["seconds"] += seconds
         errors[name] = centre_errors(Y[fold], preds[name], level)
-        records[name]["screen"] = {key: errors[name][key], "rows": len(sub)}
+        records[name]["screen"] = {key: errors[name][key], "rows": len(rows[name])}
         records[name]["screen_errors"] = errors[name]  # popped before the records leave select_centre
     best, behind = trailing({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
     for name, excess in behind.items():
-        records[name].update(errors[name], rows=len(sub), folds=1, stage="screen", status="dropped", scored_folds=[1],
-                             reason=f"on the screen ({len(sub)} of fold 1's {len(rest)} training rows, scored on its "
+        n = len(rows[name])
+        records[name].update(errors[name], rows=n, folds=1, stage="screen", status="dropped", scored_folds=[1],
+                             reason=f"on the screen ({n} of fold 1's {len(rest)} training rows, scored on its "
                                     f"{len(fold)} held-out rows) its {CRITERIA[key]} {errors[name][key]:.4g} was "
                                     f"{100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} (screen margin "
                                     f"{100 * config.centre_screen_margin:.0f} %)")
     survivors = [n for n in alive if n not in behind]
-    return survivors, ({n: preds[n] for n in survivors} if whole else None)
+    return survivors, {n: preds[n] for n in survivors if len(rows[n]) == len(rest)}
 
 
 def screen_folds(X, Y, config, folds, records, alive, say, workers=None):
     """Rung 1 over unit folds (``select_centre(units=True)``): every candidate fitted on
     ``centre_screen_rows`` rows of *each* fold's training rows (drawn by one
-    ``numpy.random.default_rng(seed)``, sorted; all of them where a fold has fewer) and scored on its
-    held-out rows; those more than ``centre_screen_margin`` behind the best on all the rows together are
-    dropped. Each record's ``screen`` holds the pooled error, the rows per fit, the folds and each fold's
-    own error (their spread). Returns the survivors, every candidate's screen centres of every row, and the
-    folds (indices) whose training rows the screen fitted whole (their centres are the folds' own)."""
-    n = config.centre_screen_rows
-    key, level = config.centre_criterion, config.coverage
+    ``numpy.random.default_rng(seed)``, sorted; all of them where a fold has fewer, and for a lazy learner,
+    :attr:`models.centres.kinds.CentreSpec.lazy`) and scored on its held-out rows, fold after fold. From fold
+    :data:`RACE_FOLDS` on, those more than ``centre_screen_margin`` behind the best on all the held-out rows
+    screened so far are dropped (one fold is one draw of units; a dear candidate far behind on two is not fitted
+    on the rest). Each record's ``screen`` holds the pooled error, the rows per fit, the folds and each fold's
+    own error (their spread). Returns the survivors, their screen centres of every row, and for each fold
+    (index into ``folds``) the candidates whose screen fitted its training rows whole (their centres are the
+    fold's own)."""
+    k = len(folds)
     rng = np.random.default_rng(config.seed)
-    preds = {name: np.empty_like(Y, dtype=np.float64) for name in alive}
-    sizes, whole = [], []
+    preds = {name: np.full_like(Y, np.nan, dtype=np.float64) for name in alive}
+    sizes = {name: [] for name in alive}
+    whole: dict[int, list[str]] = {}
+    seen = np.zeros(len(Y), dtype=bool)
     for i, (rest, fold) in enumerate(folds):
-        sub = rest if len(rest) <= n else np.sort(rng.choice(rest, n, replace=False))
-        sizes.append(len(sub))
-        if len(sub) == len(rest):
-            whole.append(i)
-        say(f"screen {', '.join(alive)} on {len(sub)} rows of fold {i + 1}/{len(folds)}")
-        fitted = side_by_side(lambda name: fit_predict(config, name, X[sub], Y[sub], X[fold]), alive, workers)
+        sub = _subsample(rest, config.centre_screen_rows, rng)
+        rows = {name: rest if lazy(name) else sub for name in alive}
+        whole[i] = [name for name in alive if len(rows[name]) == len(rest)]
+        say(f"screen {', '.join(alive)} on {len(sub)} rows of fold {i + 1}/{k}")
+        fitted = side_by_side(lambda name: fit_predict(config, name, X[rows[name]], Y[rows[name]], X[fold]), alive,
+                              workers)
         for name, (pred, seconds) in zip(alive, fitted):
             preds[name][fold] = pred
             records[name]["seconds"] += seconds
-    rows, k = int(round(np.mean(sizes))), len(folds)
-    errors = {name: centre_errors(Y, preds[name], level) for name in alive}
+            sizes[name].append(len(rows[name]))
+        seen[fold] = True
+        if i + 1 >= RACE_FOLDS or i == k - 1:
+            alive = _screened(Y, seen, folds[:i + 1], k, config, records, alive, preds, sizes)
+    return alive, {n: preds[n] for n in alive}, whole
+
+
+def _screened(Y, seen, folds_run, k, config, records, alive, preds, sizes) -> list[str]:
+    """:func:`screen_folds` after the folds ``folds_run``: each candidate's ``screen`` record; those more
+    than the screen margin behind the best on the rows ``seen`` dropped (a dropped one's figures are
+    those of the folds run). Returns the candidates left."""
+    key, level, run = config.centre_criterion, config.coverage, len(folds_run)
+    errors = {name: centre_errors(Y[seen], preds[name][seen], level) for name in alive}
     for name in alive:
-        per_fold = [round(centre_errors(Y[fold], preds[name][fold], level)[key], 6) for _, fold in folds]
-        records[name]["screen"] = {key: errors[name][key], "rows": rows, "folds": k, "per_fold": per_fold}
+        per_fold = [round(centre_errors(Y[fold], preds[name][fold], level)[key], 6) for _, fold in folds_run]
+        records[name]["screen"] = {key: errors[name][key], "rows": int(round(np.mean(sizes[name]))), "folds": run,
+                                   "per_fold": per_fold}
         records[name]["screen_errors"] = errors[name]  # popped before the records leave select_centre
     best, behind = trailing({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
+    where = f"all {k} unit folds" if run == k else f"the first {run} of {k} unit folds"
     for name, excess in behind.items():
-        records[name].update(errors[name], rows=rows, folds=k, stage="screen", status="dropped",
-                             scored_folds=list(range(1, k + 1)),
-                             reason=f"on the screen ({rows} training rows of each of the {k} unit folds, scored on all "
+        rows = records[name]["screen"]["rows"]
+        records[name].update(errors[name], rows=rows, folds=run, stage="screen", status="dropped",
+                             scored_folds=list(range(1, run + 1)),
+                             reason=f"on the screen ({rows} training rows of each of {where}, scored on all "
                                     f"their held-out rows) its {CRITERIA[key]} {errors[name][key]:.4g} was "
                                     f"{100 * excess:.0f} % above {best}'s {errors[best][key]:.4g} (screen margin "
                                     f"{100 * config.centre_screen_margin:.0f} %)")
-    return [n for n in alive if n not in behind], preds, whole
+    return [n for n in alive if n not in behind]
+
+
+def lazy(name: str) -> bool:
+    """Whether the centre kind ``name`` is a lazy learner, which the screen fits on all the training rows."""
+    spec = KINDS.get(name)
+    return bool(spec is not None and spec.lazy)
+
+
+def _subsample(rest: np.ndarray, n: int, rng) -> np.ndarray:
+    """``n`` of the rows ``rest`` drawn by ``rng`` (sorted), or all of them where there are no more."""
+    return rest if len(rest) <= n else np.sort(rng.choice(rest, n, replace=False))
 
 
 def recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, workers=None) -> str:

@@ -7,7 +7,8 @@ rows; once at least :data:`RACE_FOLDS` folds seen hold ``race_rows`` held-out ro
 ``screen_rows`` the candidates run in two rungs (successive halving over data, then racing over folds), all
 compared on the same held-out rows:
 
-1. **screen**: each candidate is fitted on ``screen_rows`` rows drawn from fold 1's training rows and
+1. **screen**: each candidate is fitted on ``screen_rows`` rows drawn from fold 1's training rows (a lazy
+   learner such as k-NN on all of them: storing rows costs little, and fewer would judge a sparser search) and
    scored on fold 1's held-out rows; one whose error exceeds the best by more than ``screen_margin``
    is dropped;
 2. **race**: the survivors are fitted fold by fold on all the rows; after each fold, one whose error
@@ -15,8 +16,8 @@ compared on the same held-out rows:
    standing completes its folds alone, so the chosen centre's out-of-fold centres are whole (they
    are the shapes' cross-fitted residuals).
 
-Over unit folds (``--calibrate-across``) the screen fits every fold, and the race also drops a candidate that
-cannot win (:func:`training.pipeline.centre_screen.cannot_win`). A fold the screen fitted whole is not refitted.
+Over unit folds (``--calibrate-across``) the screen fits every fold (judging from fold :data:`RACE_FOLDS` on),
+and the race also drops a candidate that cannot win (:func:`training.pipeline.centre_screen.cannot_win`). A fold the screen fitted whole is not refitted.
 
 Each candidate's record says what it was fitted on (rows per fit, folds), its error there, and
 whether it was kept, or dropped and why; the manifest and the report carry it. The candidate
@@ -31,8 +32,8 @@ import numpy as np
 
 from models.centres.stack import fold_splits, stack_weights, stacked_out_of_fold
 from models.parallel import side_by_side
-from training.pipeline.centre_screen import (CRITERIA, cannot_win, centre_errors, fit_predict, fit_rows, recall, screen,
-                                             screen_folds, trailing)
+from training.pipeline.centre_screen import (CRITERIA, RACE_FOLDS, cannot_win, centre_errors, fit_predict, fit_rows,
+                                             recall, screen, screen_folds, trailing)
 
 #: the fewest rows ``centre_screen_rows`` may name (TrainConfig and ``--centre-screen`` both check it)
 MIN_SCREEN_ROWS = 50
@@ -41,11 +42,6 @@ MIN_SCREEN_ROWS = 50
 #: ``DOMINANT_SECONDS`` so far, fits alone after them (:func:`_schedule`)
 DOMINANT, DOMINANT_SECONDS = 3.0, 10.0
 
-#: below the screen size the race judges from this fold on, whatever the rows of the first: one fold of a
-#: few groups is one draw of their spread. Visits (28 subjects, 3-4 a fold), seed 2: after fold 1 ``paper``
-#: was 12 % behind ``hgb`` (4.30 against 3.83) and dropped; after fold 2 it was 7 % behind, and after five
-#: 5 % ahead (2.88 against 3.05); ``hgb``'s regions then held 36 % of the test subjects' rows, paper's 83 %
-RACE_FOLDS = 2
 
 
 
@@ -96,7 +92,7 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     one candidate is left standing; its record then says so, and its out-of-fold centres are not returned.
 
     ``units=True`` (folds of whole units, ``--calibrate-across``) judges on more than one fold: the screen
-    fits every candidate on ``centre_screen_rows`` rows of *each* fold's training rows and decides on all the
+    fits every candidate on ``centre_screen_rows`` rows of *each* fold's training rows (a lazy one on all) and decides on all the
     held-out rows (:func:`screen_folds`); after each fold a candidate that cannot win is dropped: behind the
     leader on the folds run, and behind it on every row once the folds still to run are projected from the
     screen, each candidate's screen errors scaled by its ratio of all-row to screen error on the folds run,
@@ -134,10 +130,11 @@ class _Selection:
         if self.units:
             self.alive, self.screen_pred, whole = screen_folds(*args, self.folds, self.records, self.alive, self.say,
                                                                 self.workers)
-            self.reuse = {i: {n: self.screen_pred[n][self.folds[i][1]] for n in self.alive} for i in whole}
+            self.reuse = {i: {n: self.screen_pred[n][self.folds[i][1]] for n in names if n in self.alive}
+                          for i, names in whole.items()}
         else:
             self.alive, first = screen(*args, self.folds[0], self.records, self.alive, self.say, self.workers)
-            self.reuse = {0: first} if first is not None else {}
+            self.reuse = {0: first}
 
     def run_folds(self, complete: bool) -> None:
         """Every fold, candidates fitted side by side, raced between folds; without ``complete``, stop when one

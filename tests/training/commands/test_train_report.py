@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from training.figures.coverage import coverage_interval
-from training.commands.train_report import coverage_words, metrics_table, plot_test_regions
+from training.commands.train_report import coverage_words, metrics_table, part_words, plot_test_regions
 
 
 def metrics_of(**tests) -> dict:
@@ -47,6 +47,18 @@ def test_the_table_gives_each_interval_and_the_words_say_where_the_target_lies()
     above = metrics_of(ge=(np.ones(400, bool), None))
     above["ge"]["coverage_test"] = coverage_interval(np.ones(400, bool), 0.98)
     assert "above the 98.0 % target" in coverage_words(above)[0]
+
+
+def test_with_no_test_part_the_words_say_the_units_were_held_out_in_turn():
+    units = np.repeat(np.arange(16), 10)
+    metrics = metrics_of(ball=(np.repeat(np.arange(16) < 15, 10), units))
+    assert "over the 16 held-out groups" in metrics_table(metrics, 0.9, "held-out")
+    (line,) = coverage_words(metrics, "PHONEID units", "held-out")
+    assert "over 16 held-out PHONEID units" in line and " test " not in line
+    # which words a run gets: its across record says whether a test part measured it
+    assert part_words({"across": {"held_out": "each unit scored by its fold's models"}}) == "held-out"
+    assert part_words({"across": {"held_out": "test part"}}) == "test"
+    assert part_words({}) == "test"
 
 
 @pytest.mark.slow

@@ -30,10 +30,11 @@ def test_a_candidate_behind_on_the_screen_is_dropped_with_its_reason():
     assert chosen == "scaled"
     rest, fold = fold_splits(len(X), 5, config.seed)[0]
     sub = np.sort(np.random.default_rng(config.seed).choice(rest, 200, replace=False))
-    screen = {n: centre_errors(Y[fold], config.make_centre(n).fit(X[sub], Y[sub]).predict(X[fold]))["rmse"]
+    rows = {"paper": sub, "scaled": sub, "knn": rest}  # a lazy learner (k-NN) is screened on all the rows
+    screen = {n: centre_errors(Y[fold], config.make_centre(n).fit(X[rows[n]], Y[rows[n]]).predict(X[fold]))["rmse"]
               for n in config.centre_candidates}
     for name, record in records.items():  # the screen's figures are every candidate's own, recomputable
-        assert record["screen"] == {"rmse": pytest.approx(screen[name]), "rows": 200}
+        assert record["screen"] == {"rmse": pytest.approx(screen[name]), "rows": len(rows[name])}
     best = min(screen.values())
     paper = records["paper"]
     margin = config.centre_screen_margin
@@ -432,3 +433,40 @@ def test_a_unit_fold_the_screen_fitted_whole_is_not_fitted_again():
     assert records["lin"]["folds"] == 5 and records["lin"]["stage"] == "cv"
     for name in ("lin", "near"):
         np.testing.assert_array_equal(oof[name], out_of_fold_centers(X, Y, config, 5, groups=units, name=name))
+
+
+def test_over_unit_folds_a_lazy_learner_is_screened_on_every_training_row_and_not_refitted():
+    X, Y, units = _units_survey()
+    config = TrainConfig(centre="auto", centre_candidates=("scaled", "knn"), centre_screen_rows=100,
+                         centre_screen_margin=100.0, centre_race_margin=100.0, seed=0)  # both run every fold
+    chosen, records, oof = select_centre(X, Y, config, 5, units, units=True)
+    folds = fold_splits(len(X), 5, config.seed, units)
+    assert records["scaled"]["screen"]["rows"] == 100
+    assert records["knn"]["screen"]["rows"] == round(np.mean([len(rest) for rest, _ in folds]))
+    # knn's screen fits were its folds' own: its out-of-fold centres are those of all the rows, and its
+    # screen error is its cross-validated error
+    np.testing.assert_array_equal(oof["knn"], out_of_fold_centers(X, Y, config, 5, groups=units, name="knn"))
+    assert records["knn"]["rmse"] == pytest.approx(records["knn"]["screen"]["rmse"])
+    assert records["scaled"]["rmse"] != pytest.approx(records["scaled"]["screen"]["rmse"])
+
+
+def test_over_unit_folds_the_screen_drops_a_candidate_far_behind_after_two_folds():
+    X, Y = linear(m=1000, scale=1000.0)  # the paper's SVR cannot follow targets of this scale
+    units = np.random.default_rng(0).integers(0, 10, size=len(X))
+    config = TrainConfig(centre="auto", centre_candidates=("paper", "scaled"), centre_screen_rows=300, seed=0)
+    chosen, records, _ = select_centre(X, Y, config, 5, units, units=True)
+    folds = fold_splits(len(X), 5, config.seed, units)
+    paper = records["paper"]
+    assert chosen == "scaled" and paper["status"] == "dropped" and paper["stage"] == "screen"
+    assert paper["folds"] == RACE_FOLDS and paper["scored_folds"] == [1, 2] and len(paper["screen"]["per_fold"]) == 2
+    assert "the first 2 of 5 unit folds" in paper["reason"]
+    # its figure is its error on the two folds' held-out rows, fitted on 300 rows of each
+    rng = np.random.default_rng(config.seed)
+    pred = {}
+    for rest, fold in folds[:2]:
+        sub = np.sort(rng.choice(rest, 300, replace=False))
+        pred[tuple(fold)] = config.make_centre("paper").fit(X[sub], Y[sub]).predict(X[fold])
+    rows = np.concatenate([f for _, f in folds[:2]])
+    P = np.concatenate([pred[tuple(f)] for _, f in folds[:2]])
+    assert paper["rmse"] == pytest.approx(centre_errors(Y[rows], P)["rmse"])
+    assert records["scaled"]["screen"]["folds"] == 5
