@@ -68,8 +68,11 @@ def json_body(model: type[BaseModel]):
 
     async def parse(request: Request) -> BaseModel:
         raw = await request.body()
+        if not raw:  # no document at all: a 400 (not JSON), not a 422 about ``null``
+            raise RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": "the body is empty",
+                                           "input": raw, "ctx": {"error": "the body is empty"}}], body=raw)
         try:
-            return model.model_validate_json(raw or b"null")
+            return model.model_validate_json(raw)
         except ValidationError as exc:
             errors = [{**e, "loc": ("body", *e.get("loc", ()))} for e in exc.errors(include_url=False)]
             raise RequestValidationError(errors, body=raw[:200]) from None

@@ -9,6 +9,8 @@ exception (:mod:`service.exceptions`, the models' input errors) is translated he
 
 from __future__ import annotations
 
+import json
+
 import logging
 
 from fastapi import FastAPI, Request
@@ -17,7 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.exceptions import InputError, UnattainableCoverageError, UnknownMethodError
-from service.exceptions import APIError, V2Error
+from service.exceptions import APIError, V2Error, shown
 from service.open_inference.tensors import input_error_message
 from service.state import StateUnavailable
 
@@ -60,9 +62,16 @@ def error_response(scope, status: int, title: str, detail: str, headers: dict | 
     return v2_error(status, detail, headers) if is_v2(scope) else problem(status, title, detail, headers=headers)
 
 
-def _short(value, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _not_json(exc: RequestValidationError) -> str | None:
+    """What came, for a body that is not JSON (pydantic's or FastAPI's ``json_invalid``: the body's first
+    characters as text, and where the parser stopped), or ``None``."""
+    bad = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+    if bad is None:
+        return None
+    raw = exc.body if isinstance(exc.body, (bytes, bytearray, str)) else bad.get("input")
+    raw = raw.encode() if isinstance(raw, str) else raw
+    reason = (bad.get("ctx") or {}).get("error") or bad.get("msg", "")
+    return f"`{shown(raw, 60)}`, not JSON ({reason})" if raw else "an empty body"
 
 
 def _loc(loc) -> str:
@@ -105,7 +114,7 @@ def _flat_rows(errors: list[dict]) -> list[dict]:
                         "msg": f"a list of rows ([[x1, ..., xd], ...]): wrap a single row in brackets, "
                                f"{{\"{name}\": [[...]]}}",
                         "received": f"{len(numbers)} number{'s' * (len(numbers) != 1)} where rows belong, "
-                                    f"{_short(numbers, 60)}"})
+                                    f"{shown(numbers, 60)}"})
     return out
 
 
@@ -140,11 +149,18 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
+        came = _not_json(exc)
+        if came is not None:  # not a document at all: the client's bytes, not its fields, are wrong
+            detail = f"body: a JSON document; received {came}"
+            if is_v2(request.scope):
+                return v2_error(400, f"invalid request body: {detail}")
+            return problem(400, "Malformed JSON", detail, [{"field": "body", "expected": "a JSON document",
+                                                             "received": came}])
         errors = []
         for e in _flat_rows(list(exc.errors())):
             expected = "a finite number" if e.get("type") == "finite_number" else e.get("msg", "")
             errors.append({"field": _loc(e.get("loc", ())), "expected": expected,
-                           "received": e.get("received") or _short(e.get("input"))})
+                           "received": e.get("received") or shown(e.get("input"))})
         first = errors[0] if errors else {"field": "body", "expected": "a valid JSON body", "received": "?"}
         detail = f"{first['field']}: {first['expected']}; received {first['received']}"
         if is_v2(request.scope):

@@ -7,6 +7,8 @@ The status is HTTP's (400, 401, 404, 413, 422, 503, ...); :mod:`service.error_ha
 
 from __future__ import annotations
 
+import json
+
 
 class APIError(Exception):
     """A refused request: ``status``, a short ``title``, a ``detail`` naming what was wrong, and for a field
@@ -32,3 +34,16 @@ class V2Error(Exception):
 GRPC_CODES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
               409: "ABORTED", 413: "RESOURCE_EXHAUSTED", 422: "INVALID_ARGUMENT", 500: "INTERNAL",
               503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+
+
+def shown(value, limit: int = 80) -> str:
+    """``value`` as an error message quotes it, in at most ``limit`` characters: as JSON writes it (``null``,
+    ``"a"``, ``[1.0]``), bytes as the text they hold; never a Python literal (``None``, ``b'...'``)."""
+    if isinstance(value, (bytes, bytearray)):
+        text = bytes(value).decode("utf-8", errors="replace")
+    else:
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError):
+            text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

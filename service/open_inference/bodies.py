@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from service.exceptions import V2Error
+from service.exceptions import V2Error, shown
 from service.open_inference.tensors import INPUTS, NUMERIC, OUTPUTS
 
 
@@ -152,14 +152,18 @@ def parse(raw: bytes, model: type[BaseModel], what: str, optional: bool = False)
     member otherwise."""
     if optional and not raw.strip():
         return None
+    if not raw.strip():
+        raise V2Error(400, f"invalid {what}: body: a JSON document; received an empty body")
     try:
-        return model.model_validate_json(raw or b"null")
+        return model.model_validate_json(raw)
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
         where = _where(e.get("loc", ()))
-        got = repr(e.get("input"))
-        raise V2Error(400, f"invalid {what}: {where}: {e.get('msg', '')}; received "
-                           f"{got if len(got) <= 80 else got[:77] + '...'}") from None
+        if e.get("type") == "json_invalid":
+            reason = (e.get("ctx") or {}).get("error") or e.get("msg", "")
+            raise V2Error(400, f"invalid {what}: body: a JSON document; received `{shown(raw, 60)}`, not JSON "
+                               f"({reason})") from None
+        raise V2Error(400, f"invalid {what}: {where}: {e.get('msg', '')}; received {shown(e.get('input'))}") from None
 
 
 def parse_request(raw: bytes) -> InferenceRequest:

@@ -83,8 +83,6 @@ def test_schema_errors_name_the_field(client):
     assert body["errors"][0]["field"] == "features[0][0]"
     body = problem(client.post("/predict-region", json={"features": [ROW], "colour": "red"}), 422)
     assert body["errors"][0]["field"] == "colour"
-    body = problem(client.post("/predict-region", content=b"{not json", headers={"content-type": "application/json"}),
-                   422)
     body = problem(client.post("/predict-region", json={}), 422)
     assert body["errors"][0]["field"] == "features"
 
@@ -121,9 +119,23 @@ def test_no_bundle_means_not_ready_but_alive(make_client, tmp_path):
     problem(client.get("/model"), 503)
 
 
-def test_malformed_json_names_the_body(client):
-    body = problem(client.post("/predict-region", content=b'{"features": [[1, 2', headers={"content-type":
-                                                                                         "application/json"}), 422)
-    assert body["errors"][0]["field"] == "body" and "JSON" in body["errors"][0]["expected"]
-    body = problem(client.post("/contains", content=b"", headers={"content-type": "application/json"}), 422)
-    assert body["errors"][0]["field"] == "body"
+@pytest.mark.parametrize("raw, came", [
+    (b'{"features": [[1, 2', '`{"features": [[1, 2`, not JSON (EOF while parsing a list at line 1 column 19)'),
+    (b"{not json", "`{not json`, not JSON (key must be a string at line 1 column 2)"),
+    (b"\xff\xfe", "not JSON"),
+    (b"", "an empty body")])
+def test_a_body_that_is_not_json_is_a_400_that_quotes_it_as_text(client, raw, came):
+    for path in ("/predict-region", "/contains"):
+        body = problem(client.post(path, content=raw, headers={"content-type": "application/json"}), 400)
+        assert body["title"] == "Malformed JSON" and came in body["detail"]
+        assert body["errors"] == [{"field": "body", "expected": "a JSON document", "received": body["errors"][0]["received"]}]
+        assert "b'" not in body["detail"] and "None" not in body["detail"]
+    v2 = client.post(f"/v2/models/{client.get('/model').json()['name']}/infer", content=raw)
+    assert v2.status_code == 400 and came in v2.json()["error"] and "b'" not in v2.json()["error"]
+
+
+def test_received_values_are_quoted_as_json(client):
+    body = problem(client.post("/predict-region", content=b"null", headers={"content-type": "application/json"}), 422)
+    assert body["errors"][0]["received"] == "null"
+    body = problem(client.post("/predict-region", json={"features": [["a"] * 16]}), 422)
+    assert body["errors"][0]["received"] == '"a"' and "'a'" not in body["detail"]

@@ -17,6 +17,21 @@ from tests.conftest import heteroscedastic
 from tests.models.shapes import FAST_LMVE, coverage_over_random_splits
 
 
+def assert_same_forward(actual, expected, est, dtype=np.float64) -> None:
+    """Two evaluations of ``est``'s networks that differ only in rounding (summation order, precision): each
+    matrix within ``gamma * eps * ||expected||_F``, ``eps`` of ``dtype`` and ``gamma`` the sum of the layers'
+    fan-ins plus the output's, the worst-case growth of a dot product's rounding (Higham's gamma_n) layer after
+    layer. A relative tolerance per entry fails on near-zero entries on a CPU whose kernels round otherwise
+    (AVX-512 against AVX2); an error in the computation is many orders above this."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape
+    gamma = sum(W.shape[-2] for W, _ in est.layers_) + expected.shape[-1]
+    scale = np.linalg.norm(expected.reshape(len(expected), -1), axis=1)
+    bound = gamma * np.finfo(dtype).eps * scale
+    worst = np.abs(actual - expected).reshape(len(expected), -1).max(axis=1)
+    assert (worst <= bound).all(), f"max |difference| / bound = {np.max(worst / bound):.3g} (gamma {gamma})"
+
+
 def test_lmve_is_deterministic_for_a_seed_on_cpu():
     X, Y = heteroscedastic(300, seed=2)
     kw = dict(max_steps=60, eval_every=20, patience=3, device="cpu", random_state=5)
@@ -192,7 +207,7 @@ def test_lmve_numpy_forward_equals_the_torch_graph_it_was_trained_as(output):
             h = torch.relu(h) if i < len(est.layers_) - 1 else h
         F = F + factor_product(h.reshape(-1, n, n), output).numpy() / est.n_members_
     expected = (1 - w) * (s**2 * F + est.eps * np.eye(n)) + w * est.floor_shape_
-    np.testing.assert_allclose(est.predict_shape(Q), expected, rtol=1e-12, atol=1e-15)
+    assert_same_forward(est.predict_shape(Q), expected, est)
 
 
 def test_lmve_serves_the_mean_shape_of_its_best_held_out_candidates():
@@ -209,11 +224,11 @@ def test_lmve_serves_the_mean_shape_of_its_best_held_out_candidates():
         single.layers_ = [(W[k:k + 1], b[k:k + 1]) for W, b in est.layers_]
         single._fold()
         parts.append(single.predict_shape(X[:30]))
-    np.testing.assert_allclose(est.predict_shape(X[:30]), np.mean(parts, axis=0), rtol=1e-12)
+    assert_same_forward(est.predict_shape(X[:30]), np.mean(parts, axis=0), est)
     # n_ensemble=1 is the paper's single network: the first member
     one = LMVEShape(**kw, n_ensemble=1).fit(X, Y)
     assert one.n_members_ == 1
-    np.testing.assert_allclose(one.predict_shape(X[:30]), parts[0], rtol=1e-12)
+    assert_same_forward(one.predict_shape(X[:30]), parts[0], one)
     # more members than candidates: every finite candidate
     assert LMVEShape(**kw, n_ensemble=50).fit(X, Y).n_members_ == len(est.grid_results_)
     with pytest.raises(InputError, match="n_ensemble must be 'auto' or a positive integer; got 0"):
@@ -273,10 +288,10 @@ def test_lmve_sparse_inputs_take_the_sparse_first_layer_and_answer_as_the_dense_
     dense = copy.deepcopy(est)
     dense._floor_out = None  # the same network through the plain BLAS product
     Q = X[1:60]
-    np.testing.assert_allclose(est.predict_shape(Q), dense.predict_shape(Q), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(est.predict_shape(Q[:1]), dense.predict_shape(Q[:1]), rtol=1e-12, atol=1e-15)
+    assert_same_forward(est.predict_shape(Q), dense.predict_shape(Q), est)
+    assert_same_forward(est.predict_shape(Q[:1]), dense.predict_shape(Q[:1]), est)
     loud = np.full((3, d), -50.0)  # dense rows: the plain product, same answer
-    np.testing.assert_allclose(est.predict_shape(loud), dense.predict_shape(loud), rtol=1e-12, atol=1e-15)
+    assert_same_forward(est.predict_shape(loud), dense.predict_shape(loud), est)
     # few columns (below SPARSE_MIN_COLUMNS) never take it
     assert LMVEShape(max_steps=50, eval_every=25, patience=2).fit(X[:, :8], Y)._floor_out is None
 
@@ -302,11 +317,11 @@ def test_lmve_float32_forward_is_the_float64_networks_to_float32_rounding():
     Q = np.vstack([X[1:60], np.full((3, X.shape[1]), -50.0)])  # sparse rows, and dense ones
     C = est.predict_shape(Q)
     assert C.dtype == np.float64
-    np.testing.assert_allclose(C, wide.predict_shape(Q), rtol=2e-5)
-    np.testing.assert_allclose(est.predict_shape(Q[:1]), C[:1], rtol=2e-5)  # one row: the gathered product
+    assert_same_forward(C, wide.predict_shape(Q), est, np.float32)
+    assert_same_forward(est.predict_shape(Q[:1]), C[:1], est, np.float32)  # one row: the gathered product
     dense = copy.deepcopy(est)
     dense._floor_out = None
-    np.testing.assert_allclose(dense.predict_shape(Q), C, rtol=2e-5)
+    assert_same_forward(dense.predict_shape(Q), C, est, np.float32)
     # the bundle keeps the precision and the weights: the same shapes to the bit
     params, arrays = est.to_arrays()
     assert params["forward_precision"] == "float32" and arrays["W_1"].dtype == np.float32
@@ -372,9 +387,9 @@ def test_lmve_batches_go_through_the_network_in_slices_on_the_search_threads(pre
         np.testing.assert_array_equal(est.predict_shape(Q), C)  # the pool itself: the same numbers
     finally:
         search.set_search_threads(search.default_search_threads())
-    tol = 1e-12 if precision == "float64" else 2e-6
-    np.testing.assert_allclose(C, alone, rtol=tol)
-    np.testing.assert_allclose(C[::50], rows, rtol=tol)
+    dtype = np.float64 if precision == "float64" else np.float32
+    assert_same_forward(C, alone, est, dtype)
+    assert_same_forward(C[::50], rows, est, dtype)
 
 
 def test_a_float32_lmve_is_calibrated_on_the_scores_it_serves():

@@ -96,8 +96,9 @@ def _uji(tmp_path_factory, rows: int | None):
 @pytest.mark.slow
 @pytest.mark.parametrize("rows, says", [(None, "cannot load the data"), (2000, "loads other data")])
 def test_workers_without_the_data_are_named_before_any_training(tmp_path_factory, tmp_path, rows, says, capsys):
-    if not (TrainingSettings().data_dir / "indoor_localization").is_dir():
-        pytest.skip("UJIIndoorLoc is not under LMVE_DATA_DIR")
+    data = TrainingSettings().data_dir  # None: no data directory beside the clone
+    if data is None or not (data / "indoor_localization").is_dir():
+        pytest.skip("UJIIndoorLoc is not under LMVE_DATA_DIR (no data directory found)")
     with local_cluster(env={"LMVE_DATA_DIR": str(_uji(tmp_path_factory, rows))}) as cluster:
         code = main(["--dataset", "indoor_localization", "--split-by", "BUILDINGID", "--engine", "dask",
                      "--scheduler", cluster.scheduler_address, "--out", str(tmp_path / "r"), "--quiet"])
