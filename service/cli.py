@@ -36,6 +36,7 @@ def build_parser(env: ServiceSettings | None = None) -> argparse.ArgumentParser:
                    help=f"the Open Inference Protocol's gRPC port (LMVE_GRPC_PORT, default {env.grpc_port}; 0: off)")
     p.add_argument("--workers", type=int, default=env.workers, help="worker processes (LMVE_WORKERS)")
     p.add_argument("--log-level", default=env.log_level, help=f"LMVE_LOG_LEVEL (default {env.log_level})")
+    p.add_argument("--debug", action="store_true", help="on a failure to start, the traceback too (else one line)")
     return p
 
 
@@ -46,17 +47,84 @@ def access_log(level: str) -> bool:
     return level.lower() in ("debug", "info", "trace")
 
 
+class StartupError(Exception):
+    """Why ``lmve-serve`` cannot start, in one line naming the setting and the fix."""
+
+
+def settings_error(exc: Exception) -> str:
+    """A settings failure in one line: each bad variable, what it expects and what came."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return str(exc).splitlines()[0]
+    parts = []
+    for e in exc.errors(include_url=False):
+        name = "LMVE_" + "_".join(str(p) for p in e.get("loc", ())).upper() if e.get("loc") else "settings"
+        got = f"; received {e['input']!s}" if "input" in e and not isinstance(e["input"], dict) else ""
+        parts.append(f"{name}: {e.get('msg', '').removeprefix('Value error, ')}{got}")
+    return "; ".join(parts)
+
+
+def can_bind(host: str, port: int) -> bool:
+    """Whether a listening socket can take ``host:port`` now (``SO_REUSEADDR``, as uvicorn and gRPC bind)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror:
+        return False
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError:
+            return False
+    return True
+
+
+def preflight(args, env) -> None:
+    """What would make the server fail once started, checked first: a bundle (repository) path that does not
+    exist (unless ``LMVE_ALLOW_MISSING_BUNDLE``), an HTTP or gRPC port another process holds. Raises
+    :class:`StartupError` naming the setting and the fix."""
+    for flag, var, path in (("--bundle", "LMVE_BUNDLE", args.bundle),
+                            ("--model-repository", "LMVE_MODEL_REPOSITORY", args.model_repository)):
+        if path is not None and not Path(path).exists() and not env.allow_missing_bundle:
+            raise StartupError(f"{flag} ({var}): {path} does not exist; train one (lmve-train --out DIR serves "
+                               "DIR/bundle), or set LMVE_ALLOW_MISSING_BUNDLE=true to start not ready and load it "
+                               "with POST /admin/reload once written")
+    other = f"--port {args.port + 10}" + (f" --grpc-port {args.grpc_port + 10}" if args.grpc_port else "")
+    for what, flag, var, port in (("HTTP", "--port", "LMVE_PORT", args.port),
+                                  ("gRPC", "--grpc-port", "LMVE_GRPC_PORT", args.grpc_port)):
+        if port and not can_bind(args.host, port):
+            raise StartupError(f"{flag} ({var}): {args.host}:{port} is taken ({what}), perhaps by another "
+                               f"lmve-serve; give this one free ports, e.g. lmve-serve {other}"
+                               + (" (--grpc-port 0: no gRPC)" if what == "gRPC" else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``lmve-serve``: 0 after a clean shutdown; 2, with one line on stderr, when it cannot start (``--debug``:
+    with the traceback)."""
+    given = argv if argv is not None else sys.argv[1:]
+    debug = "--debug" in given
+    try:
+        return _serve(argv, given)
+    except StartupError as exc:
+        if debug:
+            raise
+        print(f"lmve-serve: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(argv: list[str] | None, given: list[str]) -> int:
+    """:func:`main` past its error handling."""
     from service.settings import ServiceSettings
 
     try:
         env = ServiceSettings()
     except ValueError as exc:  # e.g. LMVE_BUNDLE and LMVE_MODEL_REPOSITORY both set
-        print(f"lmve-serve: {exc}", file=sys.stderr)
-        return 2
+        raise StartupError(settings_error(exc)) from exc
     parser = build_parser(env)
     args = parser.parse_args(argv)
-    given = argv if argv is not None else sys.argv[1:]
     if args.bundle is not None and args.model_repository is not None:
         # the environment cannot set both (ServiceSettings refuses it): a flag set one, and the flag wins
         by_flag = {f for f in ("--bundle", "--model-repository") if any(a == f or a.startswith(f + "=") for a in given)}
@@ -66,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             args.model_repository = None
         else:
             parser.error("give --bundle or --model-repository, not both: a bundle is a repository of one")
+    preflight(args, env)
 
     # one compute thread per worker unless told otherwise: N workers x M BLAS/OpenMP threads on
     # N cores oversubscribe them, and OpenMP's spin-waiting then costs far more than it gives

@@ -30,6 +30,9 @@ class ServiceSettings(BaseSettings):
     grpc_port: int = Field(default=8081, ge=0, le=65535, description="the Open Inference Protocol's gRPC port "
                            "(GRPCInferenceService), on the same address; 0 turns gRPC off")
     workers: int = Field(default=1, ge=1, description="worker processes (one per core; they share LMVE_STATE_DB)")
+    allow_missing_bundle: bool = Field(default=False, description="lmve-serve starts (alive, not ready) when "
+                                       "LMVE_BUNDLE or LMVE_MODEL_REPOSITORY does not exist yet, and loads it on "
+                                       "POST /admin/reload once written; otherwise it refuses to start")
     log_level: str = Field(default="info", description="uvicorn's and the service's log level")
 
     api_key: SecretStr | None = Field(default=None, description="required on every route but health/metrics "

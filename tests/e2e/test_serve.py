@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -126,7 +127,7 @@ def test_reload_good_then_corrupt_then_sighup(server, large_bundle, tmp_path):
 def test_start_without_bundle_stays_up_unready(tmp_path):
     port = free_port()
     log = tmp_path / "nobundle.log"
-    proc = start_server(tmp_path / "nothing-here", port, log)
+    proc = start_server(tmp_path / "nothing-here", port, log, LMVE_ALLOW_MISSING_BUNDLE="true")
     base = f"http://127.0.0.1:{port}"
     try:
         wait_alive(base, proc)
@@ -138,6 +139,43 @@ def test_start_without_bundle_stays_up_unready(tmp_path):
         assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
     text = log.read_text()
     assert "not ready" in text and "Application shutdown complete" in text
+
+
+def _refused(args: list[str], **env) -> str:
+    """``lmve-serve ARGS`` that must not start: exit 2 and one line on stderr, which is returned."""
+    full = {**os.environ, "LMVE_GRPC_PORT": "0", **env}
+    full.pop("LMVE_BUNDLE", None)
+    done = subprocess.run([str(Path(sys.executable).parent / "lmve-serve"), "--host", "127.0.0.1", *args],
+                          capture_output=True, text=True, timeout=60, env=full)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lmve-serve: ") and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_a_second_server_on_taken_ports_exits_2_with_one_line(large_bundle, tmp_path):
+    port, grpc_port = free_port(), free_port()
+    proc = start_server(large_bundle / "bundle", port, tmp_path / "first.log", LMVE_GRPC_PORT=str(grpc_port))
+    try:
+        wait_alive(f"http://127.0.0.1:{port}", proc)
+        line = _refused(["--bundle", str(large_bundle / "bundle"), "--port", str(free_port()),
+                         "--grpc-port", str(grpc_port)])
+        assert f"--grpc-port (LMVE_GRPC_PORT): 127.0.0.1:{grpc_port} is taken (gRPC)" in line
+        assert "--grpc-port 0: no gRPC" in line
+        line = _refused(["--bundle", str(large_bundle / "bundle"), "--port", str(port)])
+        assert f"--port (LMVE_PORT): 127.0.0.1:{port} is taken (HTTP)" in line
+        assert proc.poll() is None  # the first server is untouched
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+def test_a_missing_bundle_or_a_bad_setting_exits_2_with_one_line(tmp_path):
+    line = _refused(["--bundle", str(tmp_path / "nothing-here"), "--port", str(free_port())])
+    assert "does not exist" in line and "LMVE_ALLOW_MISSING_BUNDLE=true" in line and "lmve-train --out" in line
+    line = _refused(["--bundle", str(tmp_path)], LMVE_PORT="70000")
+    assert line == "lmve-serve: LMVE_PORT: Input should be less than or equal to 65535; received 70000"
 
 
 @pytest.mark.slow
