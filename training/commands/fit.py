@@ -91,13 +91,21 @@ def load_data(args):
     if args.csv is not None:
         if not args.targets:
             raise LMVEError("--csv needs --targets, e.g. --targets x,y")
+        if args.features and args.also_features:
+            raise LMVEError("--also-features adds to the features the default infers; with --features every "
+                            "feature is named: give one of them")
         labels = [*(args.calibrate_across or ()), *([args.split_by] if args.split_by else []),
-                  *(c for c in (args.building_column, args.floor_column) if c)]
+                  *(c for c in (args.building_column, args.floor_column) if c), *(args.meta or ())]
         dataset = load_csv(args.csv, args.targets, args.features, groups=group_cols,
-                           centre_columns=args.centre_columns, meta_columns=list(dict.fromkeys(labels)) or None)
+                           centre_columns=args.centre_columns, meta_columns=list(dict.fromkeys(labels)) or None,
+                           also_features=args.also_features)
+        if dataset.left_out:
+            print(f"lmve-train: {len(dataset.left_out)} column(s) left out of the features, kept with each row: "
+                  + "; ".join(f"{c} ({why})" for c, why in dataset.left_out.items())
+                  + ". --also-features COL takes one back; --features names every feature")
     else:
-        if args.targets or args.features or args.centre_columns:
-            raise LMVEError("--targets/--features/--centre-columns go with --csv")
+        if args.targets or args.features or args.centre_columns or args.meta or args.also_features:
+            raise LMVEError("--targets/--features/--meta/--also-features/--centre-columns go with --csv")
         dataset = load_dataset(args.dataset or "synthetic", args.data_dir, n_samples=args.n_samples, seed=args.seed)
         if group_cols:
             dataset = _group_builtin(dataset, group_cols)

@@ -57,8 +57,15 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
     src.add_argument("--dataset", choices=DATASETS, default=None, help="a built-in dataset (default: synthetic)")
     src.add_argument("--csv", type=Path, help="your own data: a CSV file (.csv, .csv.gz) or a Parquet file (.parquet)")
     p.add_argument("--targets", type=csv_list, help="with --csv: comma-separated target columns (2 or more)")
-    p.add_argument("--features", type=csv_list, help="with --csv: comma-separated feature columns "
-                                                       "(default: every other column)")
+    p.add_argument("--features", type=csv_list, help="with --csv: comma-separated feature columns (default: every "
+                                                       "other column that is a reading by its values and name: "
+                                                       "identifiers, times, device, user, floor and building codes, "
+                                                       "constants and text are left out, and said so)")
+    p.add_argument("--meta", type=csv_list, default=None, metavar="COL[,COL]",
+                   help="with --csv: columns that are never features, kept with each row (as the columns the "
+                        "default leaves out are)")
+    p.add_argument("--also-features", type=csv_list, default=None, metavar="COL[,COL]",
+                   help="with --csv: columns the default left out that are features after all")
     p.add_argument("--coverage", type=float, default=0.9, help="target coverage eta in (0, 1) (default 0.9)")
     p.add_argument("--seed", type=int, default=0, help="split and training seed (default 0)")
     p.add_argument("--out", type=Path, help="output directory (default artifacts/<dataset>)")

@@ -52,6 +52,9 @@ class Dataset:
     #: (m, n) the client's own position estimate per row (``--centre-columns``), or None
     centers: np.ndarray | None = None
     centre_columns: list[str] = field(default_factory=list)
+    #: columns of the source left out of the features without --features, each with why
+    #: (:func:`training.data.columns.infer_features`); they are kept in ``meta``
+    left_out: dict = field(default_factory=dict)
     #: the CRS the targets are in, as the source declares it (:func:`models.geo.parse_crs`'s ``default``:
     #: ``crs``, ``axes``, ``scale``), or None; ``lmve-train --crs`` overrides it
     crs: dict | None = None
@@ -62,6 +65,8 @@ class Dataset:
                 "d": int(self.X.shape[1]), "n": int(self.Y.shape[1])}
         if self.groups is not None:
             info["grouping"] = self.grouping
+        if self.left_out:
+            info["left_out"] = dict(self.left_out)
         return info
 
 
@@ -218,12 +223,16 @@ def sniff_separator(path: Path) -> str | None:
 
 def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None,
              groups: list[str] | None = None, centre_columns: list[str] | None = None,
-             min_rows: int = MIN_ROWS, meta_columns: list[str] | None = None) -> Dataset:
+             min_rows: int = MIN_ROWS, meta_columns: list[str] | None = None,
+             also_features: list[str] | None = None) -> Dataset:
     """Load a user's CSV: ``targets`` (2 or more columns) and ``features`` (default: every other column
-    but the ``groups`` and ``centre_columns``). ``groups`` (columns of any type, the targets themselves
-    included) labels each row's group; group columns are never features. ``centre_columns`` (one per
-    target, in target units) hold the client's own position estimate of each row. ``meta_columns`` (any
-    type: a phone, a user, a day) are kept as per-row labels in ``Dataset.meta``, never features.
+    but the ``groups``, ``centre_columns`` and ``meta_columns`` that is a feature by its values and name,
+    :func:`training.data.columns.infer_features`; ``also_features`` are features whatever they hold).
+    ``groups`` (columns of any type, the targets themselves included) labels each row's group; group columns
+    are never features. ``centre_columns`` (one per target, in target units) hold the client's own position
+    estimate of each row. ``meta_columns`` (any type: a phone, a user, a day) and the columns left out of the
+    features are kept as per-row labels in ``Dataset.meta``, never features; ``Dataset.left_out`` says why
+    each inferred one was left out.
 
     Raises :class:`InputError` naming the column and row for a missing column, a non-numeric
     value, NaN/inf, or too few rows.
@@ -235,17 +244,24 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     if len(targets) < 2:
         raise InputError(f"--targets must name at least 2 columns (the position coordinates); got {targets}")
     df = _read_csv(path, sep)
-    roles = _column_roles(path, [str(c) for c in df.columns], targets, features, groups, centre_columns,
-                          meta_columns)
+    columns = [str(c) for c in df.columns]
+    inferred = not features
+    roles = _column_roles(path, columns, targets, features, groups, centre_columns, meta_columns)
     features, group_cols, centre_cols, meta_cols = roles
     for col in meta_cols:
         _labelled(path, df, col, "--calibrate-across", "column", "a label")
-    X, Y, centres = (_matrix(path, df, cols) for cols in (features, targets, centre_cols))
+    Y = _matrix(path, df, targets)
+    left_out = {}
+    if inferred:
+        from training.data.columns import features_of
+
+        features, left_out = features_of(path, df, features, Y, also_features)
+    X, centres = (_matrix(path, df, cols) for cols in (features, centre_cols))
     if len(df) < min_rows:
         raise InputError(f"{path} has {len(df)} data rows; at least {min_rows} are needed for the "
                          "train (81 %), calibration (9 %) and test (10 %) parts")
-    ds = Dataset(path.stem, X, Y, features, targets, hash_files(path),
-                 meta={c: df[c].to_numpy() for c in meta_cols})
+    ds = Dataset(path.stem, X, Y, features, targets, hash_files(path), left_out=left_out,
+                 meta={c: df[c].to_numpy() for c in [*meta_cols, *left_out]})
     if centre_cols:
         ds = replace(ds, centers=centres, centre_columns=centre_cols)
     if group_cols:

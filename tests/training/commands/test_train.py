@@ -81,3 +81,37 @@ def test_bad_lmve_batch_size_is_named_and_writes_nothing(tmp_path, capsys):
                  "--lmve-batch-size", "0"]) == 2
     assert "batch_size must be None (automatic) or a positive integer; got 0" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_the_readmes_first_command_on_a_survey_as_users_have_it_trains_on_the_readings(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """``lmve-train --csv survey.csv --targets x,y --out runs/mine`` on a survey with ``point_id``, ``timestamp``
+    and ``phone`` beside its readings: the features are the readings alone, the run says what it left out and
+    why, and a walk of the readings and positions alone scores."""
+    import numpy as np
+    import pandas as pd
+
+    from tests.training.data.test_columns import survey
+    from training.commands.evaluate import main as evaluate
+
+    frame, pos = survey(positions=30, repeats=6, seed=3)
+    rng = np.random.default_rng(3)
+    xy = rng.uniform(0, 40, size=(30, 2))
+    frame = frame[["b1", "b2", "b3", "b4", "point_id", "timestamp", "phone"]].assign(x=xy[pos, 0], y=xy[pos, 1])
+    frame.to_csv(tmp_path / "survey.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--csv", "survey.csv", "--targets", "x,y", "--out", "runs/mine"]) == 0  # the README's, as is
+    out = capsys.readouterr().out
+    assert "3 column(s) left out of the features" in out and "point_id (integer codes constant within each of " \
+        "the 30 positions" in out and "--also-features COL takes one back" in out
+    model = load_bundle(tmp_path / "runs/mine/bundle")
+    assert model.feature_names == ["b1", "b2", "b3", "b4"]
+    manifest = json.loads((tmp_path / "runs/mine/bundle/manifest.json").read_text())
+    assert set(manifest["dataset"]["left_out"]) == {"point_id", "timestamp", "phone"}
+    frame[["b1", "b2", "b3", "b4", "x", "y"]].iloc[::5].to_csv(tmp_path / "walk.csv", index=False)
+    assert evaluate(["--bundle", "runs/mine/bundle", "--csv", "walk.csv"]) == 0
+    # named back, a left-out column is a feature again
+    assert main(["--csv", "survey.csv", "--targets", "x,y", "--out", "runs/with", "--methods", "ge,nle",
+                 "--also-features", "phone"]) == 0
+    assert load_bundle(tmp_path / "runs/with/bundle").feature_names == ["b1", "b2", "b3", "b4", "phone"]
