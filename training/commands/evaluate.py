@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default=None, help="evaluate one method (default: the one /predict-region serves)")
     p.add_argument("--group-by", default=None, metavar="COL[,COL]",
                    help="a breakdown per value of each column (day:COL: per UTC day of a timestamp column)")
+    p.add_argument("--unit", default=None, metavar="positions|rows|COL",
+                   help="what the intervals count (default: the walk's positions where its readings repeat them, as "
+                        "training groups a survey; else rows); COL: a column of the walk (a phone, a user)")
     p.add_argument("--levels", default=DEFAULT_LEVELS, metavar="LO:HI[:STEP]",
                    help=f"the reliability curve's levels (default {DEFAULT_LEVELS}: 0.50, 0.55, ..., 0.95, 0.99)")
     p.add_argument("--out", type=Path, default=None, help="write report.md, metrics.json and the plots here")
@@ -65,9 +68,12 @@ def _run(args) -> int:
                          expected="a number in (0, 1]", received=str(args.fail_under))
     levels = parse_levels(args.levels)
     group_by = GroupBy.parse(args.group_by)
+    unit = None if args.unit is None else args.unit.strip()
+    columns = [*group_by, *([GroupBy(unit)] if unit not in (None, "rows", "positions")
+                            and unit not in {g.name for g in group_by} else [])]
     model = open_model(args.bundle, args.model)
-    walk = read_walk(args.csv, model, group_by)
-    figures, rows = evaluate(model, walk, method=args.method, levels=levels, group_by=group_by)
+    walk = read_walk(args.csv, model, columns)
+    figures, rows = evaluate(model, walk, method=args.method, levels=levels, group_by=group_by, unit=unit)
     figures = {"bundle_id": model.manifest.get("bundle_id"), "model": args.model, "walk": walk.name,
                "walk_sha256": walk.sha256, **figures}
     print(summary_text(figures))
@@ -99,7 +105,8 @@ def summary_text(f: dict) -> str:
     lines = [f"lmve-evaluate: {f['walk']}: {f['n_rows']} rows, method {f['method']}"
              + (f" (fallback: {f['fallback_reason']})" if f["fallback_reason"] else ""),
              f"  coverage {_pct(f['coverage'])} at level {100 * f['level']:g} % "
-             f"(95 % interval {_pct(f['coverage_interval'][0])} to {_pct(f['coverage_interval'][1])})",
+             f"(95 % interval {_pct(f['coverage_interval'][0])} to {_pct(f['coverage_interval'][1])} "
+             f"{over_words(f)})",
              f"  area mean {_num(f['area_mean'])} {u['area']} (sqrt det C mean {_num(f['sqrt_det_mean'])}), accuracy "
              f"radius median {_num(f['accuracy_median'])} {u['accuracy']}",
              "  error " + ", ".join(f"{k} {_num(e[k])}" for k in ERROR_KEYS) + f" {u['error']}"]
@@ -122,6 +129,16 @@ def summary_text(f: dict) -> str:
     if f["verdict"]["advice"]:
         lines.append(f"  what to do: {f['verdict']['advice']}")
     return "\n".join(lines)
+
+
+def over_words(f: dict) -> str:
+    """What the intervals count, in words: ``over the 10 positions (each weighing the same; 120 rows: 96.7 %)``."""
+    u = f["interval_over"]
+    if u["unit"] == "rows":
+        return f"over the {f['n_rows']} rows" + (" (no position repeats: rows are the units)" if u["automatic"] else "")
+    return (f"over the {u['n']} {u['unit']}, each weighing the same"
+            + (" (the walk's readings repeat its positions)" if u["automatic"] else "")
+            + f"; over the {f['n_rows']} rows {_pct(f['coverage_rows'])}")
 
 
 def shift_words(shift: dict) -> str:
@@ -165,7 +182,8 @@ def report(f: dict) -> str:
              f"- level {100 * f['level']:g} %; an error is the distance from a region's centre to the truth"
              + (" on the ground (geodesic metres)" if u["ground"] else "")
              + f"; areas in {u['area']}, accuracy radii and errors in {u['error']}",
-             f"- mean sqrt det C (the paper's volume, target units): {_num(f['sqrt_det_mean'])}", "",
+             f"- mean sqrt det C (the paper's volume, target units): {_num(f['sqrt_det_mean'])}",
+             f"- coverage, intervals and tests {over_words(f)}", "",
              f"**Verdict.** {f['verdict']['words']}", ""]
     if f["verdict"]["advice"]:
         lines += [f"What to do: {f['verdict']['advice']}", ""]

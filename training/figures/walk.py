@@ -19,9 +19,14 @@ one is named), so the figures are the service's:
 * **error outliers**: a group whose median error is at least :data:`ERROR_RATIO` times the other rows' and
   above them by a one-sided Mann-Whitney test at 5 % is named.
 
+Every interval and test counts **units**, as training counts them (:func:`interval_units`): the walk's
+positions where its readings repeat them (ten readings of one position are one draw, not ten), a column's
+values with ``--unit COL``, or rows; the coverage is then the mean of the units' shares
+(:func:`training.figures.coverage.coverage_interval`) and the figures say which unit and how many.
+
 The **verdict** holds when nothing is short: not the coverage at the level (5 %, one-sided), not a level
-of the curve, not a group at the level or along its curve. Rows of one walk are not independent, so the
-intervals are optimistic. ``docs/guides/validate.md`` describes the report."""
+of the curve, not a group at the level or along its curve. ``docs/guides/validate.md`` describes the
+report."""
 
 from __future__ import annotations
 
@@ -212,15 +217,64 @@ def _floor_difference(labels, predicted: np.ndarray, codes: np.ndarray) -> np.nd
     return (floor_col[predicted] != floor_col[codes]).astype(np.float64)
 
 
-def summarise(rows: RowFigures, level: float, mask: np.ndarray | None = None) -> dict:
-    """The figures of the rows ``mask`` selects (all by default): coverage, its interval and test, the
-    sizes, the errors, and a floor bundle's floor figures."""
+@dataclass(frozen=True)
+class Units:
+    """What an interval counts: ``name`` (``"rows"``, ``"positions"``, ``"PHONEID units"``), each row's unit
+    (``labels``; ``None`` for rows), and whether it was chosen for the walk (``automatic``)."""
+
+    name: str
+    labels: np.ndarray | None = None
+    automatic: bool = False
+
+    def of(self, mask) -> np.ndarray | None:
+        return None if self.labels is None else (self.labels if mask is None else self.labels[mask])
+
+    def record(self) -> dict:
+        n = None if self.labels is None else int(np.unique(self.labels).size)
+        return {"unit": self.name, "n": n, "automatic": self.automatic}
+
+
+def interval_units(walk: Walk, unit: str | None = None) -> Units:
+    """The units a walk's intervals count: ``unit`` ``"rows"``, ``"positions"`` (the walk's distinct true
+    positions) or a column the walk was read with (its values); ``None``: positions where most rows share
+    their position with another (a survey's readings, as training groups them), else rows."""
+    from models.calibration.recalibration import REPEATED_SHARE, share_of_repeated_positions
+
+    positions = np.unique(walk.Y, axis=0, return_inverse=True)[1].ravel()
+    if unit is None:
+        repeated = share_of_repeated_positions(walk.Y) > REPEATED_SHARE
+        return Units("positions", positions, True) if repeated else Units("rows", None, True)
+    if unit == "rows":
+        return Units("rows")
+    if unit == "positions":
+        return Units("positions", positions)
+    return Units(f"{unit} units", walk.groups[unit])
+
+
+def _test(inside: np.ndarray, level: float, labels: np.ndarray | None) -> dict:
+    """Coverage over ``labels``' units (rows for ``None``): the estimate, its exact interval and the one-sided
+    p-value of a shortfall against ``level``."""
+    if labels is None:
+        hits, n = int(inside.sum()), int(inside.size)
+        test = binomial(hits, n, level)
+        return {"coverage": hits / n, "interval": test["interval"], "p_value": test["p_value"]}
+    test = coverage_interval(inside, level, labels)
+    return {"coverage": test["estimate"], "interval": test["interval"], "p_value": test["p_value"]}
+
+
+def summarise(rows: RowFigures, level: float, mask: np.ndarray | None = None, units: Units | None = None) -> dict:
+    """The figures of the rows ``mask`` selects (all by default): coverage over ``units`` (rows by default),
+    its interval and test, the row share, the sizes, the errors, and a floor bundle's floor figures."""
+    units = units or Units("rows")
     sel = slice(None) if mask is None else mask
     inside = rows.inside[sel]
-    n, hits = int(inside.size), int(inside.sum())
-    test = binomial(hits, n, level)
+    n = int(inside.size)
+    test = _test(inside, level, units.of(mask))
     area = rows.area[sel]
-    out = {"n_rows": n, "coverage": hits / n, "coverage_interval": test["interval"], "p_value": test["p_value"],
+    counted = units.of(mask)
+    out = {"n_rows": n, "coverage": test["coverage"], "coverage_rows": float(inside.mean()),
+           "coverage_interval": test["interval"], "p_value": test["p_value"],
+           "interval_units": {"unit": units.name, "n": n if counted is None else int(np.unique(counted).size)},
            "holds": bool(test["p_value"] >= TEST_SIZE), "area_mean": float(np.mean(area)),
            "area_median": float(np.median(area)), "sqrt_det_mean": float(np.mean(rows.sqrt_det[sel])),
            "accuracy_mean": float(np.mean(rows.accuracy[sel])), "accuracy_median": float(np.median(rows.accuracy[sel])),
@@ -258,21 +312,21 @@ def level_insides(model, walk: Walk, method: str, rows: RowFigures, levels: list
     return out
 
 
-def curve(insides: dict, mask: np.ndarray | None = None, families: int = 1) -> list[dict]:
-    """The reliability curve of the rows ``mask`` selects: per level its coverage, exact interval and one-sided
-    p-value, and ``short`` when the p-value is below :data:`TEST_SIZE` over the attainable levels times
-    ``families`` (the groups of the column a group's curve belongs to)."""
+def curve(insides: dict, mask: np.ndarray | None = None, families: int = 1, units: Units | None = None) -> list[dict]:
+    """The reliability curve of the rows ``mask`` selects: per level its coverage over ``units`` (rows by
+    default), exact interval and one-sided p-value, and ``short`` when the p-value is below :data:`TEST_SIZE`
+    over the attainable levels times ``families`` (the groups of the column a group's curve belongs to)."""
     tests = max(sum(v is not None for v in insides.values()), 1) * max(families, 1)
+    labels = (units or Units("rows")).of(mask)
     out = []
     for level, inside in insides.items():
         if inside is None:
             out.append({"level": level, "coverage": None, "attainable": False, "short": False})
             continue
         inside = inside if mask is None else inside[mask]
-        hits, n = int(inside.sum()), int(inside.size)
-        test = binomial(hits, n, level)
-        out.append({"level": level, "coverage": hits / n, "interval": test["interval"], "p_value": test["p_value"],
-                    "attainable": True, "short": bool(test["p_value"] < TEST_SIZE / tests)})
+        test = _test(inside, level, labels)
+        out.append({"level": level, "coverage": test["coverage"], "interval": test["interval"],
+                    "p_value": test["p_value"], "attainable": True, "short": bool(test["p_value"] < TEST_SIZE / tests)})
     return out
 
 
@@ -318,9 +372,9 @@ def error_outliers(error: np.ndarray, labels: np.ndarray, values: list[str]) -> 
 
 
 def evaluate(model, walk: Walk, *, method: str | None = None, levels: list[float] | None = None,
-             group_by: list[GroupBy] = ()) -> tuple[dict, RowFigures]:
+             group_by: list[GroupBy] = (), unit: str | None = None) -> tuple[dict, RowFigures]:
     """The figures of ``walk`` against ``model`` (what ``metrics.json`` holds, see the module docstring) and the
-    per-row figures they reduce."""
+    per-row figures they reduce; ``unit``: what the intervals count (:func:`interval_units`)."""
     if model.n_targets < 2:
         raise InputError("lmve-evaluate needs 2 or more targets", field="targets", expected=">= 2",
                          received=str(model.n_targets))
@@ -329,12 +383,13 @@ def evaluate(model, walk: Walk, *, method: str | None = None, levels: list[float
                          f"{', '.join(model.floors.labels.columns)}", field=model.floors.labels.columns[-1],
                          expected="a floor column", received="none")
     level = float(model.coverage)
+    counted = interval_units(walk, unit)
     answer, rows = answer_rows(model, walk, method)
     out = {"n_rows": int(walk.X.shape[0]), "level": level, "method": answer.method,
-           "fallback_reason": answer.fallback_reason, "units": _units(model),
-           **summarise(rows, level)}
+           "fallback_reason": answer.fallback_reason, "units": _units(model), "interval_over": counted.record(),
+           **summarise(rows, level, units=counted)}
     insides = level_insides(model, walk, answer.method, rows, levels or parse_levels(DEFAULT_LEVELS))
-    out["reliability"] = curve(insides)
+    out["reliability"] = curve(insides, units=counted)
     out["short_levels"] = short_levels(out["reliability"])
     out["shift"] = shift_evidence(model, rows)
     groups, outliers = {}, {}
@@ -344,9 +399,9 @@ def evaluate(model, walk: Walk, *, method: str | None = None, levels: list[float
         per = {}
         for v in values:
             mask = labels == v
-            s = per[v] = summarise(rows, level, mask)
+            s = per[v] = summarise(rows, level, mask, counted)
             s["holds_level"] = bool(s["p_value"] >= TEST_SIZE / max(len(values), 1))
-            s["reliability"] = curve(insides, mask, families=len(values))
+            s["reliability"] = curve(insides, mask, families=len(values), units=counted)
             s["short_levels"] = short_levels(s["reliability"])
             s["holds"] = s["holds_level"] and not s["short_levels"]
         groups[g.name] = per

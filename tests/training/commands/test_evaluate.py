@@ -154,3 +154,37 @@ def test_levels_groupings_and_repositories_are_checked(walk_repository, tmp_path
     assert "has no such model" in capsys.readouterr().err
     assert main(["--bundle", str(root / "synthetic"), "--csv", str(walk), "--group-by", "PHONEID"]) == 2
     assert "lacks the feature column" in capsys.readouterr().err
+
+
+def test_a_walk_of_10_positions_by_12_readings_takes_its_intervals_over_the_positions(walk_repository, tmp_path,
+                                                                                     capsys):
+    """Ten readings of one position are one draw: the interval counts 10 positions, not 120 rows, and is wider."""
+    from training.data.synthetic import make_new_positions
+    from training.figures.coverage import binomial
+
+    root, _ = walk_repository
+    model = load_bundle(root / "synthetic")
+    X, Y, point, _ = make_new_positions(10, 12, seed=5)
+    walk = write_walk(tmp_path / "walk.csv", model, X, Y, {"point": point})
+    figures = {}
+    for unit in (None, "rows", "point"):
+        out = tmp_path / f"r-{unit}"
+        assert main(["--bundle", str(root / "synthetic"), "--csv", str(walk), "--out", str(out),
+                     *(["--unit", unit] if unit else [])]) in (0, 1)
+        figures[unit] = json.loads((out / "metrics.json").read_text())
+    auto, rows, by_point = figures[None], figures["rows"], figures["point"]
+    assert auto["interval_over"] == {"unit": "positions", "n": 10, "automatic": True}
+    assert rows["interval_over"] == {"unit": "rows", "n": None, "automatic": False}
+    assert by_point["interval_over"] == {"unit": "point units", "n": 10, "automatic": False}
+    # 12 rows each: the positions' mean share is the row share; the interval is the binomial's over 10 draws
+    assert auto["coverage"] == pytest.approx(rows["coverage"]) == pytest.approx(auto["coverage_rows"])
+    assert auto["coverage_interval"] == pytest.approx(binomial(auto["coverage"] * 10, 10, auto["level"])["interval"])
+    assert by_point["coverage_interval"] == pytest.approx(auto["coverage_interval"])
+    wide = auto["coverage_interval"][1] - auto["coverage_interval"][0]
+    assert wide > rows["coverage_interval"][1] - rows["coverage_interval"][0]
+    assert auto["p_value"] >= rows["p_value"] or auto["coverage"] >= auto["level"]
+    assert all(r["interval"] == pytest.approx(binomial(r["coverage"] * 10, 10, r["level"])["interval"])
+               for r in auto["reliability"] if r["attainable"])
+    text = capsys.readouterr().out
+    assert "over the 10 positions, each weighing the same (the walk's readings repeat its positions)" in text
+    assert "over the 120 rows" in text
