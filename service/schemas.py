@@ -173,8 +173,14 @@ class ModelInfo(BaseModel):
                                                                "for older bundles (then LMVE, NLE, GE)")
     methods: dict[str, MethodInfo]
     metrics: dict
-    calibration: dict = Field(default_factory=dict, description="the calibration rule, the grouping, the number "
-                                                                "of calibration groups and the guarantee in words")
+    guarantee: dict = Field(default_factory=dict, description="what the level promises, as the training report "
+                            "and terminal state it: `words`, `level`, `form` (exact: P >= level in finite samples; "
+                            "approximate: P ~ level), `bound` (what a finite-sample result does promise, and "
+                            "`bound_of`), `holds_for` (what a new query must be), the calibration `units` and "
+                            "their count `n_units`, `n_rows`, `rule` and `mode`")
+    calibration: dict = Field(default_factory=dict, description="how the calibration was drawn: the rule, the "
+                                                                "mode, the grouping of the data (its `n_groups`: "
+                                                                "groups in the data), the rows scored")
     scale: dict | None = Field(default=None, description="a survey's served regions against its extent: `mean_area` "
                                "(the served method over the survey's rows), the surveyed positions' `bbox_area` and "
                                "`hull_area`, `share_of_bbox`, `share_of_hull`, `warn_share` and `warning` (words "

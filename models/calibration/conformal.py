@@ -158,6 +158,21 @@ def guarantee_words(level: float, rule: str, unit: str, n_rows: int, n_groups: i
     return f"{bound} for a {unit} (calibrated on {counted}; rule {rule})"
 
 
+def guarantee_terms(level: float, rule: str, n_rows: int, exact: bool, mode: str, holds_for: str, units: str,
+                    n_units: int, bound: float | None = None, bound_of: str | None = None,
+                    why: str | None = None) -> dict:
+    """The guarantee as fields, the same everywhere it is stated: ``level``; ``form`` ``"exact"`` (P >= level
+    in finite samples) or ``"approximate"`` (P ~ level); ``bound``, the probability a finite-sample result
+    does promise (the level when exact; ``bound_of`` says whose; ``None`` when none is known); ``holds_for``
+    (what a new query must be); the calibration ``units`` and their count ``n_units`` (positions, rows, a
+    column's units), ``n_rows``, the ``rule`` and the ``mode`` (split, cross-fit, across ...), and ``why`` the
+    mode was chosen."""
+    return {"level": level, "form": "exact" if exact else "approximate",
+            "bound": level if exact else bound, "bound_of": "split conformal" if exact else bound_of,
+            "holds_for": holds_for, "units": units, "n_units": n_units, "n_rows": n_rows, "rule": rule, "mode": mode,
+            **({"why": why} if why else {})}
+
+
 def check_rule(rule: str) -> str:
     """A calibration rule, checked.
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.calibration.conformal import APPROXIMATE_RULES, guarantee_words
+from models.calibration.conformal import APPROXIMATE_RULES, guarantee_terms, guarantee_words
 
 if TYPE_CHECKING:  # a type only: the model imports calibration, never the other way
     from models.model import RegionModel
@@ -148,9 +148,14 @@ def recalibrate(parent: RegionModel, features, points, *, groups=AUTO, grouping:
     words = guarantee_words(model.coverage, cal.rule, _unit(grouped_by, grouping, src.get("file")), n_rows, n_groups,
                             on="fresh")
     m = parent.manifest
+    exact = cal.rule not in APPROXIMATE_RULES
     calibration = {"grouping": list(grouping) if grouping else None, "grouped_by": grouped_by, "n_groups": n_groups,
-                   "repeated_share": repeated, "mode": "recalibrated", "exact": cal.rule not in APPROXIMATE_RULES,
-                   "guarantee": words}
+                   "repeated_share": repeated, "mode": "recalibrated", "exact": exact, "guarantee": words,
+                   "terms": guarantee_terms(model.coverage, cal.rule, n_rows, exact, "recalibrated",
+                                            "a " + _unit(grouped_by, grouping, src.get("file")),
+                                            "rows" if groups is None else "positions" if grouped_by == "position"
+                                            else f"{', '.join(grouping or ['label'])} groups",
+                                            n_rows if n_groups is None else n_groups)}
     from models.scale import rescaled
 
     scale = rescaled((m.get("calibration") or {}).get("scale"), model, features, centers)

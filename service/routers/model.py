@@ -30,7 +30,8 @@ async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, reposito
                                   "max_coverage": model.methods[k].calibrator_.max_coverage,
                                   "learned_centre": bool(getattr(model.methods[k].shape_, "moves_centre", False))}
                               for k, v in m["methods"].items()},
-                     metrics=m.get("metrics", {}), calibration={k: v for k, v in m.get("calibration", {}).items() if k != "scale"},
+                     metrics=m.get("metrics", {}), guarantee=stated_guarantee(m),
+                     calibration={k: v for k, v in m.get("calibration", {}).items() if k not in CALIBRATION_ELSEWHERE},
                      scale=_scale(m),
                      centre={"type": m["centre"]["type"], **_centre_choice(m)},
                      requires_centers=model.requires_centers, floors=_floors(model),
@@ -38,6 +39,24 @@ async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, reposito
                      created_at=m.get("created_at"), versions=m.get("versions", {}),
                      feedback=await anyio.to_thread.run_sync(monitor.summary, loaded),
                      shift=await anyio.to_thread.run_sync(_shift, shift, repository, loaded), worker_pid=os.getpid())
+
+
+#: the manifest's calibration keys GET /model serves elsewhere (the guarantee at the top, the scale on its own)
+CALIBRATION_ELSEWHERE = ("scale", "guarantee", "terms", "n_groups", "exact", "bound")
+
+
+def stated_guarantee(manifest: dict) -> dict:
+    """The bundle's guarantee, one object: its ``words`` (what the training report and terminal printed) and
+    its terms (:func:`models.calibration.conformal.guarantee_terms`); a bundle from before the terms were
+    recorded gives what its calibration record holds."""
+    cal = manifest.get("calibration") or {}
+    terms = cal.get("terms")
+    if terms is None:
+        exact = cal.get("exact")
+        terms = {"level": manifest.get("coverage"), "rule": cal.get("rule"), "n_units": cal.get("n_groups"),
+                 "n_rows": cal.get("n_rows"), "mode": cal.get("mode"),
+                 "form": None if exact is None else "exact" if exact else "approximate"}
+    return {"words": cal.get("guarantee"), **terms}
 
 
 def _scale(manifest: dict) -> dict | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from models.calibration.conformal import guarantee_words
+from models.calibration.conformal import APPROXIMATE_RULES, guarantee_terms, guarantee_words
 from models.calibration.recalibration import REPEATED_SHARE, share_of_repeated_positions
 from models.exceptions import InputError, LMVEError
 from training.commands.train_args import csv_list
@@ -40,6 +40,7 @@ def fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Stag
         what = " and ".join(result.model.floors.labels.columns)
         calibration["guarantee"] = (f"jointly with the {what}: {calibration['guarantee']}, for the true {what} in "
                                     "the floor set and the true position in the ellipse together")
+        calibration["terms"]["holds_for"] += f", its true {what} in the floor set and position in the ellipse"
     with meter.stage("save bundle"):
         manifest = save_bundle(result.model, bundle, dataset=dataset.info, metrics=result.metrics,
                                training=training, calibration=calibration)
@@ -140,24 +141,36 @@ def _group_builtin(dataset, columns: list[str]):
 
 
 def guarantee(dataset, result, grouped: bool) -> dict:
-    """The grouping and, in words, what the calibrated level guarantees (for the manifest and report)."""
+    """The grouping and what the calibrated level guarantees (for the manifest and report): ``guarantee`` in
+    words, and ``terms``, the same as fields (:func:`models.calibration.conformal.guarantee_terms`), which ``GET /model`` serves as its
+    top-level ``guarantee``."""
     cal = next(iter(result.model.methods.values())).calibrator_
     eta = result.model.coverage
     across = result.split.across
+    terms = {"level": eta, "rule": cal.rule, "n_rows": int(cal.n_rows_)}
     if across:
         out = {"grouping": dataset.grouping if grouped else None, "across": across, "n_groups": cal.n_calibration_,
                "guarantee": f"{across['guarantee']}; {cal.n_rows_} calibration rows"}
+        exact = bool(across.get("exact")) and across["rule"] == cal.rule
         if across["rule"] != cal.rule:
             exact = cal.rule == "group-subsample" and across.get("mode") != "cross-fit"
             out["guarantee"] += (f". The rule asked for, {cal.rule}, replaced {across['rule']}: "
                                  f"{'exact' if exact else 'approximate'}")
+        units = f"{','.join(across['columns'])} units"
+        out["terms"] = guarantee_terms(**terms, exact=exact, mode=f"across {across.get('mode', 'held-out')}",
+                                       holds_for=f"a reading from a new {','.join(across['columns'])} unit",
+                                       units=units, n_units=int(cal.n_calibration_))
         return out
     if not grouped:
         return {"grouping": None, "guarantee": guarantee_words(eta, cal.rule, "new row drawn at random from the same "
-                                                               "data", cal.n_rows_)}
+                                                               "data", cal.n_rows_),
+                "terms": guarantee_terms(**terms, exact=cal.rule not in APPROXIMATE_RULES, mode="split",
+                                         holds_for="a new row drawn at random from the same data", units="rows",
+                                         n_units=int(cal.n_rows_))}
     g = dataset.grouping
     unit = "reading at a position not in the survey" if g["by"] == "position" else f"row from a {g['by']} group " \
         "not in the training data"
+    units = "positions" if g["by"] == "position" else f"{g['by']} groups"
     cross = result.split.cross_fit
     if cross:
         from training.calibration.cross_fit import guarantee_words as cross_fit_words
@@ -165,9 +178,15 @@ def guarantee(dataset, result, grouped: bool) -> dict:
         return {"grouping": g, "n_groups": cal.n_calibration_, "mode": "cross-fit", "exact": False,
                 "mode_why": cross["why"], "bound": {"cross_fit": 1 - 2 * (1 - eta), "split": eta},
                 "guarantee": cross_fit_words(eta, unit, cal.n_calibration_, cal.n_rows_,
-                                             result.centre.get("cross_fit", 0), result.centre.get("centre_folds", 0))}
+                                             result.centre.get("cross_fit", 0), result.centre.get("centre_folds", 0)),
+                "terms": guarantee_terms(**terms, exact=False, mode="cross-fit", holds_for=f"a {unit}", units=units,
+                                         n_units=int(cal.n_calibration_), bound=1 - 2 * (1 - eta),
+                                         bound_of="cross-conformal (CV+) relative of this form",
+                                         why=cross["why"])}
     out = {"grouping": g, "n_groups": cal.n_calibration_, "mode": "split", "exact": cal.rule == "group-subsample",
-           "guarantee": guarantee_words(eta, cal.rule, unit, cal.n_rows_, cal.n_calibration_)}
+           "guarantee": guarantee_words(eta, cal.rule, unit, cal.n_rows_, cal.n_calibration_),
+           "terms": guarantee_terms(**terms, exact=cal.rule == "group-subsample", mode="split", holds_for=f"a {unit}",
+                                    units=units, n_units=int(cal.n_calibration_))}
     if result.split.adjustment:
         out["split_adjustment"] = result.split.adjustment
     return out

@@ -31,14 +31,16 @@ def _group_words(name: str, v: str, s: dict, level: float) -> str:
 def verdict(figures: dict, model) -> dict:
     """Whether nothing is short (the module's verdict), in words, and what to do when something is."""
     level, cov, (lo, hi), p = figures["level"], figures["coverage"], figures["coverage_interval"], figures["p_value"]
-    n = figures["n_rows"]
+    counted = figures.get("interval_units") or {"unit": "rows", "n": figures["n_rows"]}
+    over = f"{counted['n']} {counted['unit']}" if counted["unit"] == "rows" else \
+        f"{counted['n']} {counted['unit']} ({figures['n_rows']} rows)"
     headline = bool(p >= TEST_SIZE)
     short = figures.get("short_levels") or []
     failing = {name: [v for v, s in per.items() if not s["holds"]] for name, per in figures["groups"].items()}
     failing = {k: v for k, v in failing.items() if v}
     outliers = figures.get("error_outliers") or {}
     holds = headline and not short and not failing
-    stated = (f"coverage {100 * cov:.1f} % (95 % interval {100 * lo:.1f}-{100 * hi:.1f} %) over {n} rows against "
+    stated = (f"coverage {100 * cov:.1f} % (95 % interval {100 * lo:.1f}-{100 * hi:.1f} %) over {over} against "
               f"the {100 * level:g} % level")
     if headline:
         words = f"Coverage holds at the level: {stated} is within its binomial tolerance (one-sided p = {p:.3g})."

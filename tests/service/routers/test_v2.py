@@ -158,7 +158,7 @@ def _bad_bodies(d: int):
         ({"inputs": [{"name": "features", "data": row}]}, 400, "invalid inference request: inputs[0].shape: Field "
                                                                "required"),
         ({}, 400, "invalid inference request: inputs: Field required"),
-        (None, 400, "invalid inference request: body: Input should be an object"),
+        (None, 400, "invalid inference request: body: a JSON document; received an empty body"),
     ]
 
 
@@ -170,7 +170,8 @@ def test_bad_bodies_are_400_naming_the_input_never_500(v2_client):
         assert r.status_code == status and set(r.json()) == {"error"}, (body, r.text)
         assert message in r.json()["error"], (message, r.json())
     r = client.post(f"/v2/models/{SITE}/infer", headers=KEY, content=b"{not json")
-    assert r.status_code == 400 and "invalid inference request: body: Invalid JSON" in r.json()["error"]
+    assert r.status_code == 400 and "invalid inference request: body: a JSON document; received `{not json`, not " \
+        "JSON" in r.json()["error"]
     r = client.post(f"/v2/models/{SITE}/infer", headers={**KEY, "Inference-Header-Content-Length": "10"},
                     content=b'{"inputs":[]}\x00\x00')
     assert r.status_code == 400 and "invalid inference request: body: " in r.json()["error"]

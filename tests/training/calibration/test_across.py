@@ -286,7 +286,10 @@ def test_cli_states_the_guarantee_in_the_report_the_manifest_and_get_model(tmp_p
         base = f"http://127.0.0.1:{port}"
         wait_alive(base, proc)
         info = httpx.get(f"{base}/model", headers={"X-API-Key": KEY}).json()
-        assert info["calibration"]["guarantee"] == words and info["calibration"]["across"]["exact"] is False
+        stated = info["guarantee"]
+        assert stated["words"] == words and info["calibration"]["across"]["exact"] is False
+        assert (stated["form"], stated["units"], stated["n_units"], stated["mode"]) == (
+            "approximate", "phone units", 10, "across cross-fit")
     finally:
         stop(proc)
 

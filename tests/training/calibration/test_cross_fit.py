@@ -118,7 +118,14 @@ def test_lmve_train_states_the_cross_fit_guarantee_in_the_report_and_get_model(t
     app = create_app(ServiceSettings(bundle=out / "bundle"))
     with TestClient(app) as client:
         body = client.get("/model").json()
-    assert body["calibration"]["guarantee"] == cal["guarantee"] and body["calibration"]["mode"] == "cross-fit"
+    # one guarantee, said the same in the report, the terminal and GET /model (one top-level object)
+    stated = body["guarantee"]
+    assert stated["words"] == cal["guarantee"] and body["calibration"]["mode"] == "cross-fit"
+    assert {k: stated[k] for k in ("level", "form", "units", "n_units", "rule", "mode")} == {
+        "level": 0.9, "form": "approximate", "units": "positions", "n_units": 27, "rule": "group-pooled",
+        "mode": "cross-fit"}
+    assert stated["bound"] == pytest.approx(0.8) and "CV+" in stated["bound_of"]
+    assert "guarantee" not in body["calibration"] and "n_groups" not in body["calibration"]
     # the scale: the served regions against the survey's extent, warned (30 positions of 8 beacons), with the
     # survey-size estimate; GET /model gives it without the extent's coordinates
     scale = cal["scale"]

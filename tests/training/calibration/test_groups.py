@@ -116,9 +116,11 @@ def test_positions_that_repeat_are_grouped_automatically(tmp_path, capsys):
 def test_group_columns_of_any_type_are_never_features(tmp_path):
     csv = write_survey_csv(tmp_path / "survey.csv")
     out = tmp_path / "run"
-    # default features: every column but the targets and the group columns (site, device are strings)
-    # default features: every column but the targets and the group columns
-    assert train_csv(csv, out, "--groups", "x,y") == 2  # 'site' and 'device' are strings: not features
+    # default features: every column but the targets and the group columns that is a reading; 'site' and
+    # 'device' are text: left out (and said so), kept with each row
+    assert train_csv(csv, out, "--groups", "x,y") == 0
+    m = load_bundle(out / "bundle").manifest
+    assert m["feature_names"] == BEACONS.split(",") and set(m["dataset"]["left_out"]) == {"site", "device"}
     assert train_csv(csv, out, "--groups", "x,y,site,device") == 0  # grouped by all four; beacons are the rest
     m = load_bundle(out / "bundle").manifest
     assert m["feature_names"] == BEACONS.split(",") and m["calibration"]["grouping"]["by"] == "x, y, site, device"
@@ -211,7 +213,9 @@ def test_the_served_model_states_its_grouping_and_guarantee(tmp_path):
         body = client.get("/model").json()
     cal = body["calibration"]
     assert cal["rule"] == "group-subsample" and cal["grouping"]["by"] == "position"
-    assert "position not in the survey" in cal["guarantee"]
+    assert "position not in the survey" in body["guarantee"]["words"]
     m = cal["n_calibration"]
+    assert body["guarantee"]["n_units"] == m and body["guarantee"]["units"] == "positions"
+    assert body["guarantee"]["form"] == "exact" and body["guarantee"]["bound"] == 0.9
     assert body["methods"]["ge"]["n_calibration"] == m
     assert body["methods"]["ge"]["max_coverage"] == pytest.approx(m / (m + 1))
