@@ -15,7 +15,8 @@ The input is read in partitions of ``--chunk-rows`` rows (:mod:`training.data.ta
 batch and appended to the output (Parquet, CSV or GeoJSON, by suffix). ``--engine dask`` sends the same
 partitions to a Dask cluster (``--scheduler ADDR``, or ``--workers`` local processes): each worker reads its
 partitions from the shared file system and loads the bundle once, and the client writes the answers in
-order, so both engines write the same rows, to the last bit. Nothing is written unless everything is: the
+order, so both engines write the same rows, to the last bit (both answer with BLAS and OpenMP on one thread,
+:data:`KERNEL_THREADS`; workers on another CPU round as its kernels do). Nothing is written unless everything is: the
 output appears by rename, and a bad cell (named by column and line) leaves no file behind."""
 
 from __future__ import annotations
@@ -109,6 +110,13 @@ def _floor_columns(floors) -> dict[str, np.ndarray]:
     return out
 
 
+#: BLAS and OpenMP threads a partition is answered with, in both engines: a Dask worker runs them on one
+#: (``distributed.nanny.pre-spawn-environ``), and a BLAS may choose another kernel for one thread than for
+#: several (OpenBLAS's small-matrix path on AVX-512), which rounds otherwise: the same rows would then differ
+#: in their last bits between the engines
+KERNEL_THREADS = 1
+
+
 @dataclass(frozen=True)
 class Job:
     """What every partition is answered with: the bundle (its model loaded once per process) and the options."""
@@ -131,7 +139,14 @@ class Job:
         return list(dict.fromkeys([*m.feature_names, *centre_columns(m), *self.contains, *self.keep]))
 
     def answer(self, part: tables.Partition, frame) -> dict[str, np.ndarray]:
-        """The output columns of one partition's rows (one batch)."""
+        """The output columns of one partition's rows (one batch), computed with BLAS and OpenMP on one thread
+        (:data:`KERNEL_THREADS`) in both engines."""
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=KERNEL_THREADS):
+            return self._answer(part, frame)
+
+    def _answer(self, part: tables.Partition, frame) -> dict[str, np.ndarray]:
         from training.commands.inputs import centre_columns
 
         model = self.model
