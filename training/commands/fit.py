@@ -142,8 +142,8 @@ def _group_builtin(dataset, columns: list[str]):
 
 def guarantee(dataset, result, grouped: bool) -> dict:
     """The grouping and what the calibrated level guarantees (for the manifest and report): ``guarantee`` in
-    words, and ``terms``, the same as fields (:func:`models.calibration.conformal.guarantee_terms`), which ``GET /model`` serves as its
-    top-level ``guarantee``."""
+    words, and ``terms``, the same as fields (:func:`models.calibration.conformal.guarantee_terms`), which
+    ``GET /model`` serves as its top-level ``guarantee``."""
     cal = next(iter(result.model.methods.values())).calibrator_
     eta = result.model.coverage
     across = result.split.across
