@@ -161,12 +161,39 @@ def guarantee_words(level: float, rule: str, unit: str, n_rows: int, n_groups: i
 def guarantee_terms(level: float, rule: str, n_rows: int, exact: bool, mode: str, holds_for: str, units: str,
                     n_units: int, bound: float | None = None, bound_of: str | None = None,
                     why: str | None = None) -> dict:
-    """The guarantee as fields, the same everywhere it is stated: ``level``; ``form`` ``"exact"`` (P >= level
-    in finite samples) or ``"approximate"`` (P ~ level); ``bound``, the probability a finite-sample result
-    does promise (the level when exact; ``bound_of`` says whose; ``None`` when none is known); ``holds_for``
-    (what a new query must be); the calibration ``units`` and their count ``n_units`` (positions, rows, a
-    column's units), ``n_rows``, the ``rule`` and the ``mode`` (split, cross-fit, across ...), and ``why`` the
-    mode was chosen."""
+    """The guarantee as fields, the same everywhere it is stated (the manifest, ``GET /model``'s ``guarantee``).
+
+    Parameters
+    ----------
+    level : float
+        The calibrated level.
+    rule : str
+        The calibration rule (:data:`RULES`).
+    n_rows : int
+        Calibration rows scored.
+    exact : bool
+        Whether ``P >= level`` holds in finite samples.
+    mode : str
+        How the scores were drawn (``"split"``, ``"cross-fit"``, ``"across cross-fit"``, ``"recalibrated"``).
+    holds_for : str
+        What a new query must be, in words.
+    units : str
+        What calibrated (``"positions"``, ``"rows"``, ``"PHONEID units"``).
+    n_units : int
+        How many of them.
+    bound : float, default=None
+        For an approximate form, the probability a finite-sample result does promise, if one is known.
+    bound_of : str, default=None
+        Whose result ``bound`` is.
+    why : str, default=None
+        Why the mode was chosen.
+
+    Returns
+    -------
+    dict
+        ``level``, ``form`` (``"exact"`` or ``"approximate"``), ``bound`` (the level when exact), ``bound_of``,
+        ``holds_for``, ``units``, ``n_units``, ``n_rows``, ``rule``, ``mode`` and, when given, ``why``.
+    """
     return {"level": level, "form": "exact" if exact else "approximate",
             "bound": level if exact else bound, "bound_of": "split conformal" if exact else bound_of,
             "holds_for": holds_for, "units": units, "n_units": n_units, "n_rows": n_rows, "rule": rule, "mode": mode,

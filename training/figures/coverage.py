@@ -1,7 +1,10 @@
 """How sure a coverage figure is: the exact binomial interval and test of a share of rows (or of groups, each
-weighted alike) against a level, and how many units a test needs to tell a shortfall."""
+weighted alike) against a level, how many units a test needs to tell a shortfall, and what a
+walk's intervals count (:class:`Units`, :func:`unit_test`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -85,3 +88,31 @@ def units_to_tell(level: float, confidence: float = 0.95, most: int = 100_000) -
         else:
             lo = mid + 1
     return lo
+
+
+@dataclass(frozen=True)
+class Units:
+    """What an interval counts: ``name`` (``"rows"``, ``"positions"``, ``"PHONEID units"``), each row's unit
+    (``labels``; ``None`` for rows), and whether it was chosen for the walk (``automatic``)."""
+
+    name: str
+    labels: np.ndarray | None = None
+    automatic: bool = False
+
+    def of(self, mask) -> np.ndarray | None:
+        return None if self.labels is None else (self.labels if mask is None else self.labels[mask])
+
+    def record(self) -> dict:
+        n = None if self.labels is None else int(np.unique(self.labels).size)
+        return {"unit": self.name, "n": n, "automatic": self.automatic}
+
+
+def unit_test(inside: np.ndarray, level: float, labels: np.ndarray | None) -> dict:
+    """Coverage over ``labels``' units (rows for ``None``): the estimate, its exact interval and the one-sided
+    p-value of a shortfall against ``level``."""
+    if labels is None:
+        hits, n = int(inside.sum()), int(inside.size)
+        test = binomial(hits, n, level)
+        return {"coverage": hits / n, "interval": test["interval"], "p_value": test["p_value"]}
+    test = coverage_interval(inside, level, labels)
+    return {"coverage": test["estimate"], "interval": test["interval"], "p_value": test["p_value"]}

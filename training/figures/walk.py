@@ -19,10 +19,8 @@ one is named), so the figures are the service's:
 * **error outliers**: a group whose median error is at least :data:`ERROR_RATIO` times the other rows' and
   above them by a one-sided Mann-Whitney test at 5 % is named.
 
-Every interval and test counts **units**, as training counts them (:func:`interval_units`): the walk's
-positions where its readings repeat them (ten readings of one position are one draw, not ten), a column's
-values with ``--unit COL``, or rows; the coverage is then the mean of the units' shares
-(:func:`training.figures.coverage.coverage_interval`) and the figures say which unit and how many.
+Intervals and tests count **units** as training does (:func:`interval_units`: positions where readings
+repeat them, ``--unit COL``, or rows); the figures say which.
 
 The **verdict** holds when nothing is short: not the coverage at the level (5 %, one-sided), not a level
 of the curve, not a group at the level or along its curve. ``docs/guides/validate.md`` describes the
@@ -35,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.exceptions import InputError
-from training.figures.coverage import TEST_SIZE, binomial, coverage_interval
+from training.figures.coverage import TEST_SIZE, Units, unit_test as _test
 from training.figures.accuracy import error_figures, region_sizes
 from training.figures.verdict import verdict
 
@@ -217,23 +215,6 @@ def _floor_difference(labels, predicted: np.ndarray, codes: np.ndarray) -> np.nd
     return (floor_col[predicted] != floor_col[codes]).astype(np.float64)
 
 
-@dataclass(frozen=True)
-class Units:
-    """What an interval counts: ``name`` (``"rows"``, ``"positions"``, ``"PHONEID units"``), each row's unit
-    (``labels``; ``None`` for rows), and whether it was chosen for the walk (``automatic``)."""
-
-    name: str
-    labels: np.ndarray | None = None
-    automatic: bool = False
-
-    def of(self, mask) -> np.ndarray | None:
-        return None if self.labels is None else (self.labels if mask is None else self.labels[mask])
-
-    def record(self) -> dict:
-        n = None if self.labels is None else int(np.unique(self.labels).size)
-        return {"unit": self.name, "n": n, "automatic": self.automatic}
-
-
 def interval_units(walk: Walk, unit: str | None = None) -> Units:
     """The units a walk's intervals count: ``unit`` ``"rows"``, ``"positions"`` (the walk's distinct true
     positions) or a column the walk was read with (its values); ``None``: positions where most rows share
@@ -249,17 +230,6 @@ def interval_units(walk: Walk, unit: str | None = None) -> Units:
     if unit == "positions":
         return Units("positions", positions)
     return Units(f"{unit} units", walk.groups[unit])
-
-
-def _test(inside: np.ndarray, level: float, labels: np.ndarray | None) -> dict:
-    """Coverage over ``labels``' units (rows for ``None``): the estimate, its exact interval and the one-sided
-    p-value of a shortfall against ``level``."""
-    if labels is None:
-        hits, n = int(inside.sum()), int(inside.size)
-        test = binomial(hits, n, level)
-        return {"coverage": hits / n, "interval": test["interval"], "p_value": test["p_value"]}
-    test = coverage_interval(inside, level, labels)
-    return {"coverage": test["estimate"], "interval": test["interval"], "p_value": test["p_value"]}
 
 
 def summarise(rows: RowFigures, level: float, mask: np.ndarray | None = None, units: Units | None = None) -> dict:
