@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.centres.base import Centre
+from models.centres.errors import criterion as unit_criterion
 from models.centres.knn import KNNCentre
 from models.centres.representations import ReadingSpace, check_representation, represent
 from models.exceptions import InputError
@@ -322,13 +323,8 @@ def _weighted(near: np.ndarray, dist: np.ndarray, Y: np.ndarray, weights: str) -
 
 
 def _error(e: np.ndarray, codes: np.ndarray, sizes: np.ndarray, criterion: str, coverage: float, rows: bool) -> float:
-    """The criterion over Euclidean errors ``e``, each unit weighing the same (:func:`tune`)."""
-    if criterion == "rmse":
-        if rows:
-            return float(np.sqrt(np.mean(e ** 2)))
-        present = sizes > 0  # a unit none of whose rows were scored counts for nothing
-        return float(np.mean(np.sqrt(np.bincount(codes, e ** 2, minlength=len(sizes))[present] / sizes[present])))
-    w = 1.0 / sizes[codes]
-    order = np.argsort(e, kind="stable")
-    cum = np.cumsum(w[order]) / w.sum()
-    return float(e[order][min(int(np.searchsorted(cum, coverage)), len(e) - 1)])
+    """The criterion over Euclidean errors ``e``, each unit weighing the same (:func:`tune`; folds of rows or
+    of many units: the plain RMSE)."""
+    if criterion == "rmse" and rows:
+        return unit_criterion(e, "rmse")
+    return unit_criterion(e, criterion, coverage, codes, sizes)

@@ -125,9 +125,10 @@ def _select(s: TrainState, X: np.ndarray, Y: np.ndarray, complete: bool) -> tupl
         folds, units = s.k or 5, s.mode.across
         name, errors, oof = select_centre(X, Y, config, folds, s.train_groups, s.bar, complete=complete, units=units)
         kind = "unit " if units else "group " if grouped else ""
+        weighing = ", each unit weighing the same" if units else ""
         return name, oof, folds, {
             "name": name, "selected_by": f"{folds}-fold {kind}cross-validation on the train part "
-            f"({CRITERIA[config.centre_criterion]} of the Euclidean error)" + _screen_words(config, len(X), units),
+            f"({CRITERIA[config.centre_criterion]} of the Euclidean error{weighing})" + _screen_words(config, len(X), units),
             "criterion": config.centre_criterion, "cv": errors, "screen": _screen_record(config, len(X))}
     stack = config.make_centre("stack")
     folds = s.k or stack.cv
@@ -149,10 +150,10 @@ def _screen_words(config, rows: int, units: bool = False) -> str:
     """How the candidates were screened and raced on a train part of ``rows`` rows, for ``selected_by``."""
     n = config.centre_screen_rows
     if units and n is not None and rows > n:
-        return (f"; {rows} train rows: screened on {n} rows of each unit fold, judged on all their held-out rows "
-                f"(dropped above {100 * config.centre_screen_margin:.0f} % behind), then raced from fold {RACE_FOLDS} "
-                f"on (dropped above {100 * config.centre_race_margin:.0f} % behind); a dropped candidate that beat "
-                "the chosen one where it was scored is recalled")
+        return (f"; {rows} train rows: screened on {n} rows of each unit fold, judged "
+                f"on all their held-out rows (dropped above {100 * config.centre_screen_margin:.0f} % behind), then "
+                "raced fold by fold (dropped once it cannot win); a dropped candidate that beat the chosen one where it "
+                "was scored is recalled")
     if n is None or rows <= n:
         if config.centre_race_rows is None or rows < config.centre_race_rows:
             return ""

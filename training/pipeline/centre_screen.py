@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 
+from models.centres.errors import criterion as unit_criterion
+from models.centres.errors import unit_codes
 from models.centres.kinds import KINDS
 from models.parallel import side_by_side
 
@@ -31,7 +33,7 @@ def screen(X, Y, config, first_fold, records, alive, say, workers=None):
     Returns the survivors, and the fold-1 predictions of those the screen fitted on all the training rows."""
     rest, fold = first_fold
     sub = _subsample(rest, config.centre_screen_rows, np.random.default_rng(config.seed))
-    rows = {name: rest if lazy(name) else sub for name in alive}
+    rows = {name: rest if lazy(name, config) else sub for name in alive}
     key, level = config.centre_criterion, config.coverage
     preds, errors = {}, {}
     say(f"screen {', '.join(alive)} on {len(sub)} rows")
@@ -54,17 +56,18 @@ def screen(X, Y, config, first_fold, records, alive, say, workers=None):
     return survivors, {n: preds[n] for n in survivors if len(rows[n]) == len(rest)}
 
 
-def screen_folds(X, Y, config, folds, records, alive, say, workers=None):
+def screen_folds(X, Y, config, folds, records, alive, say, workers=None, units=None):
     """Rung 1 over unit folds (``select_centre(units=True)``): every candidate fitted on
     ``centre_screen_rows`` rows of *each* fold's training rows (drawn by one
     ``numpy.random.default_rng(seed)``, sorted; all of them where a fold has fewer, and for a lazy learner,
     :attr:`models.centres.kinds.CentreSpec.lazy`) and scored on its held-out rows, fold after fold. From fold
-    :data:`RACE_FOLDS` on, those more than ``centre_screen_margin`` behind the best on all the held-out rows
-    screened so far are dropped (one fold is one draw of units; a dear candidate far behind on two is not fitted
-    on the rest). Each record's ``screen`` holds the pooled error, the rows per fit, the folds and each fold's
-    own error (their spread). Returns the survivors, their screen centres of every row, and for each fold
-    (index into ``folds``) the candidates whose screen fitted its training rows whole (their centres are the
-    fold's own)."""
+    :data:`RACE_FOLDS` on, the dear candidates (not lazy) more than ``centre_screen_margin`` behind the best on
+    all the held-out rows screened so far are dropped (a dear candidate far behind on two folds is not fitted on
+    the rest); a lazy one, whose screen is its all-row fit, only after every fold (one fold is one draw of units).
+    Each record's ``screen`` holds the error, the rows per fit, the folds and each fold's own error (their
+    spread); with ``units`` (each row's unit) each unit weighs the same (:func:`centre_errors`). Returns the
+    survivors, their screen centres of every row, and for each fold (index into ``folds``) the candidates whose
+    screen fitted its training rows whole (their centres are the fold's own)."""
     k = len(folds)
     rng = np.random.default_rng(config.seed)
     preds = {name: np.full_like(Y, np.nan, dtype=np.float64) for name in alive}
@@ -73,7 +76,7 @@ def screen_folds(X, Y, config, folds, records, alive, say, workers=None):
     seen = np.zeros(len(Y), dtype=bool)
     for i, (rest, fold) in enumerate(folds):
         sub = _subsample(rest, config.centre_screen_rows, rng)
-        rows = {name: rest if lazy(name) else sub for name in alive}
+        rows = {name: rest if lazy(name, config) else sub for name in alive}
         whole[i] = [name for name in alive if len(rows[name]) == len(rest)]
         say(f"screen {', '.join(alive)} on {len(sub)} rows of fold {i + 1}/{k}")
         fitted = side_by_side(lambda name: fit_predict(config, name, X[rows[name]], Y[rows[name]], X[fold]), alive,
@@ -84,22 +87,25 @@ def screen_folds(X, Y, config, folds, records, alive, say, workers=None):
             sizes[name].append(len(rows[name]))
         seen[fold] = True
         if i + 1 >= RACE_FOLDS or i == k - 1:
-            alive = _screened(Y, seen, folds[:i + 1], k, config, records, alive, preds, sizes)
+            dear = alive if i == k - 1 else [name for name in alive if not lazy(name, config)]
+            alive = _screened(Y, seen, folds[:i + 1], k, config, records, alive, preds, sizes, units, dear)
     return alive, {n: preds[n] for n in alive}, whole
 
 
-def _screened(Y, seen, folds_run, k, config, records, alive, preds, sizes) -> list[str]:
-    """:func:`screen_folds` after the folds ``folds_run``: each candidate's ``screen`` record; those more
-    than the screen margin behind the best on the rows ``seen`` dropped (a dropped one's figures are
+def _screened(Y, seen, folds_run, k, config, records, alive, preds, sizes, units=None, droppable=None) -> list[str]:
+    """:func:`screen_folds` after the folds ``folds_run``: each candidate's ``screen`` record; those of
+    ``droppable`` (default all) more than the screen margin behind the best on the rows ``seen`` dropped (a dropped one's figures are
     those of the folds run). Returns the candidates left."""
     key, level, run = config.centre_criterion, config.coverage, len(folds_run)
-    errors = {name: centre_errors(Y[seen], preds[name][seen], level) for name in alive}
+    errors = {name: centre_errors(Y[seen], preds[name][seen], level, at(units, seen)) for name in alive}
     for name in alive:
-        per_fold = [round(centre_errors(Y[fold], preds[name][fold], level)[key], 6) for _, fold in folds_run]
+        per_fold = [round(centre_errors(Y[fold], preds[name][fold], level, at(units, fold))[key], 6)
+                    for _, fold in folds_run]
         records[name]["screen"] = {key: errors[name][key], "rows": int(round(np.mean(sizes[name]))), "folds": run,
                                    "per_fold": per_fold}
         records[name]["screen_errors"] = errors[name]  # popped before the records leave select_centre
     best, behind = trailing({n: e[key] for n, e in errors.items()}, config.centre_screen_margin)
+    behind = {n: excess for n, excess in behind.items() if droppable is None or n in droppable}
     where = f"all {k} unit folds" if run == k else f"the first {run} of {k} unit folds"
     for name, excess in behind.items():
         rows = records[name]["screen"]["rows"]
@@ -112,9 +118,12 @@ def _screened(Y, seen, folds_run, k, config, records, alive, preds, sizes) -> li
     return [n for n in alive if n not in behind]
 
 
-def lazy(name: str) -> bool:
-    """Whether the centre kind ``name`` is a lazy learner, which the screen fits on all the training rows."""
+def lazy(name: str, config=None) -> bool:
+    """Whether the centre kind ``name`` is a lazy learner, which the screen fits on all the training rows (a kind
+    outside :data:`models.centres.kinds.KINDS`: the ``lazy`` attribute of ``config.make_centre(name)``)."""
     spec = KINDS.get(name)
+    if spec is None and config is not None:
+        return bool(getattr(config.make_centre(name), "lazy", False))
     return bool(spec is not None and spec.lazy)
 
 
@@ -123,7 +132,7 @@ def _subsample(rest: np.ndarray, n: int, rng) -> np.ndarray:
     return rest if len(rest) <= n else np.sort(rng.choice(rest, n, replace=False))
 
 
-def recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, workers=None) -> str:
+def recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, workers=None, units=None) -> str:
     """The selection's invariant over unit folds: no dropped candidate has a smaller error than the chosen
     one on the rows it was scored on (its ``scored_folds``). The chosen one's centres there are its
     out-of-fold ones where it ran the fold with all the rows, its screen ones elsewhere. A dropped
@@ -146,7 +155,7 @@ def recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, wo
             rows = np.concatenate([folds[j - 1][1] for j in record["scored_folds"]])
             if np.isnan(mine[rows]).any():  # not scored there (cannot happen: the chosen ran those folds)
                 continue
-            error = centre_errors(Y[rows], mine[rows], level)[key]
+            error = centre_errors(Y[rows], mine[rows], level, at(units, rows))[key]
             if error > record[key]:
                 beaten[name] = error / record[key]
         if not beaten:
@@ -162,7 +171,7 @@ def recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, wo
                 oof[name][folds[i][1]] = pred
                 records[name]["seconds"] += seconds
                 done[name].append(i)
-        errors = {name: centre_errors(Y, oof[name], level) for name in (chosen, other)}
+        errors = {name: centre_errors(Y, oof[name], level, units) for name in (chosen, other)}
         winner, loser = (other, chosen) if errors[other][key] < errors[chosen][key] else (chosen, other)
         rows = fit_rows(folds)
         records[winner].update(errors[winner], rows=rows, folds=k, stage="cv", status="kept",
@@ -178,52 +187,64 @@ def recall(chosen, X, Y, config, folds, records, oof, done, screen_pred, say, wo
         chosen = winner
 
 
-def centre_errors(Y: np.ndarray, P: np.ndarray, level: float | None = None) -> dict:
+def centre_errors(Y: np.ndarray, P: np.ndarray, level: float | None = None, units=None) -> dict:
     """Root mean squared, median and mean Euclidean error of predictions ``P`` of ``Y`` (target units),
-    and with ``level`` its ``level``-quantile (``"quantile"``)."""
+    and with ``level`` its ``level``-quantile (``"quantile"``). With ``units`` (each row's unit) the RMSE is each
+    unit's averaged over the units and the quantile weighs each unit the same
+    (:func:`models.centres.errors.criterion`: the criteria a centre is chosen by across units); the median and
+    the mean stay over the rows."""
     e = np.linalg.norm(Y - P, axis=1)
-    out = {"rmse": _criterion(e, "rmse"), "median": float(np.median(e)), "mean": float(np.mean(e))}
+    out = {"rmse": _criterion(e, "rmse", units=units), "median": float(np.median(e)), "mean": float(np.mean(e))}
     if level is not None:
-        out["quantile"] = _criterion(e, "quantile", level)
+        out["quantile"] = _criterion(e, "quantile", level, units)
     return out
 
 
-def _criterion(e: np.ndarray, key: str, level: float | None = None) -> float:
-    """The ``centre_criterion`` ``key`` of Euclidean errors ``e``."""
-    return float(np.sqrt(np.mean(e**2))) if key == "rmse" else float(np.quantile(e, level))
+def _criterion(e: np.ndarray, key: str, level: float | None = None, units=None) -> float:
+    """The ``centre_criterion`` ``key`` of Euclidean errors ``e``, each of ``units`` weighing the same if given."""
+    return unit_criterion(e, key, level, *(unit_codes(units) if units is not None else (None, None)))
 
 
-def projected(Y, oof, screen_pred, folds, ran, key: str, level: float, widen: float) -> tuple[float, float]:
+def at(units, rows):
+    """``units[rows]``, or ``None`` without units."""
+    return None if units is None else units[rows]
+
+
+def projected(Y, oof, screen_pred, folds, ran, key: str, level: float, widen: float, units=None
+              ) -> tuple[float, float]:
     """A candidate's ``key`` error on every row as it would stand had it run every unit fold with all the
     rows: its out-of-fold centres ``oof`` on the folds ``ran`` (indices into ``folds``, one at least), its
     screen centres elsewhere, their errors scaled by its ratio of all-row to screen error on a fold it ran.
     ``(low, high)``: at the least of those ratios over ``1 + widen`` and at the greatest times ``1 + widen``,
     the range an unrun fold's ratio is assumed to lie in (the screen's rows give a candidate's fold errors
-    to within a few per cent where they are thousands, folds alike: the ratios seen, widened)."""
+    to within a few per cent where they are thousands, folds alike: the ratios seen, widened). With ``units``
+    (each row's unit) each unit weighs the same."""
     e_screen = np.linalg.norm(Y - screen_pred, axis=1)
     e_full = np.full(len(Y), np.nan)
     ratios = []
     for i in ran:
         fold = folds[i][1]
         e_full[fold] = np.linalg.norm(Y[fold] - oof[fold], axis=1)
-        ratios.append(_criterion(e_full[fold], key, level) / max(_criterion(e_screen[fold], key, level), 1e-300))
+        ratios.append(_criterion(e_full[fold], key, level, at(units, fold))
+                      / max(_criterion(e_screen[fold], key, level, at(units, fold)), 1e-300))
     run = ~np.isnan(e_full)
     bounds = []
     for ratio in (min(ratios) / (1.0 + widen), max(ratios) * (1.0 + widen)):
         e = np.where(run, e_full, e_screen * ratio)
-        bounds.append(_criterion(e, key, level))
+        bounds.append(_criterion(e, key, level, units))
     return bounds[0], bounds[1]
 
 
-def cannot_win(Y, oof, screen_pred, folds, ran, alive, key: str, level: float, widen: float) -> tuple[str, dict, list]:
+def cannot_win(Y, oof, screen_pred, folds, ran, alive, key: str, level: float, widen: float, units=None
+               ) -> tuple[str, dict, list]:
     """After the unit folds ``ran``: the candidate of least ``high`` projection (:func:`projected`), each
     candidate's ``(low, high)``, and the candidates that cannot win: behind it on the rows scored, and with a
     ``low`` projection above its ``high`` (however their unrun folds fall within the ratios assumed, they end
-    behind it)."""
-    bounds = {n: projected(Y, oof[n], screen_pred[n], folds, ran, key, level, widen) for n in alive}
+    behind it). With ``units`` (each row's unit) each unit weighs the same."""
+    bounds = {n: projected(Y, oof[n], screen_pred[n], folds, ran, key, level, widen, units) for n in alive}
     best = min(alive, key=lambda n: bounds[n][1])
     rows = np.concatenate([folds[i][1] for i in ran])
-    scored = {n: centre_errors(Y[rows], oof[n][rows], level)[key] for n in alive}
+    scored = {n: centre_errors(Y[rows], oof[n][rows], level, at(units, rows))[key] for n in alive}
     return best, bounds, [n for n in alive if n != best and scored[n] > scored[best] and bounds[n][0] > bounds[best][1]]
 
 

@@ -16,8 +16,10 @@ compared on the same held-out rows:
    standing completes its folds alone, so the chosen centre's out-of-fold centres are whole (they
    are the shapes' cross-fitted residuals).
 
-Over unit folds (``--calibrate-across``) the screen fits every fold (judging from fold :data:`RACE_FOLDS` on),
-and the race also drops a candidate that cannot win (:func:`training.pipeline.centre_screen.cannot_win`). A fold the screen fitted whole is not refitted.
+Over unit folds (``--calibrate-across``) each unit weighs the same in every error (the guarantee is for a new
+unit), the screen fits every fold, the race drops only a candidate that cannot win
+(:func:`training.pipeline.centre_screen.cannot_win`): a margin on the few units run misjudges. A fold the screen
+fitted whole is not refitted.
 
 Each candidate's record says what it was fitted on (rows per fit, folds), its error there, and
 whether it was kept, or dropped and why; the manifest and the report carry it. The candidate
@@ -32,7 +34,7 @@ import numpy as np
 
 from models.centres.stack import fold_splits, stack_weights, stacked_out_of_fold
 from models.parallel import side_by_side
-from training.pipeline.centre_screen import (CRITERIA, RACE_FOLDS, cannot_win, centre_errors, fit_predict, fit_rows,
+from training.pipeline.centre_screen import (CRITERIA, RACE_FOLDS, at, cannot_win, centre_errors, fit_predict, fit_rows,
                                              recall, screen, screen_folds, trailing)
 
 #: the fewest rows ``centre_screen_rows`` may name (TrainConfig and ``--centre-screen`` both check it)
@@ -96,7 +98,7 @@ def select_centre(X: np.ndarray, Y: np.ndarray, config, k: int, groups=None,
     held-out rows (:func:`screen_folds`); after each fold a candidate that cannot win is dropped: behind the
     leader on the folds run, and behind it on every row once the folds still to run are projected from the
     screen, each candidate's screen errors scaled by its ratio of all-row to screen error on the folds run,
-    widened by the race margin (:func:`cannot_win`); the margin race judges from fold :data:`RACE_FOLDS` on;
+    widened by the race margin (:func:`cannot_win`), with no margin race; every error weighs each unit the same;
     and no dropped candidate may have beaten the chosen one on the rows it was scored on (:func:`recall`)."""
     sel = _Selection(X, Y, config, k, groups, _Progress(progress), workers, units)
     sel.screen()
@@ -112,6 +114,7 @@ class _Selection:
 
     def __init__(self, X, Y, config, k: int, groups, say, workers, units: bool):
         self.X, self.Y, self.config, self.k, self.say, self.workers, self.units = X, Y, config, k, say, workers, units
+        self.unit_of = None if not units or groups is None else np.asarray(groups)  # each unit weighs the same
         self.key, self.level = config.centre_criterion, config.coverage
         self.singles = [n for n in config.centre_candidates if n != "stack"]
         self.folds = fold_splits(len(X), k, config.seed, groups)
@@ -129,7 +132,7 @@ class _Selection:
         args = (self.X, self.Y, self.config)
         if self.units:
             self.alive, self.screen_pred, whole = screen_folds(*args, self.folds, self.records, self.alive, self.say,
-                                                                self.workers)
+                                                                self.workers, self.unit_of)
             self.reuse = {i: {n: self.screen_pred[n][self.folds[i][1]] for n in names if n in self.alive}
                           for i, names in whole.items()}
         else:
@@ -179,7 +182,7 @@ class _Selection:
             self._project(i)
         race = self.screened or (config.centre_screen_rows is not None and config.centre_race_rows is not None
                                  and i + 1 >= RACE_FOLDS and seen.sum() >= config.centre_race_rows)
-        if not (race and (not self.units or i + 1 >= RACE_FOLDS) and len(self.alive) > 1):
+        if not (race and not self.units and len(self.alive) > 1):
             return
         errors = {n: centre_errors(self.Y[seen], self.oof[n][seen], self.level) for n in self.alive}
         best, behind = trailing({n: e[key] for n, e in errors.items()}, config.centre_race_margin)
@@ -197,12 +200,13 @@ class _Selection:
         config, k, key = self.config, self.k, self.key
         ran = list(range(i + 1))
         best, bounds, out = cannot_win(self.Y, self.oof, self.screen_pred, self.folds, ran, self.alive, key,
-                                       self.level, config.centre_race_margin)
+                                       self.level, config.centre_race_margin, self.unit_of)
         seen, against_high = self.seen, bounds[best][1]
         for name in out:
             low, high = bounds[name]
             self.records[name].update(
-                centre_errors(self.Y[seen], self.oof[name][seen], self.level), rows=fit_rows(self.folds[:i + 1]),
+                centre_errors(self.Y[seen], self.oof[name][seen], self.level, at(self.unit_of, seen)),
+                rows=fit_rows(self.folds[:i + 1]),
                 folds=i + 1, stage="race", status="dropped", scored_folds=list(range(1, i + 2)),
                 projected={"low": low, "high": high, "against": best, "against_high": against_high},
                 reason=f"it cannot win: after {i + 1} of {k} folds it was behind {best} on their rows, and with the "
@@ -216,21 +220,23 @@ class _Selection:
         ``whole``: the candidates whose out-of-fold centres cover every row."""
         Y, k, key, records = self.Y, self.k, self.key, self.records
         if self.stopped is not None:
-            _last_standing(self.alive[0], records, Y, self.oof, self.seen, self.folds[:self.stopped], k, self.level)
+            _last_standing(self.alive[0], records, Y, self.oof, self.seen, self.folds[:self.stopped], k, self.level,
+                           self.unit_of)
         else:
             rows = fit_rows(self.folds)
             for name in self.alive:
-                records[name].update(centre_errors(Y, self.oof[name], self.level), rows=rows, folds=k, stage="cv",
+                records[name].update(centre_errors(Y, self.oof[name], self.level, self.unit_of), rows=rows, folds=k,
+                                     stage="cv",
                                      status="kept", scored_folds=list(range(1, k + 1)))
         kept = [n for n, r in records.items() if r["status"] == "kept"]
         chosen = min(kept, key=lambda n: records[n][key])
         if self.units:
             chosen = recall(chosen, self.X, Y, self.config, self.folds, records, self.oof, self.done,
-                             self.screen_pred, self.say, self.workers)
+                             self.screen_pred, self.say, self.workers, self.unit_of)
         self.whole = [n for n in self.singles if records[n]["status"] == "kept" and len(self.done.get(n, ())) == k]
         if "stack" in self.config.centre_candidates:
             folds = self.folds if self.stopped is None else self.folds[:self.stopped]
-            records["stack"] = _stack(Y, self.oof, self.whole, folds, self.config, self.say)
+            records["stack"] = _stack(Y, self.oof, self.whole, folds, self.config, self.say, self.unit_of)
             if records["stack"]["status"] == "kept":
                 self.oof["stack"] = records["stack"].pop("oof")
                 self.whole.append("stack")
@@ -248,12 +254,13 @@ def _ordered(records: dict, config) -> dict:
             for n in config.centre_candidates if n in records}
 
 
-def _last_standing(name: str, records: dict, Y, oof: dict, seen, folds_run, k: int, level) -> None:
+def _last_standing(name: str, records: dict, Y, oof: dict, seen, folds_run, k: int, level, units=None) -> None:
     """``select_centre(complete=False)``'s record of ``name`` left standing after ``folds_run`` (none: the
     screen, whose figures then stand)."""
     record = records[name]
     if folds_run:
-        record.update(centre_errors(Y[seen], oof[name][seen], level), rows=fit_rows(folds_run), folds=len(folds_run),
+        record.update(centre_errors(Y[seen], oof[name][seen], level, at(units, seen)), rows=fit_rows(folds_run),
+                      folds=len(folds_run),
                       scored_folds=list(range(1, len(folds_run) + 1)))
         where = f"after {len(folds_run)} of {k} folds"
     else:
@@ -279,7 +286,7 @@ def _schedule(todo: list[str], records: dict) -> list[list[str]]:
     return [todo] if todo else []
 
 
-def _stack(Y, oof, complete, folds, config, say) -> dict:
+def _stack(Y, oof, complete, folds, config, say, units=None) -> dict:
     """The ``"stack"`` record: the blend of the candidates that completed every fold (with its
     nested out-of-fold centres under ``"oof"``), or dropped when fewer than two did."""
     if len(complete) < 2:
@@ -291,6 +298,6 @@ def _stack(Y, oof, complete, folds, config, say) -> dict:
     preds = [oof[n] for n in complete]
     stacked = stacked_out_of_fold(preds, Y, folds)
     weights = stack_weights(preds, Y)
-    return {**centre_errors(Y, stacked, config.coverage), "seconds": time.perf_counter() - t0,
+    return {**centre_errors(Y, stacked, config.coverage, units), "seconds": time.perf_counter() - t0,
             "rows": fit_rows(folds), "folds": len(folds), "stage": "cv", "status": "kept",
             "weights": {n: [round(float(w), 4) for w in weights[i]] for i, n in enumerate(complete)}, "oof": stacked}

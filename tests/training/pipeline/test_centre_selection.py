@@ -318,7 +318,7 @@ def _invariant(X, Y, units, config, k, chosen, records, oof):
         if record["status"] != "dropped":
             continue
         rows = np.concatenate([folds[j - 1][1] for j in record["scored_folds"]])
-        assert centre_errors(Y[rows], oof[chosen][rows])["rmse"] <= record["rmse"] + 1e-12, name
+        assert centre_errors(Y[rows], oof[chosen][rows], units=units[rows])["rmse"] <= record["rmse"] + 1e-12, name
 
 
 def test_over_unit_folds_the_screen_judges_every_fold_and_a_candidate_it_wrongly_dropped_is_recalled():
@@ -337,9 +337,10 @@ def test_over_unit_folds_the_screen_judges_every_fold_and_a_candidate_it_wrongly
     assert "knn3 was recalled" in shrunk["reason"]
     whole = out_of_fold_centers(X, Y, config, 5, groups=units, name="knn3")
     np.testing.assert_array_equal(oof["knn3"], whole)
-    assert records["knn3"]["rmse"] == pytest.approx(centre_errors(Y, whole)["rmse"])
+    assert records["knn3"]["rmse"] == pytest.approx(centre_errors(Y, whole, units=units)["rmse"])
     shrunk_oof = out_of_fold_centers(X, Y, config, 5, groups=units, name="shrunk")
-    assert shrunk["rmse"] == pytest.approx(centre_errors(Y, shrunk_oof)["rmse"]) and shrunk["rmse"] > records["knn3"]["rmse"]
+    assert shrunk["rmse"] == pytest.approx(centre_errors(Y, shrunk_oof, units=units)["rmse"])
+    assert shrunk["rmse"] > records["knn3"]["rmse"]
     _invariant(X, Y, units, config, 5, chosen, records, oof)
     # the one-fold screen of ungrouped folds keeps its old behaviour: knn3 dropped on fold 1, shrunk chosen
     plain, plain_records, _ = select_centre(X, Y, config, 5, units)
@@ -400,7 +401,7 @@ def test_over_unit_folds_a_candidate_that_cannot_win_is_dropped_inside_the_race_
     folds = fold_splits(len(X), 5, config.seed, units)
     seen = np.concatenate([f for _, f in folds[:off["folds"]]])
     lin_oof = out_of_fold_centers(X, Y, config, 5, groups=units, name="lin")
-    lin_seen = centre_errors(Y[seen], lin_oof[seen])["rmse"]
+    lin_seen = centre_errors(Y[seen], lin_oof[seen], units=units[seen])["rmse"]
     assert lin_seen < off["rmse"] < (1 + config.centre_race_margin) * lin_seen  # behind, but inside the margin
     projected = off["projected"]
     assert projected["against"] == "lin" and projected["high"] >= projected["low"] > projected["against_high"]
@@ -468,5 +469,73 @@ def test_over_unit_folds_the_screen_drops_a_candidate_far_behind_after_two_folds
         pred[tuple(fold)] = config.make_centre("paper").fit(X[sub], Y[sub]).predict(X[fold])
     rows = np.concatenate([f for _, f in folds[:2]])
     P = np.concatenate([pred[tuple(f)] for _, f in folds[:2]])
-    assert paper["rmse"] == pytest.approx(centre_errors(Y[rows], P)["rmse"])
+    assert paper["rmse"] == pytest.approx(centre_errors(Y[rows], P, units=units[rows])["rmse"])
     assert records["scaled"]["screen"]["folds"] == 5
+
+
+class _UnitBias:
+    """A linear fit on the first two features moved by ``bias`` in both targets on the rows whose unit (feature 3)
+    is in ``on``: its error is ``bias * sqrt(2)`` there and the noise elsewhere, whatever it was fitted on."""
+
+    def __init__(self, on, bias: float, lazy: bool):
+        self.on, self.bias, self.lazy = tuple(on), bias, lazy
+
+    def fit(self, X, Y):
+        from sklearn.linear_model import LinearRegression
+
+        self.lin_ = LinearRegression().fit(X[:, :2], Y)
+        return self
+
+    def predict(self, X):
+        return self.lin_.predict(X[:, :2]) + self.bias * np.isin(X[:, 2], self.on)[:, None]
+
+
+class _Biased(TrainConfig):
+    biases: dict = {}
+
+    def make_centre(self, name=None):
+        return _UnitBias(*self.biases[name]) if name in self.biases else super().make_centre(name)
+
+
+def _unit_survey(sizes):
+    """``_units_survey``'s targets with each row's unit (``sizes[u]`` rows of unit ``u``) as a third feature."""
+    units = np.repeat(np.arange(len(sizes)), sizes)
+    X, Y, _ = _units_survey(m=len(units))
+    return np.column_stack([X, units]), Y, units
+
+
+def test_over_unit_folds_each_unit_weighs_the_same():
+    """Unit 0 holds 80 % of the rows. ``big`` is off by 1 on each of the four small units, ``small`` by 1.5 on
+    the big one: over the rows ``big`` wins (mean square 0.2 * 2 against 0.8 * 1.5^2 * 2), with each unit
+    weighing the same ``small`` does (mean RMSE 0.3 sqrt 2 against 0.8 sqrt 2, plus the noise), as the calibration across units weighs them."""
+    X, Y, units = _unit_survey([800, 50, 50, 50, 50])
+    config = _Biased(centre="auto", centre_candidates=("big", "small"), centre_screen_rows=None, seed=0)
+    config.biases = {"big": ((1, 2, 3, 4), 1.0, False), "small": ((0,), 1.5, False)}
+    chosen, records, oof = select_centre(X, Y, config, 5, units, units=True)
+    assert chosen == "small"
+    for name in ("big", "small"):
+        e = np.linalg.norm(Y - oof[name], axis=1)
+        per_unit = [np.sqrt(np.mean(e[units == u] ** 2)) for u in range(5)]
+        assert records[name]["rmse"] == pytest.approx(np.mean(per_unit), rel=1e-12)
+    noise = 0.05 * np.sqrt(2)  # the targets' noise, each row's error off the biased units
+    assert records["small"]["rmse"] == pytest.approx((1.5 * np.sqrt(2) + 4 * noise) / 5, rel=0.05)
+    pooled, pooled_records, _ = select_centre(X, Y, config, 5, units)  # group folds, every row weighing the same
+    assert pooled == "big" and pooled_records["big"]["rmse"] == pytest.approx(np.sqrt(0.2 * 2), rel=0.05)
+
+
+def test_over_unit_folds_a_candidate_behind_on_the_first_folds_but_ahead_on_all_stands():
+    """``late`` is off by 1 on the units of folds 1 and 2 and exact elsewhere; ``even`` is off by 0.5 on every
+    unit. After two folds ``late`` is twice ``even``'s error, past both margins; on all five it is ahead (0.4
+    sqrt 2 against 0.5 sqrt 2). Both lazy (their screen is their fit): neither is dropped before every fold is
+    scored, and ``late`` stands, ``even`` dropped at the screen's end."""
+    X, Y, units = _unit_survey([200] * 5)
+    config = _Biased(centre="auto", centre_candidates=("even", "late"), centre_screen_rows=100, seed=0)
+    folds = fold_splits(len(X), 5, config.seed, units)
+    first = [int(units[folds[i][1][0]]) for i in (0, 1)]
+    config.biases = {"late": (first, 1.0, True), "even": (range(5), 0.5, True)}
+    chosen, records, oof = select_centre(X, Y, config, 5, units, units=True)
+    assert chosen == "late" and records["late"]["status"] == "kept"
+    assert records["late"]["screen"]["per_fold"][0] > 1.9 * records["even"]["screen"]["per_fold"][0]
+    even = records["even"]
+    assert even["status"] == "dropped" and even["stage"] == "screen" and even["scored_folds"] == [1, 2, 3, 4, 5]
+    assert records["late"]["rmse"] == pytest.approx((2 * np.sqrt(2) + 3 * 0.05 * np.sqrt(2)) / 5, rel=0.05)
