@@ -1,8 +1,10 @@
 """Few groups: a study of 35 subjects trained at 90 %, its coverage at new subjects over many splits.
 
     python -m benchmarks.groups_few [--seeds 0-99] [--subjects 35] [--modes split,auto] [--jobs 2]
+    python -m benchmarks.groups_few --subjects 42 --heterogeneity 2   # subjects far apart: groups_few_h2.md
 
-Per seed ``s``: a new study (``training.data.synthetic.make_visits(subjects, seed=s)``: 4 to 12 visits per subject),
+Per seed ``s``: a new study (``training.data.synthetic.make_visits(subjects, seed=s, heterogeneity=h)``: 4 to 12
+visits per subject, the subject effects' spread ``1 + h |z|``, default 0.5),
 ``lmve-train``'s default run on it grouped by subject (``--dataset visits``: ``--centre auto``, group-subsample
 calibration, GE, NLE and LMVE) under each ``--calibration`` mode named: ``split``, whose default fractions leave
 3 or 4 calibration subjects, so whole subjects move into calibration until 9 attain 0.9, and ``auto`` (the
@@ -10,7 +12,8 @@ default), which cross-fits a study this small (every training subject scored out
 same population (``make_visits(1000, seed=10_000 + s)``) as a new subject, then a random visit of it would
 meet it: each subject's share of covered visits, averaged over subjects; also on the run's own test part.
 
-Writes ``benchmarks/results/groups_few.md``; runs cached as JSON under ``benchmarks/cache/groups_few/n<subjects>/<mode>/``.
+Writes ``benchmarks/results/groups_few.md`` (``groups_few_h<h>.md`` at another heterogeneity); runs cached as JSON
+under ``benchmarks/cache/groups_few/n<subjects>[_h<h>]/<mode>/``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,13 @@ from benchmarks.common import RESULTS, cache_dir, command, commit, parallel, par
 CACHE = cache_dir("groups_few")
 OUT = RESULTS
 METHODS = ("ge", "nle", "lmve")
+#: make_visits' own heterogeneity (the subject effects' spread 1 + h |z|)
+DEFAULT_H = 0.5
+
+
+def _tag(heterogeneity: float) -> str:
+    """The cache folder's and the page's suffix: none at the default heterogeneity."""
+    return "" if heterogeneity == DEFAULT_H else f"_h{heterogeneity:g}"
 
 
 def per_group(inside: np.ndarray, groups: np.ndarray) -> float:
@@ -35,8 +45,8 @@ def per_group(inside: np.ndarray, groups: np.ndarray) -> float:
     return float(np.mean(np.bincount(codes, weights=inside) / np.bincount(codes)))
 
 
-def run_one(seed: int, subjects: int, mode: str) -> dict:
-    path = CACHE / f"n{subjects}" / mode / f"seed_{seed:03d}.json"
+def run_one(seed: int, subjects: int, mode: str, heterogeneity: float = DEFAULT_H) -> dict:
+    path = CACHE / f"n{subjects}{_tag(heterogeneity)}" / mode / f"seed_{seed:03d}.json"
     if path.is_file():
         return json.loads(path.read_text())
     from training.calibration.cross_fit import resolve_mode
@@ -44,11 +54,11 @@ def run_one(seed: int, subjects: int, mode: str) -> dict:
     from training.pipeline import TrainConfig, train
     from training.data.synthetic import make_visits
 
-    X, Y, subject, fn, tn = make_visits(subjects, seed=seed)
+    X, Y, subject, fn, tn = make_visits(subjects, seed=seed, heterogeneity=heterogeneity)
     ds = with_groups(Dataset("visits", X, Y, fn, tn, "-", meta={"subject": subject}), {"subject": subject}, "subject")
     config = TrainConfig(seed=seed, methods=METHODS, centre="auto", calibration_mode=mode)
     result = train(ds, config)
-    Xn, Yn, sn, _, _ = make_visits(1000, seed=10_000 + seed)
+    Xn, Yn, sn, _, _ = make_visits(1000, seed=10_000 + seed, heterogeneity=heterogeneity)
     new = {}
     for m in METHODS:
         regions = result.model.predict_region(Xn, method=m).regions
@@ -105,18 +115,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--subjects", type=int, default=35, help="subjects per study")
     p.add_argument("--modes", default="split,auto", help="--calibration modes to compare, comma-separated")
     p.add_argument("--jobs", type=int, default=2, help="parallel training runs")
+    p.add_argument("--heterogeneity", type=float, default=DEFAULT_H,
+                   help="the subject effects' spread 1 + h |z| (default 0.5; 0: subjects alike)")
     args = p.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     seeds = parse_seeds(args.seeds)
-    lines = [f"## Few groups: {args.subjects} subjects at 90 %", "",
+    h = args.heterogeneity
+    lines = [f"## Few groups: {args.subjects} subjects at 90 %" + (f", heterogeneity {h:g}" if _tag(h) else ""), "",
              f"Command: `{command('groups_few', argv)}` at commit `{commit()}`. {len(seeds)} splits per mode, each "
-             f"a new study of {args.subjects} subjects (4 to 12 visits). Coverage at new subjects: over 1,000 fresh "
+             f"a new study of {args.subjects} subjects (4 to 12 visits; subject effects' spread 1 + {h:g} |z|). "
+             "Coverage at new subjects: over 1,000 fresh "
              "subjects per split, each subject's covered share of visits, averaged (a new subject, then a visit).",
              ""]
     for mode in modes:
-        runs = parallel(run_one, [(s, args.subjects, mode) for s in seeds], args.jobs, desc=f"splits ({mode})")
+        runs = parallel(run_one, [(s, args.subjects, mode, h) for s in seeds], args.jobs, desc=f"splits ({mode})")
         lines += [f"### --calibration {mode}", "", describe(mode, runs), ""] + table(runs) + [""]
-    write_text(OUT / "groups_few.md", "\n".join(lines))
+    write_text(OUT / f"groups_few{_tag(h)}.md", "\n".join(lines))
     print("\n".join(lines))
     return 0
 

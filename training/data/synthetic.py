@@ -185,14 +185,15 @@ def make_queries(n: int, n_beacons: int = 16, n_devices: int = 5, device_sd_db: 
 
 
 def make_visits(n_subjects: int = 35, min_visits: int = 4, max_visits: int = 12, seed: int = 0,
-                extra_features: int = 0):
+                extra_features: int = 0, heterogeneity: float = 0.5):
     """A follow-up study with few groups: ``n_subjects`` subjects, each seen at ``min_visits`` to
     ``max_visits`` visits (uniform), two measurements per visit.
 
     Six features describe the subject (constant over its visits but for a little measurement noise)
     and one the visit (months since the first). Each target is a smooth function of them plus a
     subject effect (its own size per subject: the subjects' errors are correlated over visits, which
-    is why a new subject needs grouped calibration) plus visit noise whose spread grows with time and
+    is why a new subject needs grouped calibration; its spread ``1 + heterogeneity * |z|``, ``z`` a standard
+    normal of the subject: 0 makes the subjects alike) plus visit noise whose spread grows with time and
     whose correlation between the two measurements changes sign with the subject's fifth feature.
     ``extra_features`` more columns (``panel_1`` ...) are visit measurements that carry nothing about
     the targets: each subject's own level plus visit noise (drawn after everything else, so the other
@@ -200,16 +201,17 @@ def make_visits(n_subjects: int = 35, min_visits: int = 4, max_visits: int = 12,
 
     Returns ``(X, Y, subject_id, feature_names, target_names)``.
     """
-    if n_subjects < 1 or not 1 <= min_visits <= max_visits or extra_features < 0:
-        raise InputError(f"need n_subjects >= 1, 1 <= min_visits <= max_visits and extra_features >= 0; got "
-                         f"{n_subjects}, {min_visits}, {max_visits}, {extra_features}")
+    if n_subjects < 1 or not 1 <= min_visits <= max_visits or extra_features < 0 or not heterogeneity >= 0:
+        raise InputError(f"need n_subjects >= 1, 1 <= min_visits <= max_visits, extra_features >= 0 and "
+                         f"heterogeneity >= 0; got {n_subjects}, {min_visits}, {max_visits}, {extra_features}, "
+                         f"{heterogeneity}")
     rng = np.random.default_rng([seed, 36])
     Z = rng.normal(size=(n_subjects, 6))
     visits = rng.integers(min_visits, max_visits + 1, size=n_subjects)
     subject = np.repeat(np.arange(n_subjects), visits)
     months = np.concatenate([np.sort(rng.uniform(0.0, 24.0, size=v)) for v in visits])
     months -= np.repeat([months[np.sum(visits[:s])] for s in range(n_subjects)], visits)
-    spread = 1.0 + 0.5 * np.abs(Z[:, 3])
+    spread = 1.0 + heterogeneity * np.abs(Z[:, 3])
     effect = rng.normal(size=(n_subjects, 2)) * spread[:, None] * [1.0, 0.6]
     z = Z[subject]
     t = months / 12.0

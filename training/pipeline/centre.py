@@ -128,7 +128,8 @@ def _select(s: TrainState, X: np.ndarray, Y: np.ndarray, complete: bool) -> tupl
         weighing = ", each unit weighing the same" if units else ""
         return name, oof, folds, {
             "name": name, "selected_by": f"{folds}-fold {kind}cross-validation on the train part "
-            f"({CRITERIA[config.centre_criterion]} of the Euclidean error{weighing})" + _screen_words(config, len(X), units),
+            f"({CRITERIA[config.centre_criterion]} of the Euclidean error{weighing})"
+            + _screen_words(config, len(X), units),
             "criterion": config.centre_criterion, "cv": errors, "screen": _screen_record(config, len(X))}
     stack = config.make_centre("stack")
     folds = s.k or stack.cv

@@ -94,8 +94,8 @@ def screen_folds(X, Y, config, folds, records, alive, say, workers=None, units=N
 
 def _screened(Y, seen, folds_run, k, config, records, alive, preds, sizes, units=None, droppable=None) -> list[str]:
     """:func:`screen_folds` after the folds ``folds_run``: each candidate's ``screen`` record; those of
-    ``droppable`` (default all) more than the screen margin behind the best on the rows ``seen`` dropped (a dropped one's figures are
-    those of the folds run). Returns the candidates left."""
+    ``droppable`` (default all) more than the screen margin behind the best on the rows ``seen`` dropped (a
+    dropped one's figures are those of the folds run). Returns the candidates left."""
     key, level, run = config.centre_criterion, config.coverage, len(folds_run)
     errors = {name: centre_errors(Y[seen], preds[name][seen], level, at(units, seen)) for name in alive}
     for name in alive:

@@ -25,6 +25,24 @@ def test_extra_visit_features_carry_nothing_and_leave_the_rest_unchanged():
         make_visits(28, extra_features=-1)
 
 
+def test_heterogeneity_sets_how_far_apart_the_subjects_effects_spread():
+    """The subject effect's spread is ``1 + h |z|``: at 0 every subject's effect has the same scale; at 3 the
+    largest scales are several times the smallest. The features and the visits do not move."""
+    X0, Y0, s0, _, _ = make_visits(400, 4, 4, seed=1)
+    mean_free = {}
+    for h in (0.0, 0.5, 3.0):
+        X, Y, s, _, _ = make_visits(400, 4, 4, seed=1, heterogeneity=h)
+        np.testing.assert_array_equal(X, X0)
+        np.testing.assert_array_equal(s, s0)
+        mean_free[h] = Y - make_visits(400, 4, 4, seed=1, heterogeneity=0.0)[1]  # the effect's excess over h=0
+    assert np.abs(mean_free[0.0]).max() == 0.0
+    np.testing.assert_array_equal(make_visits(400, 4, 4, seed=1, heterogeneity=0.5)[1], Y0)  # the default
+    # the excess is h |z| times the unit effect: its spread across subjects grows with h
+    assert np.std(mean_free[3.0]) == pytest.approx(6.0 * np.std(mean_free[0.5]), rel=1e-9)
+    with pytest.raises(InputError, match="heterogeneity >= 0"):
+        make_visits(28, heterogeneity=-1.0)
+
+
 def test_new_positions_are_fresh_positions_of_the_same_site():
     from training.data.synthetic import FLOOR, make_new_positions, make_survey
 
