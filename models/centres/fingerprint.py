@@ -231,8 +231,10 @@ def tune(R: np.ndarray, Y: np.ndarray, units, floor: float, weakest: float, refe
     -------
     dict
         ``chosen`` (the configuration), ``error`` (its), ``textbook`` (the textbook configuration's error, when
-        searched), ``candidates`` (every configuration with its error, best first), ``units``, ``criterion``, ``held_out``
-        (each unit, or the folds).
+        searched), ``candidates`` (every configuration with its error, best first), ``units``, ``criterion``,
+        ``held_out`` (each unit, or the folds) and ``rule``: with each unit held out alone, the RMSE criterion and
+        the representation searched, the one-standard-error rule's record (:func:`_plainest`: ``chosen`` may
+        then trail the lowest error by up to a standard error); else ``None``.
 
     Raises
     ------
@@ -256,23 +258,48 @@ def tune(R: np.ndarray, Y: np.ndarray, units, floor: float, weakest: float, refe
     scored = np.arange(len(R)) if len(R) <= TUNE_ROWS else \
         np.sort(np.random.default_rng(seed).choice(len(R), TUNE_ROWS, replace=False))
     scored_sizes = np.bincount(codes[scored], minlength=len(sizes))
-    candidates = []
+    candidates, per_unit = [], []  # per_unit: each candidate's RMSE at each unit (each unit held out alone)
+    alone = units is not None and n_units <= MAX_UNITS
     for rep, cut in _spaces(fixed, readings):
         F = represent(R, rep, floor if not cut else weakest + cut, floor, reference) if readings else R - R.min(axis=0)
         near, dist = leave_out_neighbours(F, codes, K, scored)
         for k in ks:
             for w in weights:
                 P = _weighted(near[:, :min(k, K)], dist[:, :min(k, K)], Y, w)
-                err = _error(np.linalg.norm(P - Y[scored], axis=1), codes[scored], scored_sizes, criterion, coverage,
-                             units is None or n_units > MAX_UNITS)
+                e = np.linalg.norm(P - Y[scored], axis=1)
+                err = _error(e, codes[scored], scored_sizes, criterion, coverage, not alone)
                 candidates.append({"representation": rep, "cutoff_db": cut, "n_neighbors": k, "weights": w,
-                                   "error": err})
+                                   "error": err, "index": len(per_unit)})
+                present = scored_sizes > 0
+                per_unit.append(np.sqrt(np.bincount(codes[scored], e ** 2, minlength=len(sizes))[present]
+                                        / scored_sizes[present]))
     candidates.sort(key=lambda c: c["error"])  # stable: the grid's order among equals
-    best = candidates[0]
+    best, rule = candidates[0], None
+    if alone and criterion == "rmse" and fixed["representation"] == "auto" and readings:
+        best, rule = _plainest(candidates, per_unit)
+    for c in candidates:
+        c.pop("index")
     textbook = next((c["error"] for c in candidates if all(c[key] == v for key, v in TEXTBOOK.items())), None)
     held_out = f"{len(sizes)} folds of {'rows' if units is None else 'units'}" if n_units > MAX_UNITS else "each unit"
     return {"chosen": {key: best[key] for key in TEXTBOOK}, "error": best["error"], "textbook": textbook,
-            "candidates": candidates, "units": n_units, "criterion": criterion, "held_out": held_out}
+            "candidates": candidates, "units": n_units, "criterion": criterion, "held_out": held_out,
+            "rule": rule}
+
+
+def _plainest(candidates: list[dict], per_unit: list[np.ndarray]) -> tuple[dict, dict]:
+    """The one-standard-error rule for the readings as they are: the best ``"dbm"`` configuration, unless the
+    lowest error of all beats it by more than one standard error of their paired per-unit difference (each
+    unit's RMSE, the units held out alone). A re-expression of the readings must beat them by more than the
+    units' spread: with a dozen phones, which one wins on average is often a draw of the phones.
+    ``candidates`` sorted best first, each with its ``index`` into ``per_unit``. Returns the configuration and
+    the rule's record (``lowest``: the best of all; ``difference`` and ``standard_error`` of dbm's against it)."""
+    lowest = candidates[0]
+    plain = next((c for c in candidates if c["representation"] == "dbm"), lowest)
+    d = per_unit[plain["index"]] - per_unit[lowest["index"]]
+    se = float(np.std(d, ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+    record = {"name": "one standard error", "lowest": {key: lowest[key] for key in (*TEXTBOOK, "error")},
+              "difference": float(np.mean(d)), "standard_error": se, "units": int(len(d))}
+    return (plain if float(np.mean(d)) <= se else lowest), record
 
 
 def _spaces(fixed: dict, readings: bool) -> list[tuple[str, float]]:

@@ -77,11 +77,33 @@ def centre_line(centre: dict | None) -> str:
                                                              kv[1].get(key, float("inf"))))
         cv = ", ".join(f"{n} {e[key]:.4g}" + _dropped(e) if key in e else f"{n}{_dropped(e)}" for n, e in ranked)
         text += f" (chosen by {centre.get('selected_by', 'cross-validation')}; CV {CRITERIA[key]}: {cv})"
+    if centre.get("fingerprint"):
+        text += f"; {fingerprint_words(centre['fingerprint'])}"
     if centre.get("centre_folds_by"):  # --calibrate-across: how the calibration's fold centres were fitted
         text += f"; calibration scored by centres of {centre['centre_folds_by']}"
     if centre.get("test"):
         t = centre["test"]
         text += f"; test error RMSE {t['rmse']:.4g}, median {t['median']:.4g}"
+    return text
+
+
+def fingerprint_words(fp: dict) -> str:
+    """What the fingerprint search chose and by how much: ``fingerprint configuration (72 searched, each unit held
+    out): dbm, cutoff 0 dB, k=11, distance weights, RMSE 0.0189 against the textbook's 0.0224 (16 % lower)``,
+    and where the one-standard-error rule kept another representation than the lowest, which and why."""
+    c, key = fp["chosen"], CRITERIA.get(fp.get("criterion", "rmse"), "error")
+    text = (f"fingerprint configuration ({fp.get('configurations', '?')} searched, {fp.get('held_out', '?')} held "
+            f"out): {c['representation']}, cutoff {c['cutoff_db']:g} dB, k={c['n_neighbors']}, {c['weights']} "
+            f"weights, {key} {fp['error']:.4g}")
+    if fp.get("textbook"):
+        text += (f" against the textbook's {fp['textbook']:.4g} "
+                 f"({100 * (1 - fp['error'] / fp['textbook']):.0f} % lower)")
+    rule = fp.get("rule") or {}
+    low = rule.get("lowest")
+    if low and low["representation"] != c["representation"]:
+        text += (f"; {low['representation']} had the lowest ({low['error']:.4g}), {rule['difference']:.3g} below "
+                 f"on average over the {rule['units']} units, within one standard error ({rule['standard_error']:.3g}) "
+                 f"of their paired differences: {c['representation']} kept")
     return text
 
 

@@ -78,7 +78,8 @@ def fingerprint_record(tuning: dict | None, shown: int = 5) -> dict | None:
         return None
     return {"chosen": tuning["chosen"], "error": tuning["error"], "textbook": tuning["textbook"],
             "criterion": tuning["criterion"], "held_out": tuning["held_out"], "units": tuning["units"],
-            "best": tuning["candidates"][:shown], "configurations": len(tuning["candidates"])}
+            "best": tuning["candidates"][:shown], "configurations": len(tuning["candidates"]),
+            "rule": tuning.get("rule")}
 
 
 def fit_centre(s: TrainState, out_of_fold: bool = True) -> None:

@@ -97,6 +97,44 @@ def test_held_out_by_phone_the_offset_free_representation_wins_by_position_it_do
         tune(R, Y, np.zeros(len(R)), *args)
 
 
+def test_a_re_expression_must_beat_the_readings_by_more_than_the_units_spread():
+    """Held out by phone (six phones), ``relative`` has the lowest error in both surveys. Phones 3 dB apart: it
+    leads dbm's best by less than one standard error of the phones' paired differences, and dbm is kept; 8 dB
+    apart: by more, and it is chosen. With many units (positions, folds) the rule does not apply."""
+    for sd, expected in ((3.0, "dbm"), (8.0, "relative")):
+        X, Y, point, device = _survey(device_sd_db=sd, seed=2)
+        step = RSSIFloor().fit(X)
+        R = step.transform(X)[:, step.columns_]
+        args = (step.floor_, step.weakest_, step.reference_, AUTO)
+        record = tune(R, Y, device, *args)
+        rule = record["rule"]
+        assert rule["name"] == "one standard error" and rule["units"] == 6
+        assert rule["lowest"]["representation"] == "relative"
+        assert rule["lowest"]["error"] == record["candidates"][0]["error"]
+        assert (rule["difference"] <= rule["standard_error"]) == (expected == "dbm")
+        assert record["chosen"]["representation"] == expected
+        first = next(c for c in record["candidates"] if c["representation"] == expected)
+        assert record["chosen"] == {key: first[key] for key in TEXTBOOK} and record["error"] == first["error"]
+        assert tune(R, Y, point, *args)["rule"] is None
+
+
+def test_the_one_standard_error_rule_reads_the_paired_per_unit_differences():
+    from models.centres.fingerprint import _plainest
+
+    candidates = [{"representation": "relative", "cutoff_db": 0.0, "n_neighbors": 3, "weights": "distance",
+                   "error": 1.0, "index": 0},
+                  {"representation": "dbm", "cutoff_db": 0.0, "n_neighbors": 5, "weights": "distance",
+                   "error": 1.2, "index": 1}]
+    steady = [np.ones(4), np.full(4, 1.2)]  # dbm behind by 0.2 at every unit: a standard error of 0
+    chosen, rule = _plainest(candidates, steady)
+    assert chosen["representation"] == "relative" and rule["standard_error"] == 0.0
+    assert rule["difference"] == pytest.approx(0.2, rel=1e-12)
+    spread = [np.ones(4), np.array([0.6, 1.8, 0.6, 1.8])]  # differences -0.4, 0.8, -0.4, 0.8: mean 0.2, se 0.3464
+    chosen, rule = _plainest(candidates, spread)
+    assert chosen["representation"] == "dbm"
+    assert rule["standard_error"] == pytest.approx(np.sqrt(0.48) / 2, rel=1e-12)
+
+
 def test_k_grows_with_the_readings_noise():
     """Positions along a corridor, three transmitters fading along it: quiet readings want few neighbours,
     noisy ones an average of many."""

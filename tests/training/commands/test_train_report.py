@@ -81,3 +81,29 @@ def test_the_plot_draws_one_point_per_test_position(trained_synthetic, tmp_path)
     once = np.unique(Y, axis=0, return_index=True)[1]
     drawn = plot_test_regions(tmp_path / "once.png", result.model, X[once], Y[once])
     assert all(f["points"] == positions and f["unit"] == "rows" for f in drawn.values())
+
+
+def test_the_centre_line_says_which_fingerprint_configuration_won_and_by_how_much():
+    """A real search (six phones 3 dB apart): the line names the configuration, its error against the
+    textbook's, and that ``relative``, lowest by less than a standard error, gave way to the readings as they are."""
+    from models.centres.fingerprint import tune
+    from models.preprocessing import RSSIFloor
+    from training.commands.train_report import centre_line
+    from training.data.synthetic import make_survey
+    from training.pipeline.centre import fingerprint_record
+
+    X, Y, _, device, _, _ = make_survey(n_points=60, readings=10, n_beacons=16, n_devices=6, device_sd_db=3.0, seed=2)
+    X = np.where(X <= -95, 100.0, X)
+    step = RSSIFloor().fit(X)
+    auto = {"representation": "auto", "cutoff_db": "auto", "n_neighbors": "auto", "weights": "auto"}
+    fp = fingerprint_record(tune(step.transform(X)[:, step.columns_], Y, device, step.floor_, step.weakest_,
+                                 step.reference_, auto))
+    c = fp["chosen"]
+    line = centre_line({"name": "fingerprint", "fingerprint": fp})
+    assert (f"fingerprint configuration (72 searched, each unit held out): dbm, cutoff {c['cutoff_db']:g} dB, "
+            f"k={c['n_neighbors']}, {c['weights']} weights, RMSE {fp['error']:.4g} against the textbook's "
+            f"{fp['textbook']:.4g} ({100 * (1 - fp['error'] / fp['textbook']):.0f} % lower)") in line
+    rule = fp["rule"]
+    assert (f"relative had the lowest ({rule['lowest']['error']:.4g}), {rule['difference']:.3g} below on average "
+            f"over the 6 units, within one standard error ({rule['standard_error']:.3g})") in line
+    assert line.endswith("dbm kept")
