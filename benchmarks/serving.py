@@ -6,6 +6,7 @@ Bundles (trained once, cached under ``benchmarks/cache/serving/``): ``default`` 
 trains: ``lmve-train --dataset synthetic``), ``synthetic-<centre>`` for each centre kind (2,000 synthetic
 readings, GE, NLE and LMVE; ``synthetic-client`` is centred on the client's own estimates, which every request
 sends as ``centers``; these serve LMVE, ``--primary lmve``, so that they compare centres alone), and ``uji-knn`` (UJIIndoorLoc's TrainingData, kNN centre, 520 WAP columns)
+and ``uji-fingerprint`` (the same with the fingerprint centre, its configuration searched by position folds)
 when the data set is present. Each is served by ``lmve-serve`` (one worker); beside them runs
 ``benchmarks.noop_app`` (one uvicorn worker), a bare FastAPI app that parses the same body with pydantic
 and answers ``{}``. The scenarios, each measured with ``wrk`` (Debian package) in ``--rounds`` rounds that
@@ -59,7 +60,7 @@ from benchmarks.load.run_load import KEY, free_port, wrk
 
 CACHE = cache_dir("serving")
 OUT = RESULTS
-CENTRES = ("paper", "scaled", "knn", "gp", "hgb", "stack", "mlp", "client")
+CENTRES = ("paper", "scaled", "knn", "fingerprint", "gp", "hgb", "stack", "mlp", "client")
 #: scenario -> (target, "min" or "max")
 TARGETS = {"single_over_noop": (0.5, "min"), "contains_over_noop": (0.5, "min"), "p99_256_ms": (50.0, "max"),
            "rows_per_s_1024": (100_000.0, "min")}
@@ -391,8 +392,8 @@ def write(rows: list[dict], line: str, args) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bundles", default=None,
-                   help="comma-separated: default, synthetic-<centre> (" + ", ".join(CENTRES) + "), uji-knn; "
-                        "default: all (uji-knn when the data set is present)")
+                   help="comma-separated: default, synthetic-<centre> (" + ", ".join(CENTRES) + "), uji-knn, uji-fingerprint; "
+                        "default: all (the uji ones when the data set is present)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=int, default=2, help="seconds of each wrk run in a paired round")
     p.add_argument("--latency-seconds", type=int, default=5, help="seconds of the 256- and 1,024-row runs")
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
 
         names = ["default", *(f"synthetic-{c}" for c in CENTRES)]
         if TrainingSettings().data_dir is not None:
-            names.append("uji-knn")
+            names += ["uji-knn", "uji-fingerprint"]
     CACHE.mkdir(parents=True, exist_ok=True)
     paths = {n: bundle(n) for n in names}
     tmp = Path(tempfile.mkdtemp(prefix="lmve-serving-"))

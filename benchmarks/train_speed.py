@@ -362,6 +362,37 @@ def _paired(mine: list[dict]) -> list[str]:
     return out
 
 
+def recorded(path: Path, have: set) -> list[dict]:
+    """The runs of the results CSV at ``path`` that the cache lacks (``have``: its (scenario, variant, seed)), as
+    :func:`run_one`'s rows: a rerun of some scenarios keeps the others' figures (each row keeps its commit);
+    their ``command`` rebuilt from the scenario's flags, files by name."""
+    import pandas as pd
+
+    if not path.is_file():
+        return []
+    df = pd.read_csv(path, dtype={"commit": str})
+    out = []
+    for (scenario, variant, seed), runs in df.groupby(["scenario", "variant", "seed"], sort=False):
+        if scenario not in SCENARIOS or (scenario, variant, int(seed)) in have:
+            continue
+        first = runs.iloc[0]
+        src = SCENARIOS[scenario]["source"]
+        words = ["--csv", f"{src}.csv", "--targets", "LONGITUDE,LATITUDE"] if src in ("uji", "uji_phone") else \
+            ["--csv", "visits.csv", "--targets", "measure_a,measure_b"] if src == "visits" else list(src)
+        row = {"scenario": scenario, "variant": variant, "seed": int(seed), "commit": str(first["commit"]),
+               "command": " ".join(["-m", "training.commands.train", *words, *SCENARIOS[scenario]["flags"],
+                                    "--seed", str(int(seed)), "--quiet"]), "wall_s": float(first["wall_s"])}
+        if str(first["stopped"]) == "True":
+            row["stopped"] = True
+        else:
+            row.update(stopped=False, peak_mib=float(first["peak_mib"]), models={
+                str(m["model"]): {"centre": m["centre"], "served": m["served"], "coverage": float(m["coverage"]),
+                                  "volume": float(m["volume"]), "folds_run": int(m["folds_run"]),
+                                  "stages": json.loads(m["stages_json"])} for _, m in runs.iterrows()})
+        out.append(row)
+    return out
+
+
 def csv_rows(rows: list[dict]):
     for r in rows:
         if r.get("stopped"):
@@ -422,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                 done += all("refused" not in r for r in runs)
     rows = [json.loads(f.read_text()) for f in sorted((CACHE / "runs").glob("*.json"))]
     rows = [r for r in rows if r.get("scenario") in SCENARIOS]
+    rows += recorded(OUT / f"{STEM}.csv", {(r["scenario"], r["variant"], r["seed"]) for r in rows})
     rows.sort(key=lambda r: (list(SCENARIOS).index(r["scenario"]), r["seed"], VARIANTS.index(r["variant"])))
     write_rows(OUT / f"{STEM}.csv", csv_rows(rows), CSV_COLUMNS)
     write_text(OUT / f"{STEM}.md", summarise(rows, argv))
