@@ -5,6 +5,8 @@ textbook weighted 3-NN with a circle calibrated leave-one-phone-out, on the held
     python -m benchmarks.new_phone --protocols phone --units 17,19
     python -m benchmarks.new_phone --cached-only          # summarise what ran
 
+The page always reports every cached unit: a run of one protocol keeps the other's cached rows.
+
 UJIIndoorLoc TrainingData. For each held-out unit (a PHONEID, or a USERID), on the rows of every other unit:
 
 - ``served``: what ``lmve-train --dataset indoor_localization --calibrate-across PHONEID`` (USERID) trains and
@@ -209,20 +211,22 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = load_dataset("indoor_localization")
     F = textbook_features(ds.X)
-    records = []
-    for protocol in [x.strip() for x in args.protocols.split(",") if x.strip()]:
+    asked = [x.strip() for x in args.protocols.split(",") if x.strip()]
+    for protocol in asked:
         if protocol not in PROTOCOLS:
             p.error(f"--protocols: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    records = []
+    for protocol in PROTOCOLS:  # the protocols not asked for report what their cache holds: a page with every unit
         units = np.unique(ds.meta[PROTOCOLS[protocol]])
-        if args.units:
+        if args.units and protocol in asked:
             units = [u for u in units if str(u) in args.units.split(",")]
-        for held in tqdm(units, desc=protocol):
+        run = protocol in asked and not args.cached_only
+        for held in tqdm(units, desc=protocol, disable=not run):
             path = CACHE / f"{protocol}_{held}.json"
-            if args.cached_only:
-                if path.is_file():
-                    records.append(json.loads(path.read_text()))
-                continue
-            records.append(run_unit(ds, F, protocol, int(held)))
+            if run:
+                records.append(run_unit(ds, F, protocol, int(held)))
+            elif path.is_file():
+                records.append(json.loads(path.read_text()))
     if not records:
         print("new_phone: nothing cached yet", file=sys.stderr)
         return 1
