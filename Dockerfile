@@ -17,8 +17,12 @@ COPY pyproject.toml README.md constraints.txt ./
 COPY models ./models
 COPY training ./training
 COPY service ./service
+# numba compiles the clustered neighbour search here, once, into a cache the runtime reads (a CPU other than
+# the build's compiles it again when a bundle loads, before the server is ready)
+ENV NUMBA_CACHE_DIR=/opt/numba-cache
 RUN pip install -c constraints.txt ".[postgres]" && python -c "import models, service, psycopg, psycopg_pool" \
-    && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"
+    && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)" \
+    && python -c "from models.centres.clusters import compile_search; compile_search()"
 
 FROM build-api AS build-trainer
 # The CPU wheel index keeps several GB of CUDA libraries out of the image.
@@ -33,13 +37,17 @@ RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin 
 WORKDIR /home/lmve
 
 FROM runtime-base AS trainer
+ENV NUMBA_CACHE_DIR=/opt/numba-cache
 COPY --from=build-trainer /opt/venv /opt/venv
+COPY --from=build-trainer --chown=10001:10001 /opt/numba-cache /opt/numba-cache
 USER 10001:10001
 CMD ["lmve-train", "--out", "/bundles/run", "--quiet"]
 
 FROM runtime-base AS api
-ENV LMVE_HOST=0.0.0.0 LMVE_PORT=8000 LMVE_GRPC_PORT=8081 LMVE_BUNDLE=/bundles/run/bundle LMVE_COMPUTE_THREADS=1
+ENV LMVE_HOST=0.0.0.0 LMVE_PORT=8000 LMVE_GRPC_PORT=8081 LMVE_BUNDLE=/bundles/run/bundle LMVE_COMPUTE_THREADS=1 \
+    NUMBA_CACHE_DIR=/opt/numba-cache
 COPY --from=build-api /opt/venv /opt/venv
+COPY --from=build-api --chown=10001:10001 /opt/numba-cache /opt/numba-cache
 USER 10001:10001
 EXPOSE 8000 8081
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \

@@ -56,6 +56,10 @@ class Centre(BaseEstimator):
         """
         raise NotImplementedError
 
+    def prepare(self) -> None:
+        """Build what :meth:`predict` will need (an index, compiled code) now rather than on the first call:
+        a server calls it when it loads a bundle. Nothing by default."""
+
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:  # pragma: no cover - abstract
         """The fitted centre in a bundle's form.
 

@@ -172,6 +172,9 @@ class FingerprintCentre(Centre):
         """
         return self.knn_.predict(self._represent(np.asarray(X, dtype=np.float64)))
 
+    def prepare(self) -> None:
+        self.knn_.prepare()
+
     def to_arrays(self):
         knn_params, knn_arrays = self.knn_.to_arrays()
         params = {"chosen": self.chosen_, "criterion": self.criterion, "coverage": self.coverage,

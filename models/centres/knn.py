@@ -106,6 +106,10 @@ class KNNCentre(Centre):
         P = self.model_.predict(search.search_input(X, self.sparse_offset_))
         return np.asarray(P, dtype=np.float64).reshape(len(X), self.n_targets_)
 
+    def prepare(self) -> None:
+        if isinstance(self.model_, search.ExactIndex):
+            self.model_.prepare()
+
     def to_arrays(self):
         from models.centres.search import offset_arrays
 

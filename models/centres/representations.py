@@ -101,7 +101,9 @@ class ReadingSpace:
         ndarray of shape (N, c)
             The RSSI columns' readings in dBm, "not heard" exactly ``floor``.
         """
-        V = Xs[:, self.columns] * self.scale + self.mean
+        V = Xs.take(self.columns, axis=1)  # C order, where Xs[:, columns] would be F (each row's readings apart)
+        V *= self.scale
+        V += self.mean
         if self.step == "powed":
             V = self.floor + (-self.floor) * np.clip(V, 0.0, None) ** (1.0 / POWED_BETA)
         elif self.step == "exponential":

@@ -104,6 +104,11 @@ ARGMIN_KTH = 8
 HEARD_ROWS = 8
 #: ... when its dense copy of the reference columns takes at most this many bytes
 COLUMNS_BYTES = 256 * 2**20
+#: beyond this many reference rows, a version-3 :class:`FingerprintIndex` searches through the clusters of
+#: :class:`~models.centres.clusters.ClusterIndex` (the same answer, ties included)
+CLUSTER_ROWS = 4096
+#: ... for ``k`` up to this (beyond, the k-th distance admits most clusters and the brute force is faster)
+CLUSTER_K = 32
 
 
 def default_search_threads(workers: int = 1) -> int:
@@ -213,6 +218,9 @@ class ExactIndex:
                 index = _indexes[key] = kind(X_ref, offset, version) if offset is not None else kind(X_ref, version)
         return index
 
+    def prepare(self) -> None:
+        """Build what a search will use beyond the rows (nothing here; see :meth:`FingerprintIndex.prepare`)."""
+
     def __deepcopy__(self, memo) -> "ExactIndex":
         """The index itself: it is never modified after construction (a deep-copied estimator keeps sharing it)."""
         return self
@@ -299,10 +307,12 @@ class FingerprintIndex(ExactIndex):
         #: the largest |r| and |r|^2 of the reference rows: the scale of :meth:`_heard`'s error bound
         self._largest = (float(np.sqrt(norms.max(initial=0.0))), float(norms.max(initial=0.0)))
         self._columns: np.ndarray | None = None
+        #: the ClusterIndex once built (False: the rows do not fit one)
+        self._cluster_index = None
 
     def _query(self, X: np.ndarray) -> np.ndarray:
         """(c, d) float32 ``-2 (x - offset)`` of the queries ``X`` (c, d), as every search computes it."""
-        q = (X - self.offset).astype(np.float32)
+        q = np.subtract(X, self.offset, order="C").astype(np.float32)  # C order: each query's columns together
         q *= -2.0
         return q
 
@@ -313,13 +323,60 @@ class FingerprintIndex(ExactIndex):
         D = np.empty((P.shape[1], P.shape[0]), dtype=np.float32)
         return np.add(P.T, self.norms, out=D)  # the transpose and the norms in one pass
 
+    # ------------------------------------------------------------------ many reference rows: the clusters
+    def prepare(self) -> None:
+        """Build what a search of this index will use (:meth:`_clusters`, and its compiled loop), so that the
+        first request does not pay for it."""
+        clusters = self._clusters(force=True)
+        if clusters is not None:
+            clusters.search(np.zeros((1, self.rows.shape[1]), dtype=np.float32), 1, True)
+
+    def _clusters(self, force: bool = False):
+        """The :class:`~models.centres.clusters.ClusterIndex` of the rows when version 3 searches them that way
+        (more than ``CLUSTER_ROWS`` rows), else ``None``. Built on the first search of more than ``HEARD_ROWS``
+        queries (or with ``force``: :meth:`prepare`) and kept for the index's life; until then, a few queries
+        are searched through the columns they hear."""
+        if self.version < 3 or self.n_rows <= CLUSTER_ROWS or self._cluster_index is False:
+            return None
+        if self._cluster_index is None and force:
+            with _lock:
+                if self._cluster_index is None:
+                    from models.centres.clusters import ClusterIndex
+
+                    self._cluster_index = ClusterIndex.build(self.rows, self.norms) or False
+        return self._cluster_index or None
+
+    def _pruned(self, X: np.ndarray, k: int, ties: bool):
+        """Per query of ``X``, :class:`~models.centres.clusters.ClusterIndex`'s rows (``None`` when it does not
+        search ``X``): an (N, k) array when every query has ``k``, else a list."""
+        if k >= self.n_rows or k > CLUSTER_K or not X.shape[0]:
+            return None
+        clusters = self._clusters(force=X.shape[0] > HEARD_ROWS)
+        if clusters is None:
+            return None
+        from models.centres.clusters import CHUNK
+
+        Q = self._query(X)
+        parts = map_chunks(lambda s: clusters.search(Q[s:s + CHUNK], k, ties), list(range(0, len(Q), CHUNK)))
+        if all(len(rows) == k * (len(ptr) - 1) for ptr, rows, _ in parts):
+            near = np.concatenate([rows for _, rows, _ in parts]).reshape(len(Q), k)
+            nearest_first = self.n_rows > WHOLE_COLUMNS and k <= ARGMIN_K  # the chunked search's order
+            return near if ties or nearest_first else np.sort(near, axis=1)
+        return [rows[a:b] for ptr, rows, _ in parts for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
+
     # ------------------------------------------------------------------ a few queries: the heard columns
     def kneighbors(self, X: np.ndarray, k: int) -> np.ndarray:
+        near = self._pruned(X, k, ties=False)
+        if near is not None:
+            return near
         if self._by_heard(X, k):
             return np.stack([self._heard(q, D, k, ties=False) for q, D in self._approximate(X)])
         return super().kneighbors(X, k)
 
     def neighbourhoods(self, X: np.ndarray, k: int) -> np.ndarray | list[np.ndarray]:
+        near = self._pruned(X, k, ties=True)
+        if near is not None:
+            return near
         if self._by_heard(X, k):
             near = [self._heard(q, D, k, ties=True) for q, D in self._approximate(X)]
             return np.stack(near) if all(len(n) == k for n in near) else near
@@ -547,7 +604,7 @@ def kneighbors(index, X: np.ndarray, k: int, offset: np.ndarray | None) -> np.nd
 
 
 def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, neighbours, weights: str,
-                           chunk: int = 1024) -> np.ndarray:
+                           chunk: int = 32) -> np.ndarray:
     """(N, n) mean of ``Y_ref`` over each row's neighbours (``neighbours[i]``: indices into the reference
     rows, any number per row), by scikit-learn's ``KNeighborsRegressor`` rule: ``"uniform"``, or
     ``"distance"`` (weights 1 / Euclidean distance, computed in float64; a row with neighbours at
@@ -562,10 +619,11 @@ def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, 
         groups = [(slice(s, s + chunk), neighbours[s:s + chunk]) for s in range(0, len(neighbours), chunk)]
     else:
         sizes = np.fromiter(map(len, neighbours), dtype=np.intp, count=len(neighbours))
-        common = np.flatnonzero(sizes == sizes.min())
-        groups = [(rows, np.stack([neighbours[i] for i in rows]))
-                  for rows in (common[s:s + chunk] for s in range(0, len(common), chunk))]
-        groups += [(np.array([i]), np.asarray(neighbours[i])[None]) for i in np.flatnonzero(sizes > sizes.min())]
+        groups = []
+        for size in np.unique(sizes):  # rows of one count together
+            same = np.flatnonzero(sizes == size)
+            groups += [(rows, np.stack([neighbours[i] for i in rows]))
+                       for rows in (same[s:s + chunk] for s in range(0, len(same), chunk))]
     for rows, idx in groups:
         out[rows] = _weighted_mean(X[rows], X_ref, Y_ref, idx, weights)
     return out

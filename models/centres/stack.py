@@ -139,6 +139,10 @@ class StackCentre(Centre):
     def predict(self, X) -> np.ndarray:
         return blend([m.predict(X) for m in self.members_], self.weights_)
 
+    def prepare(self) -> None:
+        for member in self.members_:
+            member.prepare()
+
     def to_arrays(self):
         fitted, arrays = [], {"weights": self.weights_}
         for i, m in enumerate(self.members_):
