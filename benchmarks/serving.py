@@ -79,7 +79,7 @@ ISSUE_98 = {("uji-knn", "/v2/models/{name}/infer", "rows_per_s_1024_binary"): (4
             ("uji-knn", "ModelInfer", "rows_per_s_1024_grpc"): (40_000.0, "min"),
             ("default", "ModelInfer", "grpc_single_over_rest"): (1.0, "min")}
 #: the bundles measured over binary REST and gRPC too
-PROTOCOL_BUNDLES = ("default", "uji-knn")
+PROTOCOL_BUNDLES = ("default", "uji-knn", "uji-fingerprint")
 GRPC_ROUTE = "ModelInfer"
 
 

@@ -120,6 +120,7 @@ def measure(name: str, sizes: list[int], repeats: int) -> list[dict]:
     search.set_search_threads(1)
     bundle_dir, centre = bundle(name)
     model = load_bundle(bundle_dir)
+    model.centre.prepare()  # as the service does when it loads a bundle
     X_all = np.load(bundle_dir.parent / "rows.npz")["X"]
 
     def loops(n: int) -> int:
@@ -190,7 +191,7 @@ def _markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--bundles", default="default,uji-knn", help="bundles of benchmarks.serving (comma-separated)")
+    p.add_argument("--bundles", default="default,uji-knn,uji-fingerprint", help="bundles of benchmarks.serving (comma-separated)")
     p.add_argument("--sizes", default="1,256,1024", help="batch sizes (comma-separated)")
     p.add_argument("--repeats", type=int, default=5, help="timed loops per stage; the best counts")
     args = p.parse_args(argv)

@@ -268,7 +268,9 @@ class Typicality:
         p_values : ndarray of shape (N,)
             :func:`conformal_p_values` among the calibration scores, with ``u = 1``.
         """
-        s = self.scores(X)
+        from models.centres.search import in_parts
+
+        s = in_parts(self.scores, np.asarray(X, dtype=np.float64))  # each row's score is its own
         return s, conformal_p_values(self.calibration_, s)
 
     def calibrate(self, X: np.ndarray, groups=None) -> "Typicality":

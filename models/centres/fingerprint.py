@@ -170,7 +170,9 @@ class FingerprintCentre(Centre):
         ndarray of shape (N, n)
             Every row tied at the ``k``-th distance included (:class:`~models.centres.knn.KNNCentre`).
         """
-        return self.knn_.predict(self._represent(np.asarray(X, dtype=np.float64)))
+        from models.centres.search import in_parts
+
+        return in_parts(lambda part: self.knn_.predict(self._represent(part)), np.asarray(X, dtype=np.float64))
 
     def prepare(self) -> None:
         self.knn_.prepare()

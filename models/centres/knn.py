@@ -101,10 +101,13 @@ class KNNCentre(Centre):
             Every row tied at the ``n_neighbors``-th distance included.
         """
         if isinstance(self.model_, search.ExactIndex):
-            near = self.model_.neighbourhoods(X, self.n_neighbors)
-            return search.distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)
+            return search.in_parts(self._searched, X)
         P = self.model_.predict(search.search_input(X, self.sparse_offset_))
         return np.asarray(P, dtype=np.float64).reshape(len(X), self.n_targets_)
+
+    def _searched(self, X: np.ndarray) -> np.ndarray:
+        near = self.model_.neighbourhoods(X, self.n_neighbors)
+        return search.distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)
 
     def prepare(self) -> None:
         if isinstance(self.model_, search.ExactIndex):

@@ -167,15 +167,38 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+#: set in the search's own threads: a call from one of them runs its chunks there (no pool waits on itself)
+_inside = threading.local()
+
+
 def map_chunks(fn, items: list) -> list:
-    """``[fn(i) for i in items]``, on ``SEARCH_THREADS`` threads when there is more than one item."""
+    """``[fn(i) for i in items]``, on ``SEARCH_THREADS`` threads when there is more than one item (in order; on
+    the calling thread when it is one of them)."""
     global _pool
-    if len(items) < 2 or SEARCH_THREADS < 2:
+    if len(items) < 2 or SEARCH_THREADS < 2 or getattr(_inside, "yes", False):
         return [fn(i) for i in items]
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="lmve-search")
+            _pool = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="lmve-search", initializer=_mark)
     return list(_pool.map(fn, items))
+
+
+def _mark() -> None:
+    _inside.yes = True
+
+
+#: a batch of at least this many rows is split across the search's threads by :func:`in_parts`
+PART_ROWS = 128
+
+
+def in_parts(fn, X: np.ndarray) -> np.ndarray:
+    """``fn(X)`` for a row-wise ``fn`` (each output row depends on its input row alone): a batch of
+    ``PART_ROWS`` or more in ``SEARCH_THREADS`` contiguous parts on the search's threads, stacked."""
+    parts = min(SEARCH_THREADS, X.shape[0] // PART_ROWS)
+    if parts < 2 or getattr(_inside, "yes", False):
+        return fn(X)
+    step = -(-X.shape[0] // parts)
+    return np.concatenate(map_chunks(fn, [X[i:i + step] for i in range(0, X.shape[0], step)]))
 
 
 class ExactIndex:

@@ -528,3 +528,23 @@ def test_a_scope_computes_a_few_queries_approximate_distances_once(data, monkeyp
     assert len(products) == 1
     for a, b in zip(want, got):
         np.testing.assert_array_equal(a, b)
+
+
+def test_in_parts_splits_a_batch_across_the_threads_and_nests_without_waiting_on_itself(monkeypatch):
+    """A row-wise function over a batch in contiguous parts on the search's threads equals it over the whole
+    batch; a part that calls in_parts or map_chunks again runs there (a pool of two never waits on itself)."""
+    monkeypatch.setattr(search, "SEARCH_THREADS", 2)
+    monkeypatch.setattr(search, "PART_ROWS", 8)
+    X = np.random.default_rng(0).normal(size=(37, 4))
+    seen = []
+
+    def rowwise(part):
+        seen.append((len(part), search._inside.__dict__.get("yes", False)))
+        inner = search.in_parts(lambda p: p * 2.0, part)  # nested: inline on the part's thread
+        return inner + np.stack(search.map_chunks(lambda row: row.sum(), list(part)))[:, None]
+
+    np.testing.assert_array_equal(search.in_parts(rowwise, X), X * 2.0 + X.sum(axis=1, keepdims=True))
+    assert sorted(seen) == [(18, True), (19, True)]
+    seen.clear()
+    search.in_parts(rowwise, X[:15])  # fewer than two parts of PART_ROWS: the calling thread
+    assert seen == [(15, False)]
