@@ -20,7 +20,7 @@ from models import registry
 from models._validation import all_finite, check_matrix, check_same_rows
 from models.centres import ClientCentre
 from models.exceptions import InputError, UnknownMethodError
-from models.centres.search import shared_distances
+from models.centres.search import in_parts, shared_distances
 from models.floors import FloorAnswer, FloorModel
 from models.geo import TargetCRS
 from models.predictor import SplitConformalRegressor
@@ -196,6 +196,10 @@ class RegionModel:
             X, said = self.readings.check(X, self.feature_names, strict)
             if warnings is not None:
                 warnings.extend(said)
+        return in_parts(self._scaled, X)
+
+    def _scaled(self, X: np.ndarray) -> np.ndarray:
+        """Checked rows preprocessed and on the training scale (row by row)."""
         if self.preprocess is not None:
             X = self.preprocess.transform(X)
         return (X - self.scaler_mean) / self.scaler_scale
