@@ -160,3 +160,21 @@ def test_a_knn_centre_predicts_the_same_centres_to_the_last_bit(clustered, monke
     assert isinstance(centre.model_._cluster_index, ClusterIndex)
     monkeypatch.setattr(search, "CLUSTER_ROWS", 10**9)  # the same index, searched by the brute force
     np.testing.assert_array_equal(got, centre.predict(Q))
+
+
+def test_prepare_builds_the_index_a_fingerprint_centre_will_search(clustered):
+    """What a server calls when it loads a bundle: the clusters (and their compiled loop) before the first
+    request, through the fingerprint centre and the kNN centre it wraps; a dense centre has nothing to build."""
+    from models.centres import FingerprintCentre
+
+    rng = np.random.default_rng(4)
+    X = continuous(rng, 600, 90)
+    Y = rng.normal(size=(600, 2))
+    centre = FingerprintCentre(representation="dbm", cutoff_db=0.0, n_neighbors=3, weights="distance").fit(X, Y)
+    index = centre.knn_.model_
+    assert isinstance(index, FingerprintIndex) and index._cluster_index is None
+    centre.prepare()
+    assert isinstance(index._cluster_index, ClusterIndex)
+    dense = KNNCentre().fit(rng.normal(size=(600, 8)), Y)
+    dense.prepare()  # a DenseIndex: nothing to build, nothing raised
+    assert not hasattr(dense.model_, "_cluster_index")
