@@ -193,11 +193,12 @@ PART_ROWS = 128
 
 def in_parts(fn, X: np.ndarray) -> np.ndarray:
     """``fn(X)`` for a row-wise ``fn`` (each output row depends on its input row alone): a batch of
-    ``PART_ROWS`` or more in ``SEARCH_THREADS`` contiguous parts on the search's threads, stacked."""
+    ``PART_ROWS`` or more in ``SEARCH_THREADS`` contiguous parts of whole ``CHUNK_ROWS`` chunks on the search's
+    threads, stacked."""
     parts = min(SEARCH_THREADS, X.shape[0] // PART_ROWS)
     if parts < 2 or getattr(_inside, "yes", False):
         return fn(X)
-    step = -(-X.shape[0] // parts)
+    step = -(-X.shape[0] // (parts * CHUNK_ROWS)) * CHUNK_ROWS  # whole chunks: a search's chunks stay the same
     return np.concatenate(map_chunks(fn, [X[i:i + step] for i in range(0, X.shape[0], step)]))
 
 

@@ -543,8 +543,9 @@ def test_in_parts_splits_a_batch_across_the_threads_and_nests_without_waiting_on
         inner = search.in_parts(lambda p: p * 2.0, part)  # nested: inline on the part's thread
         return inner + np.stack(search.map_chunks(lambda row: row.sum(), list(part)))[:, None]
 
+    monkeypatch.setattr(search, "CHUNK_ROWS", 4)  # parts of whole chunks: 20 and 17 rows
     np.testing.assert_array_equal(search.in_parts(rowwise, X), X * 2.0 + X.sum(axis=1, keepdims=True))
-    assert sorted(seen) == [(18, True), (19, True)]
+    assert sorted(seen) == [(17, True), (20, True)]
     seen.clear()
     search.in_parts(rowwise, X[:15])  # fewer than two parts of PART_ROWS: the calling thread
     assert seen == [(15, False)]
