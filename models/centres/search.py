@@ -627,25 +627,30 @@ def kneighbors(index, X: np.ndarray, k: int, offset: np.ndarray | None) -> np.nd
     return index.kneighbors(search_input(X, offset), n_neighbors=k, return_distance=False)
 
 
-def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, neighbours, weights: str,
-                           chunk: int = 32) -> np.ndarray:
+#: the most bytes of gathered neighbour rows :func:`distance_weighted_mean` works on at a time (a core's cache)
+GATHER_BYTES = 2**20
+
+
+def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, neighbours, weights: str) -> np.ndarray:
     """(N, n) mean of ``Y_ref`` over each row's neighbours (``neighbours[i]``: indices into the reference
     rows, any number per row), by scikit-learn's ``KNeighborsRegressor`` rule: ``"uniform"``, or
     ``"distance"`` (weights 1 / Euclidean distance, computed in float64; a row with neighbours at
-    distance 0 averages those alone). Rows with the fewest neighbours (no ties) are computed together,
-    ``chunk`` at a time (the gathered neighbours take rows x k x d floats)."""
-    if isinstance(neighbours, np.ndarray) and len(neighbours) <= chunk:  # (N, k): one group, the request path
+    distance 0 averages those alone). Rows with the same number of neighbours are computed together, as many
+    at a time as keep their gathered neighbour rows within ``GATHER_BYTES``."""
+    d = max(1, X_ref.shape[1])
+    if isinstance(neighbours, np.ndarray) and neighbours.size * d * 8 <= GATHER_BYTES:  # one group: a request
         return _weighted_mean(X, X_ref, Y_ref, neighbours, weights)
     out = np.empty((len(neighbours), Y_ref.shape[1]), dtype=np.float64)
     if not len(neighbours):
         return out
     if isinstance(neighbours, np.ndarray):  # (N, k): every row the same count
+        chunk = max(1, GATHER_BYTES // (8 * d * max(1, neighbours.shape[1])))
         groups = [(slice(s, s + chunk), neighbours[s:s + chunk]) for s in range(0, len(neighbours), chunk)]
     else:
         sizes = np.fromiter(map(len, neighbours), dtype=np.intp, count=len(neighbours))
         groups = []
         for size in np.unique(sizes):  # rows of one count together
-            same = np.flatnonzero(sizes == size)
+            same, chunk = np.flatnonzero(sizes == size), max(1, GATHER_BYTES // (8 * d * max(1, int(size))))
             groups += [(rows, np.stack([neighbours[i] for i in rows]))
                        for rows in (same[s:s + chunk] for s in range(0, len(same), chunk))]
     for rows, idx in groups:

@@ -172,8 +172,9 @@ def test_centre_and_nle_share_one_index_and_a_scope_computes_distances_once(data
     assert sum(computed) == 2 * len(Q)
 
 
-def test_distance_weighted_mean_is_scikit_learns_rule():
-    """Weights 1/distance, exact matches taking all the weight, and the uniform mean."""
+def test_distance_weighted_mean_is_scikit_learns_rule(monkeypatch):
+    """Weights 1/distance, exact matches taking all the weight, and the uniform mean; in groups of a few rows
+    (the gathered rows' byte budget) as in one."""
     from sklearn.neighbors import KNeighborsRegressor
 
     X, Y = fingerprints(400, 80, seed=4)
@@ -183,8 +184,11 @@ def test_distance_weighted_mean_is_scikit_learns_rule():
         # scikit-learn's own distance to an exact match is a rounding error, not 0 (1.9: about 1e-7), which
         # leaves its neighbours a sliver of the weight: it is the reference on the rows that match none
         want = KNeighborsRegressor(n_neighbors=4, weights=weights).fit(X, Y).predict(Q[:50])
-        np.testing.assert_allclose(distance_weighted_mean(Q[:50], X, Y, idx[:50], weights, chunk=7), want, rtol=0,
-                                   atol=1e-9)
+        np.testing.assert_allclose(distance_weighted_mean(Q[:50], X, Y, idx[:50], weights), want, rtol=0, atol=1e-9)
+        with monkeypatch.context() as m:
+            m.setattr(search, "GATHER_BYTES", 7 * 4 * 80 * 8)  # groups of 7 rows
+            np.testing.assert_allclose(distance_weighted_mean(Q[:50], X, Y, idx[:50], weights), want, rtol=0,
+                                       atol=1e-9)
     np.testing.assert_array_equal(distance_weighted_mean(Q[-5:], X, Y, idx[-5:], "distance"), Y[:5])
 
 
