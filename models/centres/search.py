@@ -109,6 +109,9 @@ COLUMNS_BYTES = 256 * 2**20
 CLUSTER_ROWS = 4096
 #: ... for ``k`` up to this (beyond, the k-th distance admits most clusters and the brute force is faster)
 CLUSTER_K = 32
+#: ... once it has searched this many queries a reference row (or :meth:`FingerprintIndex.prepare` built them):
+#: building the clusters costs about what the brute force spends on that many (a fold's one-off search does not)
+CLUSTER_AFTER = 0.25
 
 
 def default_search_threads(workers: int = 1) -> int:
@@ -331,8 +334,8 @@ class FingerprintIndex(ExactIndex):
         #: the largest |r| and |r|^2 of the reference rows: the scale of :meth:`_heard`'s error bound
         self._largest = (float(np.sqrt(norms.max(initial=0.0))), float(norms.max(initial=0.0)))
         self._columns: np.ndarray | None = None
-        #: the ClusterIndex once built (False: the rows do not fit one)
-        self._cluster_index = None
+        #: the ClusterIndex once built (False: the rows do not fit one), and the queries searched so far
+        self._cluster_index, self._queries = None, 0
 
     def _query(self, X: np.ndarray) -> np.ndarray:
         """(c, d) float32 ``-2 (x - offset)`` of the queries ``X`` (c, d), as every search computes it."""
@@ -357,9 +360,9 @@ class FingerprintIndex(ExactIndex):
 
     def _clusters(self, force: bool = False):
         """The :class:`~models.centres.clusters.ClusterIndex` of the rows when version 3 searches them that way
-        (more than ``CLUSTER_ROWS`` rows), else ``None``. Built on the first search of more than ``HEARD_ROWS``
-        queries (or with ``force``: :meth:`prepare`) and kept for the index's life; until then, a few queries
-        are searched through the columns they hear."""
+        (more than ``CLUSTER_ROWS`` rows), else ``None``. Built with ``force`` (:meth:`prepare`, and a search
+        that has brought the queries searched to ``CLUSTER_AFTER`` times the reference rows: by then the brute
+        force has cost about what the build does) and kept for the index's life."""
         if self.version < 3 or self.n_rows <= CLUSTER_ROWS or self._cluster_index is False:
             return None
         if self._cluster_index is None and force:
@@ -375,7 +378,8 @@ class FingerprintIndex(ExactIndex):
         search ``X``): an (N, k) array when every query has ``k``, else a list."""
         if k >= self.n_rows or k > CLUSTER_K or not X.shape[0]:
             return None
-        clusters = self._clusters(force=X.shape[0] > HEARD_ROWS)
+        self._queries += X.shape[0]
+        clusters = self._clusters(force=self._queries >= CLUSTER_AFTER * self.n_rows)
         if clusters is None:
             return None
         from models.centres.clusters import CHUNK

@@ -100,8 +100,9 @@ def test_ties_at_the_kth_distance_are_all_found_for_a_query_hearing_nothing():
 
 @pytest.fixture
 def clustered(monkeypatch):
-    """FingerprintIndex searching through its clusters from a few hundred rows on."""
+    """FingerprintIndex searching through its clusters from a few hundred rows on, built at the first search."""
     monkeypatch.setattr(search, "CLUSTER_ROWS", 100)
+    monkeypatch.setattr(search, "CLUSTER_AFTER", 0)
 
 
 @pytest.mark.parametrize("k", [1, 3, 16, 17, 32, 33])
@@ -122,18 +123,23 @@ def test_a_fingerprint_index_answers_as_its_chunked_search(clustered, k, monkeyp
     assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
 
 
-def test_few_queries_use_the_clusters_once_prepared_and_answer_the_same(clustered, monkeypatch):
-    """Up to HEARD_ROWS queries do not build the clusters (the heard columns search them); prepare() builds
-    them, and the answer does not change."""
+def test_the_clusters_are_built_once_searches_would_pay_for_them_or_when_prepared(clustered, monkeypatch):
+    """Before CLUSTER_AFTER queries a reference row, the brute force (or the heard columns) searches; then the
+    clusters are built; prepare() builds them at once. The answer does not change."""
+    monkeypatch.setattr(search, "CLUSTER_AFTER", 0.3)  # 180 queries for 600 rows
     rng = np.random.default_rng(1)
     X = continuous(rng, 600, 90)
-    Q = queries(rng, X)[:search.HEARD_ROWS]
+    Q = queries(rng, X)
     index = FingerprintIndex(X, sparse_offset(X))
-    before = index.kneighbors(Q, 5), index.neighbourhoods(Q, 5)
-    assert index._cluster_index is None
+    for _ in range(3):  # 3 x 51 = 153 queries: not yet
+        before = index.kneighbors(Q, 5), index.neighbourhoods(Q[:search.HEARD_ROWS], 5)
+    assert index._cluster_index is None and index._queries == 3 * (len(Q) + search.HEARD_ROWS)
+    index.kneighbors(Q, 5)
+    assert isinstance(index._cluster_index, ClusterIndex)
+    index = FingerprintIndex(X, sparse_offset(X))
     index.prepare()
     assert isinstance(index._cluster_index, ClusterIndex)
-    after = index.kneighbors(Q, 5), index.neighbourhoods(Q, 5)
+    after = index.kneighbors(Q, 5), index.neighbourhoods(Q[:search.HEARD_ROWS], 5)
     np.testing.assert_array_equal(before[0], after[0])
     np.testing.assert_array_equal(np.asarray(before[1]), np.asarray(after[1]))
 
