@@ -17,12 +17,12 @@ COPY pyproject.toml README.md constraints.txt ./
 COPY models ./models
 COPY training ./training
 COPY service ./service
-# numba compiles the clustered neighbour search here, once, into a cache the runtime reads (a CPU other than
+# numba compiles the neighbour search's loops here, once, into a cache the runtime reads (a CPU other than
 # the build's compiles it again when a bundle loads, before the server is ready)
 ENV NUMBA_CACHE_DIR=/opt/numba-cache
 RUN pip install -c constraints.txt ".[postgres]" && python -c "import models, service, psycopg, psycopg_pool" \
     && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)" \
-    && python -c "from models.centres.clusters import compile_search; compile_search()"
+    && python -c "from models.centres.search import compile_loops; compile_loops()"
 
 FROM build-api AS build-trainer
 # The CPU wheel index keeps several GB of CUDA libraries out of the image.

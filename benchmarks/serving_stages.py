@@ -120,7 +120,7 @@ def measure(name: str, sizes: list[int], repeats: int) -> list[dict]:
     search.set_search_threads(1)
     bundle_dir, centre = bundle(name)
     model = load_bundle(bundle_dir)
-    model.centre.prepare()  # as the service does when it loads a bundle
+    model.prepare()  # as the service does when it loads a bundle
     X_all = np.load(bundle_dir.parent / "rows.npz")["X"]
 
     def loops(n: int) -> int:

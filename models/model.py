@@ -183,6 +183,15 @@ class RegionModel:
         """
         return self.methods[self._candidates(method, None)[0][0]].calibrator_.max_coverage
 
+    def prepare(self) -> None:
+        """Build what answering uses beyond the bundle's arrays (the centre's search index, the compiled
+        loops), so that the first request does not pay for it."""
+        self.centre.prepare()
+        for method in self.methods.values():
+            method.shape_.prepare()
+        if self.typicality is not None:
+            self.typicality.prepare()
+
     # ------------------------------------------------------------------ checks (once per call)
     def _features(self, features, strict: bool = False, warnings: list | None = None) -> np.ndarray:
         """Checked raw ``features``, missing readings resolved (:mod:`models.readings`; what it says is appended

@@ -14,8 +14,8 @@ unit (``calibrate(groups=...)`` leaves out the reference rows of the row's own u
 has none in the survey).
 
 Per batch: the projection, one float32 ``(N, c) x (c, r)`` product and ``k`` passes of ``argmin`` over
-its ``(N, r)`` rows (``c = n_components``, ``r = max_reference``). A row's score does not depend on the
-batch it comes in, to float32's precision. scikit-learn's ``PCA`` fits the axes (training only)."""
+its ``(N, r)`` rows (``c = n_components``, ``r = max_reference``); a request of a few rows, one compiled
+call. A row's score does not depend on the batch it comes in, to float32's precision. scikit-learn's ``PCA`` fits the axes (training only)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ from models.exceptions import InputError
 BINS = 256
 #: rows scored at a time
 CHUNK = 2048
+#: up to this many rows are scored by the compiled loop (:mod:`models._typicality`), more by a BLAS product
+SMALL_ROWS = 4
 
 
 def conformal_p_values(calibration: np.ndarray, scores: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
@@ -187,6 +189,11 @@ class Typicality:
         self._minus_2rt = np.ascontiguousarray(-2.0 * R.T)
         self._ref_sq = np.einsum("ij,ij->i", R, R, dtype=np.float32)
 
+    def prepare(self) -> None:
+        """Load (or compile) the loop that scores a request's few rows, so that the first request does not
+        pay for it."""
+        self.scores(self.mean_[None, :])
+
     def project(self, X: np.ndarray) -> np.ndarray:
         """Rows in the principal axes.
 
@@ -221,10 +228,15 @@ class Typicality:
         ndarray of shape (N,)
             ``inf`` for a row left with fewer than ``k`` reference rows.
         """
+        k = min(self.k, len(self.reference_))
+        if groups is None and leave_out is None and len(X) <= SMALL_ROWS:  # a request's few rows: one call
+            from models._typicality import mean_nearest
+
+            return mean_nearest(np.ascontiguousarray(X, dtype=np.float64), self.mean_, self.components_,
+                                self._minus_2rt, k)
         Z = self.project(X)
         z_sq = np.einsum("ij,ij->i", Z, Z)
         Z = Z.astype(np.float32)
-        k = min(self.k, len(self.reference_))
         if groups is None and leave_out is None and len(Z) <= CHUNK:  # a request: one chunk, nothing left out
             return self._chunk(Z, z_sq, k)
         g = None if groups is None else np.asarray(groups, dtype=np.int64)

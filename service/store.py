@@ -106,7 +106,7 @@ class ModelStore:
                 raise BundleError("no bundle path configured or given")
             try:
                 model = load_bundle(target)  # verifies schema and every sha256 before anything is used
-                model.centre.prepare()  # the search index and its compiled loop before the first request
+                model.prepare()  # the search index and the compiled loops before the first request
             except BundleError as exc:
                 if self.current is None:
                     self.error, self.unloaded_at = str(exc), None

@@ -76,6 +76,7 @@ class KNNCentre(Centre):
 
         version = SEARCH_VERSION if version is None else version
         self.X_fit_, self.Y_fit_, self.sparse_offset_, self.sparse_search_ = X, Y, offset, version
+        self._differing = None
         self.n_features_in_, self.n_targets_ = X.shape[1], Y.shape[1]
         k = min(self.n_neighbors, X.shape[0])
         if numpy_search(offset, version):
@@ -107,11 +108,18 @@ class KNNCentre(Centre):
 
     def _searched(self, X: np.ndarray) -> np.ndarray:
         near = self.model_.neighbourhoods(X, self.n_neighbors)
-        return search.distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights)
+        return search.distance_weighted_mean(X, self.X_fit_, self.Y_fit_, near, self.weights, self._reference())
+
+    def _reference(self) -> tuple | None:
+        """The reference rows' heard columns for the weighted mean (sparse fingerprints), built once."""
+        if self._differing is None and self.sparse_offset_ is not None:
+            self._differing = search.differing(self.X_fit_, self.sparse_offset_)
+        return self._differing
 
     def prepare(self) -> None:
         if isinstance(self.model_, search.ExactIndex):
             self.model_.prepare()
+            self._reference()
 
     def to_arrays(self):
         from models.centres.search import offset_arrays

@@ -35,6 +35,8 @@ from contextvars import ContextVar
 
 import numpy as np
 
+from models.centres._select import dense_distances, within_kth
+
 #: the sparse search is used when at most this share of the entries differs from the column minimum
 SPARSE_DENSITY = 0.1
 #: ... and the rows have at least this many columns (below, dense BLAS is as fast)
@@ -246,7 +248,10 @@ class ExactIndex:
         return index
 
     def prepare(self) -> None:
-        """Build what a search will use beyond the rows (nothing here; see :meth:`FingerprintIndex.prepare`)."""
+        """Load the compiled loops a search and the weighted mean use (numba's cache on disk, else compiled:
+        seconds, once per machine), so that the first request does not pay for them; a
+        :class:`FingerprintIndex` also builds its clusters."""
+        compile_loops()
 
     def __deepcopy__(self, memo) -> "ExactIndex":
         """The index itself: it is never modified after construction (a deep-copied estimator keeps sharing it)."""
@@ -299,12 +304,10 @@ class ExactIndex:
             return np.broadcast_to(np.arange(m), (X.shape[0], m))
 
         def select(D):
-            c = D.shape[0]
-            within = D <= kth_smallest(D, k)
-            flat = np.flatnonzero(within)  # row by row: row i's columns offset by i m
-            if flat.size == c * k:  # every row has exactly k: no ties
-                return flat.reshape(1, k) if c == 1 else flat.reshape(c, k) - np.arange(0, c * m, m)[:, None]
-            return list(map(np.flatnonzero, within))
+            columns, counts = within_kth(D, k, True)
+            if columns.size == D.shape[0] * k:  # every row has exactly k: no ties
+                return columns.reshape(D.shape[0], k)
+            return np.split(columns, np.cumsum(counts[:-1]))
 
         chunks = self._search(X, select) if X.shape[0] else [np.empty((0, k), dtype=np.intp)]
         if all(isinstance(chunk, np.ndarray) for chunk in chunks):
@@ -354,6 +357,7 @@ class FingerprintIndex(ExactIndex):
     def prepare(self) -> None:
         """Build what a search of this index will use (:meth:`_clusters`, and its compiled loop), so that the
         first request does not pay for it."""
+        super().prepare()
         clusters = self._clusters(force=True)
         if clusters is not None:
             clusters.search(np.zeros((1, self.rows.shape[1]), dtype=np.float32), 1, True)
@@ -496,15 +500,17 @@ class FingerprintIndex(ExactIndex):
 
 class DenseIndex(ExactIndex):
     """Dense reference rows (search version 3): the rows transposed (d, m) and their squared norms in
-    float64, kept for the index's life; a chunk's distances are one BLAS product. Distances computed this
-    way agree with the exact ones to about ``1e-15 |q|^2``; identical reference rows get identical distances.
+    float64, kept for the index's life; a chunk's distances are one compiled pass
+    (:func:`~models.centres._select.dense_distances`: a query's distances are the same bits in any batch, which
+    a BLAS product's are not). They agree with the exact ones to about ``1e-15 |q|^2``; identical reference
+    rows get identical distances.
 
     Replaces scikit-learn's ``NearestNeighbors.kneighbors`` on the request path (its validation and
     dispatch cost per call dominate one row); the library stays the reference its tests compare with."""
 
     itemsize = 8
     #: a batch's distances are kept for the second search only while they fit in a core's cache: beyond,
-    #: computing them again (one BLAS product over a few columns) is faster than reading them back from
+    #: computing them again (one pass over a few columns) is faster than reading them back from
     #: memory
     share_bytes = 2**20
 
@@ -517,9 +523,7 @@ class DenseIndex(ExactIndex):
 
     def _distances(self, X: np.ndarray) -> np.ndarray:
         """(c, m) float64 ``|r|^2 - 2 q.r`` of the queries ``X`` (c, d)."""
-        D = (-2.0 * X) @ self.rows_t
-        D += self.norms
-        return D
+        return dense_distances(np.ascontiguousarray(X, dtype=np.float64), self.rows_t, self.norms)
 
 
 def kth_smallest(D: np.ndarray, k: int) -> np.ndarray:
@@ -549,11 +553,8 @@ def _smallest(D: np.ndarray, k: int, version: int = SEARCH_VERSION) -> np.ndarra
     to ``ARGMIN_K``, where repeated ``argmin`` takes the first), else as a partition leaves them (2).
     Version 3 with at most ``WHOLE_COLUMNS`` columns: one partition of each whole row (ascending columns)."""
     c, m = D.shape
-    if version >= 3 and m <= WHOLE_COLUMNS:  # few reference rows: one partition of the whole rows
-        flat = np.flatnonzero(D <= kth_smallest(D, k))  # row by row, columns ascending
-        if flat.size == c * k:  # no ties at the k-th value (what _first_k returns, without its index arrays)
-            return flat.reshape(1, k) if c == 1 else flat.reshape(c, k) - np.arange(0, c * m, m)[:, None]
-        return _first_k(D, np.broadcast_to(np.arange(m), D.shape), k)
+    if version >= 3 and m <= WHOLE_COLUMNS:  # few reference rows: each whole row at once
+        return within_kth(D, k, False)[0].reshape(c, k)  # what _first_k returns, compiled
     if k <= ARGMIN_K:
         out = np.empty((c, k), dtype=np.intp)
         rows = np.arange(c)
@@ -631,53 +632,50 @@ def kneighbors(index, X: np.ndarray, k: int, offset: np.ndarray | None) -> np.nd
     return index.kneighbors(search_input(X, offset), n_neighbors=k, return_distance=False)
 
 
-#: the most bytes of gathered neighbour rows :func:`distance_weighted_mean` works on at a time (a core's cache)
-GATHER_BYTES = 2**20
+def compile_loops() -> None:
+    """Compile (or load from numba's on-disk cache) every compiled loop a served search uses, for the types
+    it uses them with: the selections, the dense distances, the weighted mean and the clusters' walk."""
+    from models.centres._select import kth_values
+    from models.centres.clusters import compile_search
+
+    X = np.random.default_rng(0).normal(size=(4, 3))
+    for D in (dense_distances(X, np.ascontiguousarray(X.T), np.ones(4)), X.astype(np.float32)):
+        within_kth(D, 2, True), kth_values(D, 2)
+    for reference in (None, differing(X, X.min(axis=0))):
+        distance_weighted_mean(X, X, X, np.zeros((4, 1), dtype=np.intp), "distance", reference)
+    compile_search()
 
 
-def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, neighbours, weights: str) -> np.ndarray:
+def differing(X_ref: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(base, indptr, indices, values)``: per row of ``X_ref``, the columns (ascending) where it differs from
+    ``base`` and its values there, for :func:`distance_weighted_mean`'s ``reference``."""
+    mask = X_ref != base
+    indptr = np.zeros(len(X_ref) + 1, dtype=np.int64)
+    np.cumsum(np.count_nonzero(mask, axis=1), out=indptr[1:])
+    indices = np.nonzero(mask)[1].astype(np.int64)
+    return np.ascontiguousarray(base, dtype=np.float64), indptr, indices, np.ascontiguousarray(X_ref[mask], np.float64)
+
+
+_DENSE = (np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+
+
+def distance_weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, neighbours, weights: str,
+                           reference: tuple | None = None) -> np.ndarray:
     """(N, n) mean of ``Y_ref`` over each row's neighbours (``neighbours[i]``: indices into the reference
     rows, any number per row), by scikit-learn's ``KNeighborsRegressor`` rule: ``"uniform"``, or
     ``"distance"`` (weights 1 / Euclidean distance, computed in float64; a row with neighbours at
-    distance 0 averages those alone). Rows with the same number of neighbours are computed together, as many
-    at a time as keep their gathered neighbour rows within ``GATHER_BYTES``."""
-    d = max(1, X_ref.shape[1])
-    if isinstance(neighbours, np.ndarray) and neighbours.size * d * 8 <= GATHER_BYTES:  # one group: a request
-        return _weighted_mean(X, X_ref, Y_ref, neighbours, weights)
-    out = np.empty((len(neighbours), Y_ref.shape[1]), dtype=np.float64)
-    if not len(neighbours):
-        return out
+    distance 0 averages those alone). ``reference``: :func:`differing` of ``X_ref``, which makes mostly
+    not-heard fingerprints cheaper and changes no bit. A row's answer is the same to the last bit whatever
+    rows come with it (:mod:`models.centres._weighted`)."""
+    from models.centres._weighted import weighted_mean
+
     if isinstance(neighbours, np.ndarray):  # (N, k): every row the same count
-        chunk = max(1, GATHER_BYTES // (8 * d * max(1, neighbours.shape[1])))
-        groups = [(slice(s, s + chunk), neighbours[s:s + chunk]) for s in range(0, len(neighbours), chunk)]
+        flat = np.ascontiguousarray(neighbours, dtype=np.intp).reshape(-1)
+        start = np.arange(0, flat.size + 1, max(1, neighbours.shape[1]) if len(neighbours) else 1, dtype=np.intp)
     else:
         sizes = np.fromiter(map(len, neighbours), dtype=np.intp, count=len(neighbours))
-        groups = []
-        for size in np.unique(sizes):  # rows of one count together
-            same, chunk = np.flatnonzero(sizes == size), max(1, GATHER_BYTES // (8 * d * max(1, int(size))))
-            groups += [(rows, np.stack([neighbours[i] for i in rows]))
-                       for rows in (same[s:s + chunk] for s in range(0, len(same), chunk))]
-    for rows, idx in groups:
-        out[rows] = _weighted_mean(X[rows], X_ref, Y_ref, idx, weights)
-    return out
-
-
-def _weighted_mean(X: np.ndarray, X_ref: np.ndarray, Y_ref: np.ndarray, idx: np.ndarray, weights: str) -> np.ndarray:
-    """(N, n): :func:`distance_weighted_mean` of rows ``X`` with ``k`` neighbours each, ``idx`` (N, k)."""
-    if weights == "uniform":
-        return Y_ref[idx].mean(axis=1)
-    # ``take`` and in-place ufuncs: a single row's numpy calls are most of its cost
-    diff = X_ref.take(idx, axis=0)  # a gathered copy: the differences in place
-    diff -= X[:, None, :]
-    w = np.einsum("nkd,nkd->nk", diff, diff)
-    np.sqrt(w, out=w)  # the distances
-    if np.count_nonzero(w) != w.size:  # rows with exact matches average those alone
-        exact = w == 0.0
-        hit = exact.any(axis=1)
-        w[exact] = 1.0
-        np.reciprocal(w, out=w)
-        w[hit] = exact[hit]
-    else:
-        np.reciprocal(w, out=w)
-    w /= np.add.reduce(w, axis=1, keepdims=True)
-    return np.einsum("nk,nkt->nt", w, Y_ref.take(idx, axis=0))
+        flat = np.concatenate(neighbours).astype(np.intp, copy=False) if len(neighbours) else np.empty(0, np.intp)
+        start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
+    return weighted_mean(np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(X_ref, dtype=np.float64),
+                         np.ascontiguousarray(Y_ref, dtype=np.float64), flat, start, weights == "uniform",
+                         *(reference or _DENSE))

@@ -75,6 +75,10 @@ class ShapeEstimator(BaseEstimator):
             Their residuals.
         """
 
+    def prepare(self) -> None:
+        """Load what answering uses beyond the arrays (a compiled loop), so that the first request does not
+        pay for it; nothing here."""
+
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:  # pragma: no cover - abstract
         """The fitted method in a bundle's form.
 

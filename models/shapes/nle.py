@@ -89,9 +89,6 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         est._build_index(stored_offset(arrays), stored_version(arrays))
         return est
 
-    #: up to this many (row, neighbour) pairs per call the neighbours' outer products are gathered and summed;
-    #: above, they are summed by a sparse product (whose construction costs more than a small gather)
-    GATHER_PAIRS = 8192
     #: at most this many (row, neighbour) pairs per block of :meth:`predict_shape`
     BLOCK_PAIRS = 1 << 24
 
@@ -103,11 +100,15 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
             cached = self._outer = (R, (R[:, :, None] * R[:, None, :]).reshape(R.shape[0], -1))
         return cached[1]
 
+    def prepare(self) -> None:
+        """Load (or compile) the local moments' loop and the search's, on one row."""
+        self.predict_shape(self.X_ref_[:1])
+
     def predict_shape(self, X) -> np.ndarray:
         """Local shapes: the neighbours' residual outer products, blended with the global shape.
 
-        The training rows' outer products ``r r^T`` are computed once; each row sums its neighbours', gathered
-        for small batches and by one sparse product with the (N, m) neighbour indicator for large ones.
+        The training rows' outer products ``r r^T`` are computed once; each row sums its neighbours' in their
+        order (:mod:`models.shapes._local`), the same bits alone and in any batch.
 
         Parameters
         ----------
@@ -123,17 +124,9 @@ class NearestNeighbourEllipsoid(EllipsoidShapeEstimator):
         if len(X) > step:  # the (rows, k) neighbour indices a block of rows at a time
             return np.concatenate([self.predict_shape(X[i:i + step]) for i in range(0, len(X), step)])
         idx = kneighbors(self._index, X, self.n_neighbors_, self.sparse_offset_)  # (N, k)
-        N, k = idx.shape
-        RR = self._outer_products()
-        n = self.R_ref_.shape[1]
-        if idx.size <= self.GATHER_PAIRS:
-            local = RR[idx].sum(axis=1).reshape(N, n, n)
-        else:
-            from scipy.sparse import csr_matrix
+        from models.shapes._local import local_shapes
 
-            pick = csr_matrix((np.ones(idx.size), idx.ravel(), np.arange(0, idx.size + 1, k)),
-                              shape=(N, RR.shape[0]))
-            local = np.asarray(pick @ RR).reshape(N, n, n)
-        local /= self.n_neighbors_
-        w = float(self.local_weight)
-        return w * local + (1.0 - w) * self.global_shape_
+        n = self.R_ref_.shape[1]
+        out = local_shapes(np.ascontiguousarray(idx), self._outer_products(), float(self.n_neighbors_),
+                           float(self.local_weight), np.ascontiguousarray(self.global_shape_, dtype=np.float64).ravel())
+        return out.reshape(len(idx), n, n)

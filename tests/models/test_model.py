@@ -94,3 +94,28 @@ def test_answers_carry_each_rows_typicality_unless_asked_not_to(model, trained_s
         np.testing.assert_array_equal(answer.typicality_scores, scores)
     for answer in (model.predict_region(X, typicality=False), model.assess(X, Y, typicality=False)):
         assert answer.typicality is None and answer.typicality_scores is None
+
+
+def test_prepare_changes_no_answer_and_one_row_answers_as_in_a_batch(model, trained_synthetic):
+    """``prepare`` (what the service calls when it loads a bundle) leaves every answer as it was; a row alone
+    gets the region it gets in a batch, to float64's precision (this centre's BLAS products sum one row in
+    another order than a batch), and its typicality score to float32's (a few rows are scored by the compiled
+    loop in float64 differences, a batch by a float32 product: near a reference row the product's squared
+    distance cancels, off by about eps32 (|z|^2 + |r|^2), its square root by the root of that)."""
+    X = trained_synthetic[1].X[:40]
+    typ = model.typicality
+    Z = typ.project(model.standardise(X))
+    scale = (Z ** 2).sum(axis=1) + (typ.reference_.astype(float) ** 2).sum(axis=1).max()
+    exact = np.sort(np.sqrt(((Z[:, None, :] - typ.reference_[None].astype(float)) ** 2).sum(axis=2)), axis=1)
+    before = model.predict_region(X)
+    model.prepare()
+    after = model.predict_region(X)
+    np.testing.assert_array_equal(after.regions.shapes, before.regions.shapes)
+    np.testing.assert_array_equal(after.regions.centers, before.regions.centers)
+    for i in (0, 17, 39):
+        alone = model.predict_region(X[i:i + 1])
+        np.testing.assert_allclose(alone.regions.centers[0], before.regions.centers[i], rtol=1e-12)
+        np.testing.assert_allclose(alone.regions.shapes[0], before.regions.shapes[i], rtol=1e-12)
+        assert abs(alone.typicality_scores[0] - exact[i, :typ.k].mean()) <= 1e-9 * scale[i]
+        assert abs(alone.typicality_scores[0] - before.typicality_scores[i]) <= np.sqrt(
+            16 * np.finfo(np.float32).eps * scale[i])

@@ -19,6 +19,7 @@ def test_scores_are_mean_distances_to_the_nearest_reference_rows_in_the_projecti
     D = np.sqrt(((Z[:, None, :] - R[None, :, :]) ** 2).sum(axis=2))
     # float32 products: a distance of 0 (the row itself) comes out within about 1e-3 (its square within 1e-6)
     assert typ.scores(X[:5]) == pytest.approx(np.sort(D, axis=1)[:, :3].mean(axis=1), abs=2e-3)
+    assert typ.scores(X[:3]) == pytest.approx(np.sort(D, axis=1)[:3, :3].mean(axis=1), abs=2e-3)  # compiled
     assert typ.scores(X[:5] + 3.0) == pytest.approx(
         np.sort(np.sqrt(((typ.project(X[:5] + 3.0)[:, None, :] - R[None, :, :]) ** 2).sum(axis=2)), axis=1)[:, :3]
         .mean(axis=1), rel=1e-5)  # away from the reference rows, float32 is exact to 1e-5
@@ -96,9 +97,9 @@ def test_a_few_db_offset_of_a_new_phone_raises_the_alarm_and_held_out_positions_
 
 
 def test_a_rows_score_does_not_depend_on_its_batch():
-    """The same score whether a row comes alone (the partition path), among a few hundred (argmin passes) or in
-    a batch of several chunks, to float32's precision (BLAS sums a one-row float32 product in another order than
-    a batch's: 3e-8 apart at most here); the conservative p-value is the by-hand one."""
+    """The same score whether a row comes alone (the compiled loop), among a few hundred (argmin passes) or in
+    a batch of several chunks, to float32's precision (each sums the float32 product in its own order); the
+    conservative p-value is the by-hand one."""
     rng = np.random.default_rng(5)
     X = rng.normal(size=(2000, 12))
     typ = Typicality(k=5, n_components=8, max_reference=600).fit(X[:1500]).calibrate(X[1500:1700])
@@ -106,6 +107,7 @@ def test_a_rows_score_does_not_depend_on_its_batch():
     whole = typ.scores(Q)
     alone = np.array([typ.scores(Q[i:i + 1])[0] for i in range(0, 4500, 97)])
     np.testing.assert_allclose(alone, whole[::97], rtol=1e-6)
+    np.testing.assert_allclose(typ.scores(Q[:4]), whole[:4], rtol=1e-6)
     np.testing.assert_allclose(typ.scores(Q[:300]), whole[:300], rtol=1e-6)
     s, p = typ.assess(Q[:50])
     cal = typ.calibration_

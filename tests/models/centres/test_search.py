@@ -172,9 +172,9 @@ def test_centre_and_nle_share_one_index_and_a_scope_computes_distances_once(data
     assert sum(computed) == 2 * len(Q)
 
 
-def test_distance_weighted_mean_is_scikit_learns_rule(monkeypatch):
-    """Weights 1/distance, exact matches taking all the weight, and the uniform mean; in groups of a few rows
-    (the gathered rows' byte budget) as in one."""
+def test_distance_weighted_mean_is_scikit_learns_rule():
+    """Weights 1/distance, exact matches taking all the weight, and the uniform mean; any number of
+    neighbours a row (ragged lists) as in an array."""
     from sklearn.neighbors import KNeighborsRegressor
 
     X, Y = fingerprints(400, 80, seed=4)
@@ -185,11 +185,36 @@ def test_distance_weighted_mean_is_scikit_learns_rule(monkeypatch):
         # leaves its neighbours a sliver of the weight: it is the reference on the rows that match none
         want = KNeighborsRegressor(n_neighbors=4, weights=weights).fit(X, Y).predict(Q[:50])
         np.testing.assert_allclose(distance_weighted_mean(Q[:50], X, Y, idx[:50], weights), want, rtol=0, atol=1e-9)
-        with monkeypatch.context() as m:
-            m.setattr(search, "GATHER_BYTES", 7 * 4 * 80 * 8)  # groups of 7 rows
-            np.testing.assert_allclose(distance_weighted_mean(Q[:50], X, Y, idx[:50], weights), want, rtol=0,
-                                       atol=1e-9)
+        ragged = [row[:1 + i % 4] for i, row in enumerate(idx[:50])]
+        want = [KNeighborsRegressor(n_neighbors=len(r), weights=weights).fit(X[r], Y[r]).predict(Q[i:i + 1])[0]
+                for i, r in enumerate(ragged)]
+        np.testing.assert_allclose(distance_weighted_mean(Q[:50], X, Y, ragged, weights), want, rtol=0, atol=1e-9)
     np.testing.assert_array_equal(distance_weighted_mean(Q[-5:], X, Y, idx[-5:], "distance"), Y[:5])
+
+
+def test_distance_weighted_mean_of_a_row_does_not_depend_on_its_batch():
+    """A row's mean alone, at every place in a batch and at any memory alignment is the same to the last bit,
+    and visiting only the columns that differ from the not-heard value changes no bit."""
+    from models.centres.search import differing
+
+    F, P = fingerprints(360, 77, seed=8)  # 77 columns: rows start at every alignment
+    X, Y, Q = F[:300], P[:300], F[300:].copy()
+    Q[:3] = X[:3]  # exact matches
+    Q[3] = X.min(axis=0)  # hears nothing
+    Q[4, 0] = 5.0  # a column its neighbours did not hear
+    idx = FingerprintIndex(X, sparse_offset(X)).kneighbors(Q, 5)
+    batch = distance_weighted_mean(Q, X, Y, idx, "distance")
+    alone = np.vstack([distance_weighted_mean(Q[i:i + 1], X, Y, idx[i:i + 1], "distance") for i in range(len(Q))])
+    np.testing.assert_array_equal(alone, batch)
+    shifted = np.empty(Q.size + 1)[1:].reshape(Q.shape)  # float64 rows off their 16-byte alignment
+    shifted[:] = Q[::-1]
+    np.testing.assert_array_equal(distance_weighted_mean(shifted, X, Y, idx[::-1], "distance"), batch[::-1])
+    reference = differing(X, X.min(axis=0))
+    assert reference[2].size < 0.1 * X.size
+    np.testing.assert_array_equal(distance_weighted_mean(Q, X, Y, idx, "distance", reference), batch)
+    np.testing.assert_array_equal(batch[:3], Y[:3])
+    centre = KNNCentre(n_neighbors=5).fit(X, Y)
+    np.testing.assert_array_equal(np.vstack([centre.predict(Q[i:i + 1]) for i in range(len(Q))]), centre.predict(Q))
 
 
 def test_knn_centre_averages_every_row_tied_at_the_kth_distance():
@@ -350,8 +375,8 @@ def test_dense_knn_centre_equals_scikit_learn_and_round_trips():
 
 
 def test_dense_nle_equals_its_definition_and_shares_the_centres_distances(monkeypatch):
-    """NLE on dense rows: the local moment over scikit-learn's k nearest rows, by the gather (small
-    batches) and the sparse product (large ones) alike; loaded from its arrays, the same; a kNN centre on
+    """NLE on dense rows: the local moment over scikit-learn's k nearest rows, a row alone the same bits as
+    in a batch; loaded from its arrays, the same; a kNN centre on
     the same rows shares the index, so a request computes its distances once while they fit in
     ``DenseIndex.share_bytes``, and twice beyond."""
     from sklearn.neighbors import NearestNeighbors
@@ -363,9 +388,9 @@ def test_dense_nle_equals_its_definition_and_shares_the_centres_distances(monkey
     idx = NearestNeighbors(n_neighbors=50, algorithm="brute").fit(X).kneighbors(Q, return_distance=False)
     local = np.einsum("nki,nkj->nij", R[idx], R[idx]) / 50
     want = 0.95 * local + 0.05 * nle.global_shape_
-    assert 50 * 10 <= nle.GATHER_PAIRS < 50 * 400
-    np.testing.assert_allclose(nle.predict_shape(Q[:10]), want[:10], rtol=1e-12, atol=1e-12)  # gathered
-    np.testing.assert_allclose(nle.predict_shape(Q), want, rtol=1e-12, atol=1e-12)  # sparse product
+    whole = nle.predict_shape(Q)
+    np.testing.assert_allclose(whole, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(np.vstack([nle.predict_shape(Q[i:i + 1]) for i in range(10)]), whole[:10])
     again = NearestNeighbourEllipsoid.from_arrays(*nle.to_arrays())
     assert again.sparse_search_ == SEARCH_VERSION
     np.testing.assert_array_equal(again.predict_shape(Q), nle.predict_shape(Q))
