@@ -35,7 +35,7 @@ alternate between the bundle's server and the no-op, so that the shared machine'
 Writes ``benchmarks/results/serving.{json,md}``: the json is ``{"commit", "command", "date", "machine",
 "rows": [{"bundle", "centre", "route", "scenario", "value"}]}`` (a ratio's rows also hold each round's ratio
 and both sides' requests/s: ``rounds``, ``rps``, ``noop_rps``; a p99 or rows/s row the no-op's figure,
-``noop``); the md the same as a table, with the targets of issues 32 and 74 (the stricter where both set one).
+``noop``); the md the same as a table, with the targets of issues 32, 74, 98 and 113 (the latest where several set one).
 """
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ ISSUE_74 = {("default", "/predict-region", "single_over_noop"): (0.55, "min"),
 ISSUE_98 = {("uji-knn", "/v2/models/{name}/infer", "rows_per_s_1024_binary"): (40_000.0, "min"),
             ("uji-knn", "ModelInfer", "rows_per_s_1024_grpc"): (40_000.0, "min"),
             ("default", "ModelInfer", "grpc_single_over_rest"): (1.0, "min")}
+#: issue 113: the model's cost per row (stricter where it repeats an earlier issue's target)
+ISSUE_113 = {("default", "/predict-region", "single_over_noop"): (0.6, "min"),
+             **{(name, route, scenario): (40_000.0, "min") for name in ("uji-knn", "uji-fingerprint")
+                for route, scenario in (("/v2/models/{name}/infer", "rows_per_s_1024_binary"),
+                                        ("ModelInfer", "rows_per_s_1024_grpc"))},
+             ("default", "ModelInfer", "grpc_single_over_rest"): (1.0, "min")}
 #: the bundles measured over binary REST and gRPC too
 PROTOCOL_BUNDLES = ("default", "uji-knn", "uji-fingerprint")
 GRPC_ROUTE = "ModelInfer"
@@ -338,8 +344,12 @@ def target_of(row: dict) -> tuple[float, str, int] | None:
     """``(target, sense, issue)`` of a result row, or ``None`` where no issue sets one. Issue 32: the ratios of
     the default bundle and each centre kind (the synthetic bundles), rows/s in 1,024-row requests of the
     default bundle. Issue 74, stricter where both apply: the default bundle's single-row ``/predict-region`` and
-    ``/contains`` at 0.55, and the UJIIndoorLoc bundle's single-row ratio, 1,024-row rows/s and 256-row p99."""
+    ``/contains`` at 0.55, and the UJIIndoorLoc bundle's single-row ratio, 1,024-row rows/s and 256-row p99.
+    Issue 113, stricter still: the default single row at 0.6, both UJIIndoorLoc bundles' binary and gRPC
+    1,024-row rows/s at 40,000."""
     key = (row["bundle"], row["route"], row["scenario"])
+    if key in ISSUE_113:
+        return (*ISSUE_113[key], 113)
     if key in ISSUE_98:
         return (*ISSUE_98[key], 98)
     if key in ISSUE_74:
@@ -366,7 +376,7 @@ def write(rows: list[dict], line: str, args) -> None:
              f"machine (client and servers share the cores). {args.rounds} rounds of {args.seconds} s per ratio, "
              "alternating with the no-op (`wrk -t1 -c8`); p99 from one connection, rows/s from two "
              f"({args.latency_seconds} s each), each followed by the no-op on the same body (column no-op: what a "
-             "server that only parses the rows reaches). Targets from issues 32 and 74 (the issue in brackets); "
+             "server that only parses the rows reaches). Targets from issues 32, 74, 98 and 113 (the issue in brackets; the latest where several set one); "
              "the V2 `infer` row's from issue 39. The Open Inference Protocol's binary REST (`wrk`, the body's raw "
              "FP64 rows after a JSON header, outputs asked as binary) and gRPC (`ModelInfer`, `h2load -t1`, raw "
              "contents) rows are issue 98's: their no-op is `benchmarks.noop_app`'s binary route and "

@@ -11,7 +11,7 @@ def row(bundle, route, scenario, value, **extra):
 
 
 def test_issue_74_targets_replace_issue_32s_where_both_set_one():
-    assert serving.target_of(row("default", "/predict-region", "single_over_noop", 0.5)) == (0.55, "min", 74)
+    assert serving.target_of(row("default", "/predict-region", "single_over_noop", 0.5)) == (0.6, "min", 113)
     assert serving.target_of(row("default", "/contains", "contains_over_noop", 0.5)) == (0.55, "min", 74)
     assert serving.target_of(row("default", "/nle/predict-region", "single_over_noop", 0.5)) == (0.4, "min", 32)
     assert serving.target_of(row("default", "/predict-region", "rows_per_s_1024", 1)) == (100_000.0, "min", 32)
@@ -30,6 +30,15 @@ def test_the_fingerprint_bundle_is_held_to_issue_74s_targets_only():
     assert serving.target_of(row("uji-knn", "/nle/predict-region", "single_over_noop", 0.3)) is None
 
 
+def test_issue_113_holds_both_uji_bundles_over_binary_and_grpc():
+    for name in ("uji-knn", "uji-fingerprint"):
+        assert serving.target_of(row(name, "/v2/models/{name}/infer", "rows_per_s_1024_binary", 1)) \
+            == (40_000.0, "min", 113)
+        assert serving.target_of(row(name, "ModelInfer", "rows_per_s_1024_grpc", 1)) == (40_000.0, "min", 113)
+    assert serving.target_of(row("default", "ModelInfer", "grpc_single_over_rest", 1)) == (1.0, "min", 113)
+    assert serving.target_of(row("uji-fingerprint", "/predict-region", "rows_per_s_1024", 1)) is None
+
+
 def test_the_table_marks_each_target_and_shows_the_no_ops_floor(tmp_path, monkeypatch):
     monkeypatch.setattr(serving, "OUT", tmp_path)
     rows = [row("uji-knn", "/predict-region", "p99_256_ms", 16.0, noop=9.5),
@@ -40,6 +49,6 @@ def test_the_table_marks_each_target_and_shows_the_no_ops_floor(tmp_path, monkey
     lines = (tmp_path / "serving.md").read_text().splitlines()
     assert "| uji-knn | KNNCentre | `/predict-region` | p99_256_ms | 16 | 9.5 | < 15 (74) | **no** |" in lines
     assert "| uji-knn | KNNCentre | `/predict-region` | rows_per_s_1024 | 41000 | 30000 | >= 40000 (74) | yes |" in lines
-    assert "| default | KNNCentre | `/predict-region` | single_over_noop | 0.56 | - | >= 0.55 (74) | yes |" in lines
+    assert "| default | KNNCentre | `/predict-region` | single_over_noop | 0.56 | - | >= 0.6 (113) | **no** |" in lines
     assert "| synthetic-knn | KNNCentre | `/predict-region` | rows_per_s_1024 | 9 | 10 | - | - |" in lines
     assert json.loads((tmp_path / "serving.json").read_text())["rows"] == rows
