@@ -191,6 +191,8 @@ class RegionModel:
             method.shape_.prepare()
         if self.typicality is not None:
             self.typicality.prepare()
+        if self.readings is not None:
+            self.readings.prepare()
 
     # ------------------------------------------------------------------ checks (once per call)
     def _features(self, features, strict: bool = False, warnings: list | None = None) -> np.ndarray:
@@ -210,7 +212,11 @@ class RegionModel:
     def _scaled(self, X: np.ndarray) -> np.ndarray:
         """Checked rows preprocessed and on the training scale (row by row)."""
         if self.preprocess is not None:
-            X = self.preprocess.transform(X)
+            Y = self.preprocess.transform(X)
+            if Y is not X:  # the step's own copy: scaled in place
+                Y -= self.scaler_mean
+                Y /= self.scaler_scale
+                return Y
         return (X - self.scaler_mean) / self.scaler_scale
 
     def _points(self, points, X: np.ndarray) -> np.ndarray:

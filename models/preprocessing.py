@@ -167,15 +167,20 @@ class RSSIFloor:
         if not self.columns_.size:
             return X
         X = np.array(X, dtype=np.float64, copy=True)
+        d = self.columns_.size
+        every = d == X.shape[1] and self.columns_[0] == 0 and self.columns_[-1] == d - 1  # ascending, unique
         for start in range(0, X.shape[0], BLOCK_ROWS):
             rows = slice(start, start + BLOCK_ROWS)
-            X[rows, self.columns_] = self._represent(X[rows, self.columns_])
+            if every:  # all columns RSSI (a fingerprint survey): the block in place, no gathered copy
+                X[rows] = self._represent(X[rows])
+            else:
+                X[rows, self.columns_] = self._represent(X[rows, self.columns_])
         return X
 
     def _represent(self, sub: np.ndarray) -> np.ndarray:
         """The RSSI columns ``sub`` (a copy, changed in place) of a block of rows as :meth:`transform` gives them."""
         codes = self._codes(sub)
-        sub[codes] = self.floor_
+        np.copyto(sub, self.floor_, where=codes)
         if self.representation == "relative":
             top = np.where(codes, -np.inf, sub).max(axis=1, keepdims=True)
             top[~np.isfinite(top)] = self.reference_  # a row that hears nothing stays all floor

@@ -8,7 +8,7 @@ import pytest
 
 from models.exceptions import InputError
 from models.preprocessing import RSSIFloor
-from models.readings import ReadingRanges
+from models.readings import ReadingRanges, _as_surveyed
 
 NAMES = ["ap1", "ap2", "ap3", "temperature"]
 
@@ -61,6 +61,30 @@ def test_with_codes_null_is_the_code_and_unseen_readings_are_named_or_refused():
     # what the survey saw passes silently, strict or not
     seen = X[:3].copy()
     assert ranges.check(seen, NAMES, strict=True)[1] == []
+
+
+@pytest.mark.parametrize("value", [np.nan, "strongest+1", -121.0, 1e300, 100.0, "strongest", -120.0])
+def test_the_compiled_pass_is_numpys_band_test_and_what_it_passes_needs_no_word(value):
+    """check()'s one compiled pass = numpy's band test with the codes allowed, value by value; a value the
+    survey never saw (or a null) fails it, and what it lets through would come back as sent, without a word,
+    from the full check too."""
+    X = survey(coded=True)
+    ranges = ReadingRanges().fit(X, RSSIFloor().fit(X))
+    strongest = X[X[:, 0] < 0, 0].max()
+    v = {"strongest+1": strongest + 1, "strongest": strongest}.get(value, value)
+    for i, j in ((0, 0), (5, 0), (3, 1), (5, 2), (2, 3)):
+        rows = X[X[:, 0] < 0][:6].copy()
+        rows[:, 2] = 100.0  # never heard: only its code passes
+        rows[i, j] = v
+        band = ((np.abs(rows - ranges._mid) <= ranges._half) | (rows == ranges.code_)).all()
+        assert _as_surveyed(rows, ranges._mid, ranges._half, ranges.code_) == band
+        if np.isnan(v) or (j < 3 and value in ("strongest+1", -121.0, 1e300)) or (j == 2 and v != 100.0):
+            assert not band
+        if band:  # the full check, past the fast path, agrees: nothing to fill or say
+            ranges._half, half = np.full_like(ranges._half, -1.0), ranges._half
+            out, said = ranges.check(rows.copy(), NAMES)
+            ranges._half = half
+            assert said == [] and np.array_equal(out, rows)
 
 
 def test_the_ranges_survive_the_bundle_arrays():
