@@ -78,7 +78,8 @@ def run(seed: int, data_dir: str | None) -> dict:
     t0 = time.perf_counter()
     ds = load_dataset("indoor_localization", data_dir)
     tr, cal, stream = stream_split(ds, seed)
-    result = train(ds, TrainConfig(seed=seed, methods=METHODS, centre="knn", rssi="auto", coverage=COVERAGE),
+    result = train(ds, TrainConfig(seed=seed, methods=METHODS, centre="knn", rssi="auto", coverage=COVERAGE,
+                                   use_groups=False),
                    split=Split(train=tr, calibration=cal, test=stream))
     fit_s = time.perf_counter() - t0
     model = result.model

@@ -6,7 +6,8 @@ centre chosen, and with floors; the synthetic floor survey; a small survey cross
 reduced to what must not move: the test metrics, the centre's record, the served-method choice's evidence, the
 stage names, the survey-size guidance and a hash of every method's regions on the test rows. Seconds are dropped,
 and the thread counts are fixed (``LMVE_TORCH_THREADS=1``: no fit follows the idle cores, whose count changes the
-last bits of a multithreaded product).
+last bits of a multithreaded product). The ungrouped configurations pin the row protocol (``use_groups=False``),
+as they were trained before ``train()`` grouped a survey by position itself.
 
 ``python -m benchmarks.fingerprints`` writes ``benchmarks/results/fingerprints.json``;
 ``python -m benchmarks.fingerprints --compare`` trains again, names every fingerprint that differs from that
@@ -52,28 +53,30 @@ def configurations():
     syn = lambda: load_dataset("synthetic", seed=0)  # noqa: E731
     return {
         "synthetic-auto": lambda: (syn(), TrainConfig(seed=0, centre="auto", methods=fast + ("lmve",),
-                                                      method_params=lmve)),
+                                                      method_params=lmve, use_groups=False)),
         "synthetic-grouped": lambda: (group_by_position(syn()), TrainConfig(seed=1, centre="knn", methods=fast)),
-        "synthetic-stack": lambda: (syn(), TrainConfig(seed=2, centre="stack", methods=("ge", "nle"))),
+        "synthetic-stack": lambda: (syn(), TrainConfig(seed=2, centre="stack", methods=("ge", "nle"),
+                                                                    use_groups=False)),
         "synthetic-screened": lambda: (load_dataset("synthetic", n_samples=4000, seed=3),
                                        TrainConfig(seed=3, centre="auto", centre_screen_rows=1000,
-                                                   methods=("ge", "nle"))),
+                                                   methods=("ge", "nle"), use_groups=False)),
         "synthetic-client": lambda: _client(syn()),
         "enb-cross-fit": lambda: (load_dataset("enb", DATA_DIR), TrainConfig(seed=0, centre="paper", cross_fit=5,
                                                                              methods=fast)),
         "uji-across-cross-fit": lambda: (_uji(), TrainConfig(seed=0, centre="knn", rssi="auto",
                                                                       calibrate_across=("PHONEID",),
-                                                                      methods=("ge", "nle", "copula"))),
+                                                                      methods=("ge", "nle", "copula"),
+                                                                      use_groups=False)),
         "uji-across-held-out": lambda: (_uji(), TrainConfig(seed=1, centre="knn", rssi="auto",
                                                                      calibrate_across=("PHONEID",),
                                                                      across_mode="held-out", coverage=0.8,
-                                                                     methods=("ge", "nle"))),
+                                                                     methods=("ge", "nle"), use_groups=False)),
         "uji-auto-floors": lambda: (_uji(), TrainConfig(seed=0, centre="auto", rssi="auto",
                                                                  centre_candidates=("knn", "scaled"),
                                                                  floor_column="FLOOR", building_column="BUILDINGID",
-                                                                 methods=("ge", "nle"))),
+                                                                 methods=("ge", "nle"), use_groups=False)),
         "floors": lambda: (load_dataset("floors", seed=0), TrainConfig(seed=0, methods=("ge", "nle"),
-                                                                       floor_column="floor")),
+                                                                       floor_column="floor", use_groups=False)),
         "small-survey-cross-fit": lambda: (group_by_position(load_dataset("synthetic", n_samples=150, seed=4)),
                                            TrainConfig(seed=4, centre="knn", methods=("ge", "nle"),
                                                        calibration_mode="cross-fit")),
@@ -86,7 +89,7 @@ def _client(ds):
 
     rng = np.random.default_rng(5)
     return replace(ds, centers=ds.Y + rng.normal(0, 0.5, ds.Y.shape), centre_columns=["est_x", "est_y"]), \
-        TrainConfig(seed=5, methods=("ge", "nle"))
+        TrainConfig(seed=5, methods=("ge", "nle"), use_groups=False)
 
 
 def _plain(value):

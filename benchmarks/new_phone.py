@@ -10,7 +10,7 @@ The page always reports every cached unit: a run of one protocol keeps the other
 UJIIndoorLoc TrainingData. For each held-out unit (a PHONEID, or a USERID), on the rows of every other unit:
 
 - ``served``: what ``lmve-train --dataset indoor_localization --calibrate-across PHONEID`` (USERID) trains and
-  serves (the CLI's configuration and its grouping by position, :func:`training.commands.fit.load_data`), asked
+  serves (the CLI's configuration and its grouping by position, :func:`training.data.datasets.survey_groups`), asked
   for the held-out unit's rows: the served method's regions; ``ball``: the ball about the same centre from the
   same bundle, calibrated the same way (the served region should never be larger);
 - ``textbook``: weighted 3-NN (inverse distance, every reference row, Torres-Sospedra et al.'s exponential

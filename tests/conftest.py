@@ -61,7 +61,8 @@ def trained_synthetic():
     from training.pipeline import TrainConfig, train
 
     ds = load_dataset("synthetic", n_samples=800, seed=0)
-    result = train(ds, TrainConfig(seed=0, method_params={"lmve": FAST_TRAIN_LMVE}, primary="lmve"))
+    # the row protocol (no grouping by position): one LMVE fit, the route tests' rows
+    result = train(ds, TrainConfig(seed=0, method_params={"lmve": FAST_TRAIN_LMVE}, primary="lmve", use_groups=False))
     return result, ds
 
 

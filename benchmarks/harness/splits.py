@@ -14,13 +14,9 @@ from benchmarks.common import cache_dir, write_text
 
 def default_dataset(name: str, seed: int):
     """The data set as ``lmve-train --dataset NAME`` loads it (grouped by position when most rows repeat one)."""
-    from models.calibration.recalibration import REPEATED_SHARE, share_of_repeated_positions
-    from training.data.datasets import group_by_position, load_dataset
+    from training.data.datasets import load_dataset, survey_groups
 
-    ds = load_dataset(name, seed=seed)
-    if ds.groups is None and share_of_repeated_positions(ds.Y) > REPEATED_SHARE:
-        ds = group_by_position(ds, auto=True)
-    return ds
+    return survey_groups(load_dataset(name, seed=seed))
 
 
 def halves(split, groups, seed: int):

@@ -73,6 +73,7 @@ def _config_and_data(task: SplitTask):
                          cross_fit=spec.get("cross_fit"), centre=spec.get("centre_name", "paper"),
                          rssi=spec.get("rssi", "off"), centre_criterion=spec.get("centre_criterion", "rmse"),
                          primary_folds=0,  # the bench measures every method; no cross-fit for the served choice
+                         use_groups=False,  # the paper's row protocol, the peer's split too
                          **({"centre_candidates": spec["centre_candidates"]} if "centre_candidates" in spec else {}))
     ds = dataset(task.dataset, task.data_dir)
     if spec.get("true_centre"):

@@ -2,10 +2,9 @@
 ``POST /admin/recalibrate``, which write the result with :func:`models.bundle.save_recalibrated`.
 
 The new bundle keeps the parent's preprocessing, scaler, centre and shapes; only the calibration
-scores change (:meth:`models.model.RegionModel.recalibrated`). Fresh rows are grouped as ``lmve-train``
-groups a survey: when more than :data:`REPEATED_SHARE` of them share their exact position with another row,
-each position is a group (several readings of one place are one draw, not several), so the guarantee stays
-one for readings at new positions; ``groups=None`` keeps the row rule. The manifest records the parent's
+scores change (:meth:`models.model.RegionModel.recalibrated`). Fresh rows are grouped as ``train()`` groups
+a survey (:mod:`models.calibration.grouping`: each position a group when most rows repeat one), so the
+guarantee stays one for readings at new positions; ``groups=None`` keeps the row rule. The manifest records the parent's
 bundle id, the rows and groups used, the source and when, states the guarantee in words
 (:func:`models.calibration.conformal.guarantee_words`), and carries a survey's scale with its mean area
 taken over the fresh rows (:func:`models.scale.rescaled`).
@@ -20,16 +19,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from models.calibration.conformal import APPROXIMATE_RULES, guarantee_terms, guarantee_words
+from models.calibration.grouping import AUTO, GROUP_RULES, position_codes, share_of_repeated_positions
 
 if TYPE_CHECKING:  # a type only: the model imports calibration, never the other way
     from models.model import RegionModel
 
-#: ``--group-rule`` / ``group_rule`` names -> calibration rules of :mod:`models.calibration.conformal`
-GROUP_RULES = {"subsample": "group-subsample", "pooled": "group-pooled"}
-#: the share of rows repeating another row's exact position above which rows are grouped by position
-REPEATED_SHARE = 0.5
-#: ``groups`` for :func:`recalibrate`: group by position when the rows repeat positions (:data:`REPEATED_SHARE`)
-AUTO = "auto"
+__all__ = ["AUTO", "GROUP_RULES", "Recalibration", "recalibrate", "stated_guarantee", "threshold_changes"]
 
 
 @dataclass(frozen=True)
@@ -64,30 +59,6 @@ class Recalibration:
     """The share of the fresh rows that repeat another row's position."""
 
 
-def share_of_repeated_positions(points) -> float:
-    """The share of rows whose exact position is also another row's.
-
-    Parameters
-    ----------
-    points : array-like of shape (k, n)
-        The rows' true positions.
-
-    Returns
-    -------
-    float
-        In [0, 1]; 0 for ``points`` that are not a numeric 2-D array (the model's own check then names what
-        is wrong).
-    """
-    try:
-        P = np.asarray(points, dtype=np.float64)
-    except (TypeError, ValueError):
-        return 0.0
-    if P.ndim != 2 or P.shape[0] == 0:
-        return 0.0
-    _, inverse, counts = np.unique(P, axis=0, return_inverse=True, return_counts=True)
-    return float(np.mean(counts[inverse.ravel()] > 1))
-
-
 def recalibrate(parent: RegionModel, features, points, *, groups=AUTO, grouping: list[str] | None = None,
                 centers=None, group_rule: str = "subsample", seed: int = 0, source: dict | None = None,
                 floors=None, buildings=None) -> Recalibration:
@@ -102,8 +73,8 @@ def recalibrate(parent: RegionModel, features, points, *, groups=AUTO, grouping:
     points : array-like of shape (k, n)
         Their true positions.
     groups : array-like of shape (k,), "auto" or None, default="auto"
-        Labels: one score per group under ``group_rule``. :data:`AUTO`: each position a group when more than
-        :data:`REPEATED_SHARE` of the rows repeat one, else rows. ``None``: rows.
+        Labels: one score per group under ``group_rule``. :data:`AUTO`: each position a group when the rows are a
+        survey (:func:`models.calibration.grouping.position_codes`), else rows. ``None``: rows.
     grouping : list of str, default=None
         The columns the labels came from, for the manifest.
     centers : array-like of shape (k, n), default=None
@@ -132,10 +103,8 @@ def recalibrate(parent: RegionModel, features, points, *, groups=AUTO, grouping:
     repeated = share_of_repeated_positions(points)
     grouped_by = "labels"
     if isinstance(groups, str) and groups == AUTO:
-        groups, grouping, grouped_by = None, None, "rows"
-        if repeated > REPEATED_SHARE:
-            groups = np.unique(np.asarray(points, dtype=np.float64), axis=0, return_inverse=True)[1].ravel()
-            grouping, grouped_by = ["position"], "position"
+        groups = position_codes(points)
+        grouping, grouped_by = (None, "rows") if groups is None else (["position"], "position")
     elif groups is None:
         grouped_by = "rows"
     rule = None if groups is None else GROUP_RULES[group_rule]

@@ -20,7 +20,7 @@ import anyio
 import numpy as np
 from fastapi import APIRouter, Body, Depends, Query, Request
 
-from models.calibration.recalibration import AUTO
+from models.calibration.grouping import AUTO, parse_groups
 from models.exceptions import BundleError
 from service.deps import Settings, json_body, json_body_openapi, require_admin_key
 from service.exceptions import APIError
@@ -128,9 +128,10 @@ async def _recalibrate(request: Request, settings, name: str | None, groups, gro
                        f"{store.reason}")
     parent = loaded.model
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    none = (groups or "").strip().lower() == "none"
+    setting = parse_groups(groups)
+    none = setting is None
     if ctype == "text/csv":
-        grouping = [g.strip() for g in groups.split(",") if g.strip()] if groups and not none else None
+        grouping = setting if isinstance(setting, list) else None
         centre = (parent.manifest.get("training") or {}).get("centre")
         columns = centre.get("columns") if isinstance(centre, dict) and parent.requires_centers else None
         fresh = read_fresh_csv(await request.body(), list(parent.feature_names), list(parent.target_names),

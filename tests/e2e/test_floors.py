@@ -22,10 +22,11 @@ def floor_bundles(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("floor-bundles")
     ds = load_dataset("floors", seed=0)
-    train_and_save(ds, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"), root / "floors")
+    train_and_save(ds, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor", use_groups=False),
+                   root / "floors")
     paired = replace(ds, meta={**ds.meta, "building": np.array(["A"] * len(ds.Y))})
-    train_and_save(paired, TrainConfig(seed=0, methods=("ge",), floor_column="floor", building_column="building"),
-                   root / "pairs")
+    train_and_save(paired, TrainConfig(seed=0, methods=("ge",), floor_column="floor", building_column="building",
+                                       use_groups=False), root / "pairs")
     return root, load_dataset("floors", seed=7)
 
 

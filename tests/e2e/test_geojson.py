@@ -29,14 +29,15 @@ def geo_repository(tmp_path_factory):
     # the synthetic survey (metres) placed on UJIIndoorLoc's campus as the built-in loader gives it
     uji = replace(ds, Y=np.column_stack([4864.85 + ds.Y[:, 1] / 1000, -7.55 + ds.Y[:, 0] / 1000]),
                   target_names=["latitude_km", "longitude_km"])
-    result = train_and_save(uji, TrainConfig(seed=0, methods=("ge", "nle")), root / "mercator",
+    result = train_and_save(uji, TrainConfig(seed=0, methods=("ge", "nle"), use_groups=False), root / "mercator",
                             crs=TargetCRS("EPSG:3857", axes="yx", scale=1000.0))
     rows = {"mercator": uji.X[result.split.test][:30]}
-    result = train_and_save(ds, TrainConfig(seed=0, methods=("ge",)), root / "plane")
+    result = train_and_save(ds, TrainConfig(seed=0, methods=("ge",), use_groups=False), root / "plane")
     rows["plane"] = ds.X[result.split.test][:30]
     fl = load_dataset("floors", seed=0)
     fl = replace(fl, Y=fl.Y + np.array([750000.0, 4430000.0]))
-    result = train_and_save(fl, TrainConfig(seed=0, methods=("ge",), floor_column="floor"), root / "floors",
+    result = train_and_save(fl, TrainConfig(seed=0, methods=("ge",), floor_column="floor", use_groups=False),
+                            root / "floors",
                             crs=TargetCRS("EPSG:32630"))
     rows["floors"] = fl.X[result.split.test][:30]
     return root, rows

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import train_and_save
 from tests.e2e.servers import KEY, chromium, serving_repository
 
 STROKE = (0x21, 0x66, 0xAC)  # #region's stroke colour (service/viewer/viewer.css)
@@ -29,15 +28,12 @@ def viewer_repository(tmp_path_factory):
     root = tmp_path_factory.mktemp("viewer-repository")
     fl = load_dataset("floors", seed=0)
     fl = replace(fl, Y=fl.Y + np.array([750000.0, 4430000.0]))
-    result = train(fl, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor"))
-    result.model.crs = TargetCRS("EPSG:32630")
-    from training.data.site import survey_of
-    from training.pipeline.floors import floor_labels
-
-    result.model.survey = survey_of(fl, result.split, floor_labels(fl, "floor")[1])
-    save_bundle(result.model, root / "floors", dataset=fl.info)
-    ds = load_dataset("synthetic", n_samples=400, seed=0)  # no survey: a bundle from before it
-    train_and_save(ds, TrainConfig(seed=0, methods=("ge",)), root / "plane")
+    train(fl, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor", crs=TargetCRS("EPSG:32630"),
+                          use_groups=False)).save(root / "floors")  # its survey and CRS, as lmve-train writes
+    ds = load_dataset("synthetic", n_samples=400, seed=0)
+    plane = train(ds, TrainConfig(seed=0, methods=("ge",), use_groups=False))
+    plane.model.survey = None  # no survey: a bundle from before it
+    save_bundle(plane.model, root / "plane", dataset=ds.info)
     test = load_dataset("floors", seed=3)
     rows = np.random.default_rng(0).choice(len(test.Y), 60, replace=False)
     return root, test.X[rows], test.Y[rows] + np.array([750000.0, 4430000.0])

@@ -97,7 +97,7 @@ def cross_fit_split(groups, seed: int, coverage: float, split: Split | None = No
     return Split(train=train, calibration=train, test=base.test, selection=base.selection, cross_fit=record)
 
 
-def guarantee_words(eta: float, unit: str, m: int, rows: int, folds: int, centre_folds: int) -> str:
+def cross_fit_guarantee(eta: float, unit: str, m: int, rows: int, folds: int, centre_folds: int) -> str:
     """The ``cross-fit`` mode's guarantee in words, with its bound and the split form's beside it."""
     low = 1 - 2 * (1 - eta)
     return (f"P ~ {eta} (approximate, cross-fit) for a {unit}: calibrated on all {m} positions of the training part, "

@@ -55,7 +55,8 @@ def _run(args) -> int:
     import numpy as np
 
     from models.bundle import load_bundle, save_recalibrated
-    from models.calibration.recalibration import AUTO, recalibrate, stated_guarantee, threshold_changes
+    from models.calibration.grouping import AUTO, parse_groups
+    from models.calibration.recalibration import recalibrate, stated_guarantee, threshold_changes
     from training.figures.walk import GroupBy
     from training.commands.inputs import read_walk
 
@@ -64,10 +65,10 @@ def _run(args) -> int:
                          expected="a new directory", received=str(args.out))
     parent = load_bundle(args.bundle)
     m = parent.manifest
-    auto, none = args.groups is None, (args.groups or "").strip().lower() == "none"
-    group_cols = None if auto or none else [g.strip() for g in args.groups.split(",") if g.strip()]
+    setting = parse_groups(args.groups, "--groups")
+    group_cols = setting if isinstance(setting, list) else None
     fresh = read_walk(args.csv, parent, [GroupBy(c) for c in group_cols or []])
-    groups = AUTO if auto else None
+    groups = AUTO if setting == AUTO else None
     if group_cols:  # one group per combination of the columns' values
         groups = np.asarray(["|".join(parts) for parts in zip(*(fresh.groups[c] for c in group_cols))], dtype=object)
     result = recalibrate(parent, fresh.X, fresh.Y, groups=groups, grouping=group_cols, centers=fresh.centers,

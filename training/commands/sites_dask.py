@@ -61,7 +61,7 @@ def lmve_version() -> str | None:
 def worker_dataset(args, token: str) -> Dataset:
     """The run's data on this worker: loaded with the command's flags on first use, then kept."""
     if token not in _LOADED:
-        from training.commands.fit import load_data
+        from training.commands.train_steps import load_data
 
         _LOADED.clear()
         with contextlib.redirect_stdout(io.StringIO()):  # the grouping note is the client's to print
@@ -172,7 +172,7 @@ def train_task(args, config, token: str, value: str, name: str, threads: dict | 
     """On a worker: train the model of ``value`` as the local engine does (with the client's fixed thread
     counts, ``threads``), in a temporary folder; its manifest entry and files (``bundle`` and ``report``:
     file name -> bytes), or ``failed``: the error."""
-    from training.commands.fit import train_site
+    from training.commands.train_steps import train_site
 
     dataset = worker_dataset(args, token)
     mask = dict(split_values(dataset, args.split_by))[value]

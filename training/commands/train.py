@@ -20,7 +20,7 @@ from pathlib import Path
 
 from training import run_command
 from training.commands import train_args
-from training.commands.fit import fit_and_write, load_data, train_site
+from training.commands.train_steps import fit_and_write, grouping_line, load_data, train_site
 from training.commands.train_args import config_from_args
 from training.pipeline.meter import StageMeter
 
@@ -42,14 +42,17 @@ def _run(args) -> int:
     meter = StageMeter()
     with meter.stage("load"):
         dataset = load_data(args)
-    config = config_from_args(args)
+    from dataclasses import replace
+
     from training.data.site import crs_of
 
-    args.target_crs = crs_of(dataset, args.crs, args.crs_axes, args.crs_scale)  # checked before any fit
+    config = replace(config_from_args(args), crs=crs_of(dataset, args.crs, args.crs_axes, args.crs_scale))
     if args.split_by:
         return _run_split(args, dataset, config)
     out = args.out or Path("artifacts") / dataset.name
-    result, manifest, calibration, training = fit_and_write(dataset, config, args, out / "bundle", out, meter)
+    result, manifest = fit_and_write(dataset, config, args, out / "bundle", out, meter)
+    if line := grouping_line(result, config):
+        print(f"lmve-train: {line}")
     test = result.split.test
     held = f"test split {len(test)} rows" if len(test) else \
         f"no test part: each of the {result.split.across['units']['calibration']} units left out in turn"
@@ -58,11 +61,11 @@ def _run(args) -> int:
           f"{meter.peak():.0f} MiB (per stage: {out / 'report.md'})")
     print(metrics_table(result.metrics, config.coverage, "test" if len(test) else "held-out"))
     print(f"served: {selection_line(result.model.selection)}")
-    _print_calibration(result.split, calibration)
+    _print_calibration(result.split, result.calibration)
     if result.model.floors is not None:
         print(f"floors: {floor_line(result.model)}")
     print(f"centre: {centre_line(result.centre)}")
-    print(f"RSSI preprocessing: {training['preprocess']}")
+    print(f"RSSI preprocessing: {result.training['preprocess']}")
     print(f"\nbundle  {out / 'bundle'}  (id {manifest['bundle_id']})\nreport  {out / 'report.md'}\n"
           f"plot    {out / 'test_regions.png'}")
     return 0

@@ -136,7 +136,7 @@ def features_of(path, frame, candidates: list[str], Y: np.ndarray, also: list[st
     """``(features, left out)`` of a table at ``path`` (:func:`infer_features` on the ``candidates``, positions
     known where the targets ``Y`` repeat them); ``also`` (candidates) are features whatever their values.
     An :class:`InputError` when ``also`` names a column in no candidate, or no feature is left."""
-    from models.calibration.recalibration import REPEATED_SHARE, share_of_repeated_positions
+    from models.calibration.grouping import position_codes
 
     also = [c.strip() for c in also or [] if c.strip()]
     missing = [c for c in also if c not in candidates]
@@ -144,9 +144,7 @@ def features_of(path, frame, candidates: list[str], Y: np.ndarray, also: list[st
         raise InputError(f"{path}: --also-features {missing} are not columns in no other role; those are "
                          f"{candidates}", field="--also-features", expected="columns of the file",
                          received=", ".join(missing))
-    positions = None
-    if share_of_repeated_positions(Y) > REPEATED_SHARE:
-        positions = np.unique(Y, axis=0, return_inverse=True)[1].ravel()
+    positions = position_codes(Y)
     features, left_out = infer_features(frame, [c for c in candidates if c not in also], positions)
     features = [c for c in candidates if c in features or c in also]  # the file's order
     if not features:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models.calibration.grouping import position_codes
 from models.exceptions import InputError
 from training.data import synthetic
 from training.data.location import TrainingSettings
@@ -105,6 +106,14 @@ def with_groups(ds: Dataset, columns: dict, by: str, auto: bool = False) -> Data
 def group_by_position(ds: Dataset, auto: bool = False) -> Dataset:
     """``ds`` grouped by exact target position (a surveyed reference point)."""
     return with_groups(ds, {name: ds.Y[:, j] for j, name in enumerate(ds.target_names)}, "position", auto)
+
+
+def survey_groups(ds: Dataset) -> Dataset:
+    """``ds`` grouped by position when it has no groups and its rows are a survey (most repeat their position:
+    :func:`models.calibration.grouping.position_codes`); ``ds`` itself otherwise. What ``train()`` does first."""
+    if ds.groups is None and position_codes(ds.Y) is not None:
+        return group_by_position(ds, auto=True)
+    return ds
 
 
 def hash_files(*paths: Path) -> str:
@@ -221,11 +230,11 @@ def sniff_separator(path: Path) -> str | None:
         return None
 
 
-def load_csv(path, targets: list[str], features: list[str] | None = None, sep: str | None = None,
+def load_csv(path, targets: list[str] | str, features: list[str] | None = None, sep: str | None = None,
              groups: list[str] | None = None, centre_columns: list[str] | None = None,
              min_rows: int = MIN_ROWS, meta_columns: list[str] | None = None,
              also_features: list[str] | None = None) -> Dataset:
-    """Load a user's CSV: ``targets`` (2 or more columns) and ``features`` (default: every other column
+    """Load a user's CSV: ``targets`` (2 or more columns, a list or ``"x,y"``) and ``features`` (default: every other column
     but the ``groups``, ``centre_columns`` and ``meta_columns`` that is a feature by its values and name,
     :func:`training.data.columns.infer_features`; ``also_features`` are features whatever they hold).
     ``groups`` (columns of any type, the targets themselves included) labels each row's group; group columns
@@ -240,7 +249,7 @@ def load_csv(path, targets: list[str], features: list[str] | None = None, sep: s
     path = Path(path)
     if not path.is_file():
         raise InputError(f"CSV file {path} does not exist")
-    targets = [t.strip() for t in targets if t.strip()]
+    targets = [t.strip() for t in (targets.split(",") if isinstance(targets, str) else targets) if t.strip()]
     if len(targets) < 2:
         raise InputError(f"--targets must name at least 2 columns (the position coordinates); got {targets}")
     df = _read_csv(path, sep)

@@ -219,12 +219,11 @@ def interval_units(walk: Walk, unit: str | None = None) -> Units:
     """The units a walk's intervals count: ``unit`` ``"rows"``, ``"positions"`` (the walk's distinct true
     positions) or a column the walk was read with (its values); ``None``: positions where most rows share
     their position with another (a survey's readings, as training groups them), else rows."""
-    from models.calibration.recalibration import REPEATED_SHARE, share_of_repeated_positions
+    from models.calibration.grouping import position_codes
 
     positions = np.unique(walk.Y, axis=0, return_inverse=True)[1].ravel()
     if unit is None:
-        repeated = share_of_repeated_positions(walk.Y) > REPEATED_SHARE
-        return Units("positions", positions, True) if repeated else Units("rows", None, True)
+        return Units("positions", positions, True) if position_codes(walk.Y) is not None else Units("rows", None, True)
     if unit == "rows":
         return Units("rows")
     if unit == "positions":

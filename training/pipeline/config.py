@@ -48,7 +48,12 @@ class TrainConfig:
     positions, exact), "cross-fit" (every training position scored out of fold, approximate) or "auto" (cross-fit
     below training.calibration.cross_fit.CROSS_FIT_BELOW calibration groups)."""
     use_groups: bool = True
-    """With groups: whether the split and calibration use them (False: the paper's row protocol)."""
+    """Whether the split and calibration use the dataset's groups, or for a dataset without groups whose rows are
+    a survey (most repeat their exact position: models.calibration.grouping) each position as a group; False: the
+    paper's row protocol."""
+    crs: object = "dataset"
+    """The targets' CRS (a models.geo.TargetCRS), None for none, or "dataset": the one the dataset declares
+    (``Dataset.crs``; none when it declares none)."""
     rssi: str = "off"
     """``"auto"``: map the "not detected" codes of RSSI columns to a floor (models.preprocessing); "off": no step."""
     not_detected: float | None = None

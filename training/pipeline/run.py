@@ -45,6 +45,31 @@ class TrainResult:
     held_out: dict | None = None
     """With no test part (across units, cross-fit): ``rows`` and each method's regions there, each unit
     scored out of its fold (training.calibration.unit_holdout); None otherwise."""
+    dataset: Dataset | None = None
+    """The data as trained on: grouped by position when it came ungrouped and is a survey."""
+    calibration: dict = field(default_factory=dict)
+    """The manifest's ``calibration``: the grouping, the guarantee in words and as fields, the survey's scale
+    (training.pipeline.record)."""
+    training: dict = field(default_factory=dict)
+    """The manifest's ``training``: seed, level, folds, the centre's record, the RSSI step, the parts' rows."""
+
+    def save(self, path) -> dict:
+        """Write the bundle with the run's records, as ``lmve-train`` does.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The bundle directory (:func:`models.bundle.save_bundle`: written atomically, replaced if it exists).
+
+        Returns
+        -------
+        dict
+            The manifest written.
+        """
+        from models.bundle import save_bundle
+
+        return save_bundle(self.model, path, dataset=self.dataset.info, metrics=self.metrics,
+                           training=self.training, calibration=self.calibration)
 
 
 @dataclass
@@ -59,7 +84,8 @@ class TrainState:
     a cross-fitted mode's ``unit_cross_fit``; the calibrated ``methods`` with their ``fold_figures`` (and,
     with no test part, their ``unit_folds``: each fold's shape and the calibration rows it scored); the
     ``model``; the test ``metrics`` (with no test part, the units' left out in turn, their regions in
-    ``held_out``); and each step's ``timings``.
+    ``held_out``); each step's ``timings``; the targets' ``crs`` (checked in the plan) and the bundle's records
+    ``calibration`` and ``training`` (training.pipeline.record).
     """
 
     dataset: Dataset
@@ -87,6 +113,9 @@ class TrainState:
     model: RegionModel | None = None
     metrics: dict = field(default_factory=dict)
     survey_size: dict | None = None
+    crs: Any = None
+    calibration: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
 
     @property
     def Y(self) -> np.ndarray:
@@ -114,4 +143,5 @@ class TrainState:
     def result(self) -> TrainResult:
         return TrainResult(model=self.model, split=self.split, metrics=self.metrics, timings=self.timings,
                            centre=self.centre_info, stages=self.meter.stages,
-                           survey_size=self.survey_size, held_out=self.held_out)
+                           survey_size=self.survey_size, held_out=self.held_out, dataset=self.dataset,
+                           calibration=self.calibration, training=self.training)

@@ -29,11 +29,12 @@ from models.preprocessing import RSSIFloor
 from models.readings import ReadingRanges
 from training.calibration.modes import default_split
 from training.calibration.splits import (MIN_TEST_GROUPS, MIN_TRAIN_GROUPS, Split, check_calibration_groups, count_units, group_split, groups_needed, paper_split)
-from training.data.datasets import Dataset
+from training.data.datasets import Dataset, survey_groups
 from training.pipeline.centre import centre_stage
 from training.pipeline.centre_selection import CRITERIA, centre_errors, out_of_fold_centers
 from training.pipeline.config import METHODS, TrainConfig, check_config, check_cross_fit
 from training.pipeline.meter import StageMeter
+from training.pipeline.record import record_stage
 from training.pipeline.run import TrainResult, TrainState
 from training.pipeline.served import choose_served
 
@@ -55,7 +56,8 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     Parameters
     ----------
     dataset : Dataset
-        Features, positions and, where the survey has them, groups and label columns.
+        Features, positions and, where the survey has them, groups and label columns. Without groups, rows
+        that mostly repeat their position are grouped by position (``config.use_groups=False``: rows).
     config : TrainConfig
         What to fit.
     split : Split, default=None
@@ -66,7 +68,8 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     Returns
     -------
     TrainResult
-        The conformalized model, the split, the test figures and the costs.
+        The conformalized model, the split, the test figures, the costs and the bundle's records
+        (:meth:`TrainResult.save` writes the bundle ``lmve-train`` writes).
 
     Raises
     ------
@@ -84,18 +87,25 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     test_part_stage(s)
     served_stage(s)
     size_stage(s)
+    record_stage(s)
     return s.result()
 
 
 def plan(dataset: Dataset, config: TrainConfig, split: Split | None, meter: StageMeter) -> TrainState:
-    """Every check that needs no fit (a bad value costs nothing), then the calibration mode
+    """Every check that needs no fit (a bad value costs nothing), the survey's grouping (a dataset without
+    groups whose rows mostly repeat their position is grouped by position, unless ``use_groups`` is off:
+    :func:`training.data.datasets.survey_groups`) and the targets' CRS, then the calibration mode
     (:func:`training.calibration.modes.choose_mode`: the split, ``split`` or the default one, each row's unit and
     the calibration rule) and the shapes' folds."""
     from training.calibration.modes import choose_mode
+    from training.data.site import crs_of
     from training.pipeline.floors import floor_classes
 
     eta = check_coverage(config.coverage)
     check_config(config)
+    if config.use_groups:
+        dataset = survey_groups(dataset)
+    crs = crs_of(dataset, None, None, None) if config.crs == "dataset" else config.crs
     floors = floor_classes(dataset, config)
     mode = choose_mode(dataset, config, split, eta)
     split, groups, rule = mode.split, mode.groups, mode.rule
@@ -106,7 +116,7 @@ def plan(dataset: Dataset, config: TrainConfig, split: Split | None, meter: Stag
     if groups is not None and rule != "group-weighted":
         check_calibration_groups(groups, split, eta)
     return TrainState(dataset=dataset, config=config, meter=meter, eta=eta, split=split, mode=mode,
-                      n_units=n_units, k=k, floor_classes=floors)
+                      n_units=n_units, k=k, floor_classes=floors, crs=crs)
 
 
 def _stage(name: str, idle_cores: bool = False):

@@ -83,7 +83,7 @@ def test_positions_that_repeat_are_grouped_automatically(tmp_path, capsys):
     out = tmp_path / "run"
     assert train_csv(csv, out, "--features", BEACONS) == 0
     printed = capsys.readouterr().out
-    assert "grouping by position (120 positions)" in printed and "--groups none" in printed
+    assert "grouped by position (120 positions)" in printed and "--groups none" in printed
     assert "for a reading at a position not in the survey" in printed
     m = load_bundle(out / "bundle").manifest
     cal = m["calibration"]

@@ -115,3 +115,31 @@ def test_the_readmes_first_command_on_a_survey_as_users_have_it_trains_on_the_re
     assert main(["--csv", "survey.csv", "--targets", "x,y", "--out", "runs/with", "--methods", "ge,nle",
                  "--also-features", "phone"]) == 0
     assert load_bundle(tmp_path / "runs/with/bundle").feature_names == ["b1", "b2", "b3", "b4", "phone"]
+
+
+def test_train_from_python_writes_the_bundle_lmve_train_writes_on_a_survey(tmp_path, capsys):
+    """``train()`` groups a survey by position itself and states its guarantee, so a Python user's bundle equals
+    ``lmve-train``'s: the same files (bundle id), calibration record and dataset record."""
+    import numpy as np
+    import pandas as pd
+
+    from models.bundle import read_manifest
+    from training.data.datasets import load_csv, load_dataset
+    from training.pipeline import TrainConfig, train
+
+    ds = load_dataset("synthetic", n_samples=300, seed=2)  # 60 positions, five readings each
+    assert len(np.unique(ds.Y, axis=0)) == 60
+    frame = pd.DataFrame(ds.X, columns=ds.feature_names).assign(x=ds.Y[:, 0], y=ds.Y[:, 1])
+    frame.to_csv(csv := tmp_path / "survey.csv", index=False)
+    assert main(["--csv", str(csv), "--targets", "x,y", "--out", str(tmp_path / "cli"), "--quiet", "--seed", "3",
+                 "--methods", "ge,nle", "--centre", "knn", "--no-rssi"]) == 0
+    assert "grouped by position (60 positions)" in capsys.readouterr().out
+
+    result = train(load_csv(csv, "x,y"), TrainConfig(seed=3, methods=("ge", "nle"), centre="knn"))
+    python = result.save(tmp_path / "python")
+    cli = read_manifest(tmp_path / "cli" / "bundle")
+    assert result.dataset.grouping["by"] == "position" and python["calibration"]["rule"] != "rows"
+    assert python["bundle_id"] == cli["bundle_id"] and python["files"] == cli["files"]
+    assert python["calibration"] == cli["calibration"] and python["dataset"] == cli["dataset"]
+    assert python["training"] == cli["training"] and python["selection"] == cli["selection"]
+    assert "a reading at a position not in the survey" in python["calibration"]["guarantee"]

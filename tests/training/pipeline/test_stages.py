@@ -56,7 +56,7 @@ def test_cross_fit_residuals_are_out_of_fold_and_the_served_centre_is_the_full_o
     from training.pipeline import out_of_fold_centers
 
     ds = load_dataset("synthetic", n_samples=300)
-    config = TrainConfig(seed=2, methods=("ge",), cross_fit=3)
+    config = TrainConfig(seed=2, methods=("ge",), cross_fit=3, use_groups=False)  # row folds
     X, Y = ds.X[:120], ds.Y[:120]
     oof = out_of_fold_centers(X, Y, config, 3)
     for rest, fold in KFold(3, shuffle=True, random_state=2).split(X):

@@ -39,7 +39,7 @@ def test_the_estimate_is_a_power_law_through_half_the_survey(mode):
 def test_no_estimate_where_it_does_not_apply():
     ds = survey(30)
     rows = Dataset("rows", ds.X, ds.Y, ds.feature_names, ds.target_names, "x")
-    assert train(rows, TrainConfig(centre="knn", methods=("ge",))).survey_size is None
+    assert train(rows, TrainConfig(centre="knn", methods=("ge",), use_groups=False)).survey_size is None
     few = survey(8, readings=10)  # fewer than MIN_POSITIONS train positions: a half of 3 says nothing
     result = train(few, TrainConfig(centre="knn", methods=("ge",), coverage=0.8))
     assert len(np.unique(few.groups[result.split.train])) < MIN_POSITIONS and result.survey_size is None
