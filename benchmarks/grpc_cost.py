@@ -70,7 +70,7 @@ def _in_process(path: Path, X: np.ndarray, loops: int = 3000) -> dict:
     async def run() -> dict:
         async with app.router.lifespan_context(app):
             plane = app.state.plane
-            servicer = InferenceServicer(plane, api_key=None, limit=1000, seconds=60)
+            servicer = InferenceServicer(plane, api_key=None, seconds=60)
             request = pb.ModelInferRequest(model_name=path.name)
             request.inputs.add(name="features", datatype="FP64", shape=list(X.shape))
             request.raw_input_contents.append(np.ascontiguousarray(X, "<f8").tobytes())

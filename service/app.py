@@ -199,7 +199,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"])
     # the last added runs first: the guards before CORS and the routes
-    guards = Guards(metrics=metrics, max_bytes=settings.max_body_bytes, limit=settings.max_concurrency,
+    guards = Guards(metrics=metrics, max_bytes=settings.max_body_bytes, in_flight=app.state.plane.in_flight,
                     seconds=settings.request_timeout_s,
                     api_key=None if settings.api_key is None else settings.api_key.get_secret_value())
     app.add_middleware(guards.around)

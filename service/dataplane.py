@@ -1,11 +1,12 @@
 """The data plane: what every protocol asks of the served models, in one place.
 
-:class:`DataPlane` owns the model lookup (by name, the default, a version), the three computations
-(``predict_region``, ``contains`` and the Open Inference Protocol's ``infer``), the readiness and
-metadata answers, loading and unloading, and what each request leaves behind (its metrics, the shift
-test's scores, labelled feedback). The REST routers (:mod:`service.routers`) and the gRPC endpoint
-(:mod:`service.grpc_endpoint`) only translate a protocol to these calls and back; they never import
-each other. Every refusal is a :class:`~service.exceptions.APIError` or
+:class:`DataPlane` owns every request's work: the one limit on requests in flight over all protocols
+(:class:`InFlight`), the model lookup (by name, the default, a version) with the request's metric label, the
+computations (``predict_region``, ``contains``, the Open Inference Protocol's ``infer``, ``feedback``) run
+inline or in the thread pool by their size, the readiness and metadata answers, loading and unloading, and
+what each request leaves behind (its metrics, the shift test's scores, labelled feedback). The REST routers
+(:mod:`service.routers`) and the gRPC endpoint (:mod:`service.grpc_endpoint`) only decode a protocol, call one
+method with the model's name and a protocol-free request, and encode; they never import each other. Every refusal is a :class:`~service.exceptions.APIError` or
 :class:`~service.exceptions.V2Error` carrying its status, which each protocol renders its own way.
 """
 
@@ -34,7 +35,42 @@ from service.sync import Follower
 #: would cost more than the work); larger ones go to the thread pool so that one big batch never stalls
 #: health checks and small requests
 INLINE_ROWS = 32
+#: the key under which a request's labels (the ASGI scope, a gRPC call's dict) hold the model's name for the
+#: request metrics, set by :meth:`DataPlane.loaded` once the name is known
+MODEL_LABEL = "lmve.model"
 SERVER = {"name": "lmve", "version": "0.1.0", "extensions": ["model_repository", "binary_tensor_data"]}
+
+
+class InFlight:
+    """The requests in flight over every protocol, against one limit (``LMVE_MAX_CONCURRENCY``): the REST guards
+    and the gRPC endpoint count in the same instance, so the limit holds for both together. Every protocol
+    runs on the worker's one event loop, so a check and its count need no lock.
+
+    Parameters
+    ----------
+    limit : int
+        Requests in flight at once.
+    """
+
+    __slots__ = ("limit", "count")
+
+    def __init__(self, limit: int):
+        self.limit, self.count = limit, 0
+
+    def enter(self) -> bool:
+        """Count one more request in flight; False (nothing counted) when ``limit`` are already."""
+        if self.count >= self.limit:
+            return False
+        self.count += 1
+        return True
+
+    def leave(self) -> None:
+        """Count one request in flight fewer."""
+        self.count -= 1
+
+    def refusal(self) -> str:
+        """Why a request was refused, in the words every protocol answers."""
+        return f"{self.limit} requests are already in flight (LMVE_MAX_CONCURRENCY); retry shortly"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +105,7 @@ class DataPlane:
                  shift: ShiftAlarm, follower: Follower):
         self.repository, self.settings, self.metrics = repository, settings, metrics
         self.monitor, self.shift, self.follower = monitor, shift, follower
+        self.in_flight = InFlight(settings.max_concurrency)
 
     # ------------------------------------------------------------------------------------------ lookup
     def store(self, name: str | None = None, field: str = "model") -> ModelStore:
@@ -139,8 +176,10 @@ class DataPlane:
             raise V2Error(404, f"model {loaded.name!r} has no version {version!r}; it serves {loaded.version!r}")
         return loaded
 
-    def loaded(self, name: str | None = None, version: str | None = None, field: str = "model") -> Loaded:
-        """The snapshot a request computes with: :meth:`current` of :meth:`store`.
+    def loaded(self, name: str | None = None, version: str | None = None, labels: dict | None = None,
+               field: str = "model") -> Loaded:
+        """The snapshot a request computes with: :meth:`current` of :meth:`store`, the model's name recorded in
+        ``labels`` for the request metrics.
 
         Parameters
         ----------
@@ -148,6 +187,9 @@ class DataPlane:
             The model's name; ``None`` is the default model.
         version : str, default=None
             The bundle id the request names.
+        labels : dict, default=None
+            The request's labels (the ASGI scope, a gRPC call's dict): :data:`MODEL_LABEL` is set to the model's
+            name once it is known, before readiness is checked.
         field : str, default="model"
             The request field an error names.
 
@@ -160,7 +202,10 @@ class DataPlane:
         APIError, V2Error
             As :meth:`store` and :meth:`current`.
         """
-        return self.current(self.store(name, field), version)
+        store = self.store(name, field)
+        if labels is not None:
+            labels[MODEL_LABEL] = store.name
+        return self.current(store, version)
 
     # ------------------------------------------------------------------------------------------ readiness
     def unready(self) -> dict[str, str]:
@@ -300,6 +345,103 @@ class DataPlane:
         store = self.store(name)
         return store, await anyio.to_thread.run_sync(self.follower.unload, name)
 
+    # ------------------------------------------------------------------------------------------ requests
+    async def predict_region(self, name: str | None, body, method: str | None = None, geo: bool = False, *,
+                             labels: dict | None = None, encode=None):
+        """A region request for the model ``name``: :meth:`region_reply`, encoded, where its size belongs
+        (:meth:`run`).
+
+        Parameters
+        ----------
+        name : str or None
+            The model; ``None`` is the default model.
+        body : PredictRegionRequest
+            Features, level, centres and boundary points.
+        method : str, default=None
+            The method asked for; ``None`` is the primary, with its fallbacks.
+        geo : bool, default=False
+            The answer is GeoJSON.
+        labels : dict, default=None
+            The request's labels (:meth:`loaded`).
+        encode : callable, default=None
+            ``encode(reply, loaded, body)``, the protocol's answer, computed with the reply (in the thread pool
+            for a large batch); ``None``: the :class:`RegionReply` itself.
+
+        Returns
+        -------
+        object
+            What ``encode`` returns.
+
+        Raises
+        ------
+        APIError, V2Error, InputError
+            As :meth:`loaded` and :meth:`region_reply`.
+        """
+        loaded = self.loaded(name, None, labels)
+        return await self.run(len(body.features), _encoded, encode, self.region_reply, loaded, body, method, geo)
+
+    async def contains(self, name: str | None, body, method: str | None = None, *, encode=None,
+                       labels: dict | None = None):
+        """A containment request: :meth:`contains_reply`, encoded where its size belongs, as
+        :meth:`predict_region` does.
+
+        Parameters
+        ----------
+        name : str or None
+            The model (``None``: the default).
+        body : ContainsRequest
+            Features, points, level, centres, floors.
+        method : str, default=None
+            The method (``None``: the primary, with its fallbacks).
+        encode : callable, default=None
+            ``encode(reply, loaded, body)`` in the work's thread.
+        labels : dict, default=None
+            Where :meth:`loaded` records the model's name.
+
+        Returns
+        -------
+        object
+            The encoded answer, or the :class:`RegionReply` without ``encode``.
+
+        Raises
+        ------
+        APIError, V2Error, InputError
+            As :meth:`loaded` and :meth:`contains_reply`.
+        """
+        loaded = self.loaded(name, None, labels)
+        return await self.run(len(body.features), _encoded, encode, self.contains_reply, loaded, body, method)
+
+    async def infer(self, name: str, version: str | None, decode, *, encode=None, labels: dict | None = None):
+        """An Open Inference Protocol request: the model first (404, 503), then the request decoded (400 naming
+        the input), then :meth:`infer_result`, encoded (as :meth:`predict_region`).
+
+        Parameters
+        ----------
+        name : str
+            The model.
+        version : str or None
+            The bundle id the request names.
+        decode : callable
+            ``decode()``: the :class:`~service.open_inference.tensors.InferCall`.
+        encode : callable, default=None
+            ``encode(result, loaded, call)``, with the result (in the thread pool for a large batch).
+        labels : dict, default=None
+            Where :meth:`loaded` records the model's name.
+
+        Returns
+        -------
+        object
+            The protocol's answer, or the :class:`InferResult` itself without ``encode``.
+
+        Raises
+        ------
+        APIError, V2Error, InputError
+            As :meth:`loaded`, the protocol's decoder and :meth:`infer_result`.
+        """
+        loaded = self.loaded(name, version, labels)
+        call = decode()
+        return await self.run(call.rows, _encoded, encode, self.infer_result, loaded, call)
+
     # ------------------------------------------------------------------------------------------ compute
     @staticmethod
     async def run(rows: int, fn, *args):
@@ -326,7 +468,7 @@ class DataPlane:
         # finishes its (row-bounded) batch and its result is dropped
         return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
 
-    def predict_region(self, loaded: Loaded, body, method: str | None, geo: bool = False) -> RegionReply:
+    def region_reply(self, loaded: Loaded, body, method: str | None, geo: bool = False) -> RegionReply:
         """The calibrated regions of a request's rows.
 
         Parameters
@@ -372,7 +514,7 @@ class DataPlane:
         return self._reply("predict-region", loaded, answer, body.coverage, len(body.features), t0, level, adaptive,
                            thresholds)
 
-    def contains(self, loaded: Loaded, body, method: str | None) -> RegionReply:
+    def contains_reply(self, loaded: Loaded, body, method: str | None) -> RegionReply:
         """Whether each of a request's points lies in its row's region, with distance, p-value and typicality.
 
         Parameters
@@ -405,10 +547,10 @@ class DataPlane:
         return self._reply("contains", loaded, answer, body.coverage, len(body.features), t0, level, adaptive,
                            thresholds)
 
-    def infer(self, loaded: Loaded, call: InferCall) -> InferResult:
+    def infer_result(self, loaded: Loaded, call: InferCall) -> InferResult:
         """The Open Inference Protocol's answer: the regions and, with points, their containment.
 
-        Both come from the method and level :meth:`predict_region` would use.
+        Both come from the method and level :meth:`region_reply` would use.
 
         Parameters
         ----------
@@ -521,15 +663,17 @@ class DataPlane:
         return monitor.level(loaded, name), True, None
 
     # ------------------------------------------------------------------------------------------ feedback
-    async def feedback(self, loaded: Loaded, body) -> dict:
-        """Record labelled rows against the served regions.
+    async def feedback(self, name: str | None, body, labels: dict | None = None) -> dict:
+        """Record labelled rows against the served regions of the model ``name``.
 
         Parameters
         ----------
-        loaded : Loaded
-            The served snapshot.
+        name : str or None
+            The model; ``None`` is the default model.
         body : FeedbackRequest
             Features, true points, centres, site and device.
+        labels : dict, default=None
+            The request's labels (:meth:`loaded`).
 
         Returns
         -------
@@ -540,8 +684,10 @@ class DataPlane:
         Raises
         ------
         APIError
-            413 over the row limit; 503 when the state cannot be reached (nothing is recorded).
+            404 or 503 as :meth:`loaded`; 413 over the row limit; 503 when the state cannot be reached (nothing is
+            recorded).
         """
+        loaded = self.loaded(name, None, labels)
         inference.check_row_limit(body.features, "features", self.settings.max_rows)
         monitor = self.monitor
         result = await anyio.to_thread.run_sync(monitor.record, loaded, body.features, body.points, body.centers,
@@ -554,3 +700,9 @@ class DataPlane:
                 "monitor": summary,
                 "methods": {m: {"inside": result.inside[m], "p_value": result.p_value[m],
                                 "inside_served": result.inside_served[m]} for m in result.inside}}
+
+
+def _encoded(encode, compute, loaded: Loaded, request, *args):
+    """``compute(loaded, request, *args)``, passed through ``encode(reply, loaded, request)`` when given."""
+    reply = compute(loaded, request, *args)
+    return reply if encode is None else encode(reply, loaded, request)

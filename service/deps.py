@@ -50,10 +50,7 @@ def model_name(request: Request, body_name: str | None = None) -> str | None:
 async def current_model(request: Request) -> Loaded:
     """The bundle snapshot of the path's (or the default) model for this request, its name recorded for the
     request metrics; 404 or 503 as :meth:`service.dataplane.DataPlane.loaded`."""
-    plane = request.app.state.plane
-    store = plane.store(model_name(request))
-    request.scope["lmve.model"] = store.name
-    return plane.current(store)
+    return request.app.state.plane.loaded(model_name(request), labels=request.scope)
 
 
 def json_body(model: type[BaseModel]):

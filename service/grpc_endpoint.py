@@ -6,7 +6,8 @@ Each worker serves it on the worker's event loop (``grpc.aio``), beside uvicorn;
 they share the port (``SO_REUSEPORT``), as they share the HTTP one. The REST guards hold here too:
 the API key (``x-api-key`` or ``authorization: Bearer`` metadata; ``ServerLive`` and ``ServerReady``,
 the probes, are public) answers ``UNAUTHENTICATED``; a message over ``LMVE_MAX_BODY_BYTES``
-``RESOURCE_EXHAUSTED``; more than ``LMVE_MAX_CONCURRENCY`` calls in flight ``UNAVAILABLE``; a call
+``RESOURCE_EXHAUSTED``; more than ``LMVE_MAX_CONCURRENCY`` requests in flight, REST and gRPC together
+(the data plane's :class:`~service.dataplane.InFlight`), ``UNAVAILABLE``; a call
 over ``LMVE_REQUEST_TIMEOUT_S`` ``DEADLINE_EXCEEDED``. Every refusal carries the REST answer's
 message, with the status code of the same meaning (:data:`service.exceptions.GRPC_CODES`).
 """
@@ -16,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 
 import grpc
 
 from models.exceptions import InputError
 from service.auth import key_matches, presented_key
+from service.dataplane import MODEL_LABEL
 from service.exceptions import GRPC_CODES, APIError, V2Error
 from service.open_inference import grpc_codec
 from service.open_inference.pb import inference_pb2 as pb
@@ -72,45 +75,42 @@ class InferenceServicer:
     ----------
     plane : the data plane the REST routers share
     api_key : ``None``: no key is required
-    limit, seconds : calls in flight at once, and the longest call
+    seconds : the longest call
     """
 
-    def __init__(self, plane, *, api_key: str | None, limit: int, seconds: float):
-        self.plane, self.api_key, self.limit, self.seconds = plane, api_key, limit, seconds
-        self.in_flight = 0
+    def __init__(self, plane, *, api_key: str | None, seconds: float):
+        self.plane, self.api_key, self.seconds = plane, api_key, seconds
         metrics = plane.metrics
         self._requests, self._latency = metrics.grpc_requests, metrics.grpc_latency
 
     async def _guarded(self, rpc: str, context, work):
-        """``await work(seen)`` behind the guards, counted in the metrics by the model ``seen["model"]`` names."""
-        start, code, seen = time.perf_counter(), grpc.StatusCode.OK, {"model": ""}
+        """``await work(seen)`` behind the guards, counted in the metrics by the model ``seen`` names
+        (:data:`~service.dataplane.MODEL_LABEL`, set by the data plane)."""
+        start, code, seen = time.perf_counter(), grpc.StatusCode.OK, {}
         try:
             if self.api_key is not None and rpc not in PUBLIC:
                 meta = dict(context.invocation_metadata() or ())
                 if not key_matches(presented_key(meta.get("x-api-key"), meta.get("authorization")), self.api_key):
                     raise _Refused(grpc.StatusCode.UNAUTHENTICATED, "a valid API key is required in the x-api-key "
                                    "metadata (or authorization: Bearer)")
-            if self.in_flight >= self.limit:
-                raise _Refused(grpc.StatusCode.UNAVAILABLE, f"{self.limit} requests are already in flight "
-                               "(LMVE_MAX_CONCURRENCY); retry shortly")
-            self.in_flight += 1
+            in_flight = self.plane.in_flight
+            if not in_flight.enter():
+                raise _Refused(grpc.StatusCode.UNAVAILABLE, in_flight.refusal())
             try:
                 async with asyncio.timeout(self.seconds):
                     return await work(seen)
             finally:
-                self.in_flight -= 1
+                in_flight.leave()
         except Exception as exc:  # every refusal becomes a status; a bug is logged (INTERNAL)
             code, message = _status(exc)
             await context.abort(code, message)
         finally:
-            metrics = self.plane.metrics
-            metrics.child(self._requests, rpc, code.name, seen["model"]).inc()
-            metrics.child(self._latency, rpc, seen["model"]).observe(time.perf_counter() - start)
+            metrics, model = self.plane.metrics, seen.get(MODEL_LABEL, "")
+            metrics.child(self._requests, rpc, code.name, model).inc()
+            metrics.child(self._latency, rpc, model).observe(time.perf_counter() - start)
 
     def _loaded(self, name: str, version: str, seen: dict):
-        store = self.plane.store(name or None)
-        seen["model"] = store.name
-        return self.plane.current(store, version or None)
+        return self.plane.loaded(name or None, version or None, seen)
 
     async def ServerLive(self, request, context):
         async def work(seen):
@@ -151,10 +151,8 @@ class InferenceServicer:
 
     async def ModelInfer(self, request, context):
         async def work(seen):
-            plane = self.plane
-            loaded = self._loaded(request.model_name, request.model_version, seen)
-            call = grpc_codec.decode(request)
-            return await plane.run(call.rows, _infer, plane, loaded, call)
+            return await self.plane.infer(request.model_name or None, request.model_version or None,
+                                          partial(grpc_codec.decode, request), labels=seen, encode=_response)
         return await self._guarded("ModelInfer", context, work)
 
     async def RepositoryIndex(self, request, context):
@@ -175,8 +173,8 @@ def handlers(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
         for name, (request, response) in METHODS.items()})
 
 
-def _infer(plane, loaded, call):
-    return grpc_codec.encode(plane.infer(loaded, call))
+def _response(result, loaded, call):
+    return grpc_codec.encode(result)
 
 
 async def start(plane, settings) -> grpc.aio.Server | None:
@@ -190,8 +188,7 @@ async def start(plane, settings) -> grpc.aio.Server | None:
                ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 1 if settings.workers > 1 else 0)]
     server = grpc.aio.server(options=options)
     api_key = None if settings.api_key is None else settings.api_key.get_secret_value()
-    servicer = InferenceServicer(plane, api_key=api_key, limit=settings.max_concurrency,
-                                 seconds=settings.request_timeout_s)
+    servicer = InferenceServicer(plane, api_key=api_key, seconds=settings.request_timeout_s)
     server.add_generic_rpc_handlers([handlers(servicer)])
     address = f"{settings.host}:{settings.grpc_port}"
     try:

@@ -6,9 +6,9 @@ almost nothing. In order, :class:`Guards`:
 1. counts every request by route, method, status and model, and observes its latency;
 2. answers 401 without the API key, except on :data:`service.auth.PUBLIC_PATHS`;
 3. except on :data:`UNLIMITED` paths (probes, metrics): 413 for a body over ``max_bytes`` (a declared
-   ``Content-Length`` at once, a streamed body when the route reads past the limit); 503 when ``limit``
-   requests are already in flight (no unbounded queue); 504 when a request takes longer than
-   ``seconds``.
+   ``Content-Length`` at once, a streamed body when the route reads past the limit); 503 when the data
+   plane's limit of requests in flight is reached, gRPC calls counted too (:class:`service.dataplane.InFlight`:
+   no unbounded queue); 504 when a request takes longer than ``seconds``.
 
 One layer instead of five stacked middlewares: each layer costs an ASGI frame, a wrapped ``receive``
 or ``send`` and a header scan per request. The timeout is ``asyncio.timeout`` (uvicorn runs
@@ -26,6 +26,7 @@ import time
 from functools import partial
 
 from service.auth import PUBLIC_PATHS, key_matches, presented_key
+from service.dataplane import MODEL_LABEL, InFlight
 from service.error_handlers import error_response
 
 UNLIMITED = frozenset({"/livez", "/readyz", "/v2/health/live", "/v2/health/ready", "/metrics"})
@@ -46,16 +47,15 @@ class Guards:
         ``None``: no key is required.
     max_bytes : int
         Largest request body (``LMVE_MAX_BODY_BYTES``).
-    limit : int
-        Requests in flight at once (``LMVE_MAX_CONCURRENCY``).
+    in_flight : service.dataplane.InFlight
+        The data plane's count of requests in flight, shared with gRPC (``LMVE_MAX_CONCURRENCY``).
     seconds : float
         Longest request (``LMVE_REQUEST_TIMEOUT_S``).
     """
 
-    def __init__(self, *, metrics, api_key: str | None, max_bytes: int, limit: int, seconds: float):
+    def __init__(self, *, metrics, api_key: str | None, max_bytes: int, in_flight: InFlight, seconds: float):
         self.metrics = metrics
-        self.api_key, self.max_bytes, self.limit, self.seconds = api_key, max_bytes, limit, seconds
-        self.in_flight = 0
+        self.api_key, self.max_bytes, self.in_flight, self.seconds = api_key, max_bytes, in_flight, seconds
 
     def around(self, app):
         """The ASGI app of these guards in front of ``app`` (a Starlette middleware factory: every app
@@ -84,7 +84,7 @@ class Guards:
             route = getattr(scope.get("route"), "path", None) or (path if path in PUBLIC_PATHS else "unmatched")
             method = scope.get("method", "")
             method = method if method in _METHODS else "other"  # bounded label set
-            model = scope.get("lmve.model", "")  # set by the route once it found a model of that name
+            model = scope.get(MODEL_LABEL, "")  # set by the data plane once it found a model of that name
             self.metrics.child(self.metrics.requests, route, method, str(status), model).inc()
             self.metrics.child(self.metrics.latency, route, model).observe(time.perf_counter() - start)
 
@@ -114,10 +114,10 @@ class Guards:
             return await self._refuse("body_too_large", 413, "Payload Too Large", f"request body is {int(declared)} "
                                       f"bytes; the limit is {self.max_bytes} (LMVE_MAX_BODY_BYTES)", scope, receive,
                                       send)
-        if self.in_flight >= self.limit:  # one event loop: no lock needed between the check and the count
-            return await self._refuse("overloaded", 503, "Service Unavailable", f"{self.limit} requests are already "
-                                      "in flight (LMVE_MAX_CONCURRENCY); retry shortly", scope, receive, send,
-                                      headers={"Retry-After": "1"})
+        in_flight = self.in_flight
+        if not in_flight.enter():
+            return await self._refuse("overloaded", 503, "Service Unavailable", in_flight.refusal(), scope, receive,
+                                      send, headers={"Retry-After": "1"})
         received = 0
 
         async def limited_receive():
@@ -129,7 +129,6 @@ class Guards:
                     raise _BodyTooLarge()
             return message
 
-        self.in_flight += 1
         try:
             async with asyncio.timeout(self.seconds):
                 await app(scope, limited_receive, send)
@@ -140,4 +139,4 @@ class Guards:
             await self._refuse("timeout", 504, "Gateway Timeout", f"the request took longer than {self.seconds} s "
                                "(LMVE_REQUEST_TIMEOUT_S)", scope, receive, send)
         finally:
-            self.in_flight -= 1
+            in_flight.leave()

@@ -42,7 +42,8 @@ class ServiceSettings(BaseSettings):
     max_rows: int = Field(default=1024, ge=1, description="rows per request")
     max_body_bytes: int = Field(default=2_000_000, ge=1024, description="request body size limit")
     max_boundary_points: int = Field(default=512, ge=3, description="the most boundary points a region may ask for")
-    max_concurrency: int = Field(default=32, ge=1, description="requests in flight; more get 503")
+    max_concurrency: int = Field(default=32, ge=1, description="requests in flight per worker, REST and gRPC "
+                                 "together; more get 503 (UNAVAILABLE over gRPC)")
     request_timeout_s: float = Field(default=10.0, gt=0, description="a request running longer gets 504")
     compute_threads: int = Field(default=1, ge=1, description="BLAS/OpenMP threads per worker",
                                  validation_alias=AliasChoices("compute_threads", "LMVE_COMPUTE_THREADS",

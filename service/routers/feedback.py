@@ -36,7 +36,5 @@ async def model_feedback(name: str, request: Request):
 
 async def _record(request: Request) -> FeedbackResponse:
     body = await _parse(request)
-    plane = request.app.state.plane
-    store = plane.store(model_name(request, body.model))
-    request.scope["lmve.model"] = store.name
-    return FeedbackResponse(**await plane.feedback(plane.current(store), body))
+    return FeedbackResponse(**await request.app.state.plane.feedback(model_name(request, body.model), body,
+                                                                     request.scope))

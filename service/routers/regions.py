@@ -2,7 +2,7 @@
 for a named model under ``/models/{name}/`` (the plain ones answer for the body's ``model``, else the
 default).
 
-A thin adapter: parse the body, find the model, call :class:`service.dataplane.DataPlane`, write the
+A thin adapter: parse the body, call :class:`service.dataplane.DataPlane` with the model's name, write the
 rows. :data:`HOT` declares the eight routes once (:mod:`service.routing`): it answers them and
 documents them.
 """
@@ -22,26 +22,16 @@ _parse_predict = json_body(PredictRegionRequest)
 _parse_contains = json_body(ContainsRequest)
 
 
-async def _target(request: Request, body):
-    """The data plane and the bundle snapshot of the model the request names (path, body, else the
-    default), its name recorded for the request metrics."""
-    plane = request.app.state.plane
-    store = plane.store(model_name(request, body.model))
-    request.scope["lmve.model"] = store.name
-    return plane, plane.current(store)
+def _regions(reply, loaded, body):
+    return FastJSONResponse({"regions": inference.region_rows(reply.answer, body.boundary_points), **reply.meta})
 
 
-def _predict(plane, loaded, body, method: str | None, geo: bool):
-    reply = plane.predict_region(loaded, body, method, geo)
-    answer = reply.answer
-    if geo:
-        return FastJSONResponse(geojson.feature_collection(answer, loaded.model, body.boundary_points, reply.meta),
-                                media_type=geojson.MEDIA_TYPE)
-    return FastJSONResponse({"regions": inference.region_rows(answer, body.boundary_points), **reply.meta})
+def _features(reply, loaded, body):
+    return FastJSONResponse(geojson.feature_collection(reply.answer, loaded.model, body.boundary_points, reply.meta),
+                            media_type=geojson.MEDIA_TYPE)
 
 
-def _contains(plane, loaded, body, method: str | None):
-    reply = plane.contains(loaded, body, method)
+def _results(reply, loaded, body):
     answer = reply.answer
     results = [{"inside": i, "distance": d, "p_value": p, "typicality": t} for i, d, p, t in
                zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist(),
@@ -54,15 +44,17 @@ def _contains(plane, loaded, body, method: str | None):
 
 async def predict_region(request: Request):
     body = await _parse_predict(request)
-    plane, loaded = await _target(request, body)
-    return await plane.run(len(body.features), _predict, plane, loaded, body, request.path_params.get("method"),
-                           geojson.wants_geojson(request, body))
+    geo = geojson.wants_geojson(request, body)
+    return await request.app.state.plane.predict_region(model_name(request, body.model), body,
+                                                        request.path_params.get("method"), geo, labels=request.scope,
+                                                        encode=_features if geo else _regions)
 
 
 async def contains(request: Request):
     body = await _parse_contains(request)
-    plane, loaded = await _target(request, body)
-    return await plane.run(len(body.features), _contains, plane, loaded, body, request.path_params.get("method"))
+    return await request.app.state.plane.contains(model_name(request, body.model), body,
+                                                  request.path_params.get("method"), labels=request.scope,
+                                                  encode=_results)
 
 
 PREDICT_BODY = json_body_openapi(PredictRegionRequest)

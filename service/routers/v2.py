@@ -9,12 +9,12 @@ admin key.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.dataplane import INLINE_ROWS
 from service.deps import require_admin_key
 from service.open_inference import bodies, rest
 from service.routing import PATH_PARAMETERS, HotRoute
@@ -30,9 +30,7 @@ LOOKUP = {404: ERRORS[404], 503: ERRORS[503]}
 
 def _loaded(request: Request, name: str, version: str | None = None):
     plane = request.app.state.plane
-    store = plane.store(name)
-    request.scope["lmve.model"] = store.name
-    return plane, plane.current(store, version)
+    return plane, plane.loaded(name, version, request.scope)
 
 
 # ------------------------------------------------------------------------------------ server
@@ -90,8 +88,8 @@ async def model_version_ready(name: Name, version: Version, request: Request):
 
 
 # ------------------------------------------------------------------------------------ inference
-def _infer(plane, loaded, call) -> Response:
-    body, header = rest.encode(plane.infer(loaded, call), call.binary)
+def _response(result, loaded, call) -> Response:
+    body, header = rest.encode(result, call.binary)
     if header is None:
         return Response(body, media_type=rest.JSON)
     return Response(body, media_type=rest.BINARY, headers={"Inference-Header-Content-Length": str(header)})
@@ -99,18 +97,21 @@ def _infer(plane, loaded, call) -> Response:
 
 async def infer(request: Request):
     """``POST /v2/models/{name}[/versions/{version}]/infer``: the model first (404, 503), then the body (400
-    naming the input); batches over ``INLINE_ROWS`` rows run in the thread pool."""
+    naming the input); batches over ``service.dataplane.INLINE_ROWS`` rows run in the thread pool."""
     params = request.path_params
-    plane, loaded = _loaded(request, params["name"], params.get("version"))
     raw = await request.body()
+    return await request.app.state.plane.infer(params["name"], params.get("version"),
+                                               partial(_decode, raw, request.scope["headers"]), labels=request.scope,
+                                               encode=_response)
+
+
+def _decode(raw: bytes, headers):
+    """The request's :class:`~service.open_inference.tensors.InferCall`, the binary extension's header read."""
     length = None
-    for key, value in request.scope["headers"]:
+    for key, value in headers:
         if key == b"inference-header-content-length":
             length = rest.header_length(value, len(raw))
-    call = rest.decode(raw, length)
-    if call.rows <= INLINE_ROWS:  # the common single-row call: no await on the way
-        return _infer(plane, loaded, call)
-    return await plane.run(call.rows, _infer, plane, loaded, call)
+    return rest.decode(raw, length)
 
 
 #: the JSON body; the binary tensor extension's body (a JSON header, then raw tensors) is told in words: no schema

@@ -135,3 +135,60 @@ def test_tampered_bundle_at_start_keeps_process_up_and_unready(bundle_dir, tmp_p
     finally:
         stop(proc)
     assert "centre.npz does not match the manifest" in (tmp_path / "bad.log").read_text()
+
+
+@pytest.mark.slow
+def test_one_limit_on_requests_in_flight_holds_for_rest_and_grpc_together(served):
+    """LMVE_MAX_CONCURRENCY=1 is one request in flight over both protocols: a REST request holding the slot
+    (its body still arriving) makes a gRPC call UNAVAILABLE, and a gRPC call holding it (a large batch being
+    computed) makes REST answer 503, each with the same words."""
+    import grpc
+    import tritonclient.grpc as tg
+    from tritonclient.utils import InferenceServerException
+
+    grpc_port = free_port()
+    base, _ = served(LMVE_MAX_CONCURRENCY="1", LMVE_GRPC_PORT=str(grpc_port), LMVE_MAX_ROWS="400000",
+                     LMVE_MAX_BODY_BYTES="60000000", LMVE_REQUEST_TIMEOUT_S="120")
+    client = tg.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    name = httpx.get(f"{base}/model", headers=H).json()["name"]
+    one = tg.InferInput("features", [1, 16], "FP64")
+    one.set_data_from_numpy(np.full((1, 16), -70.0))
+    meta = [("x-api-key", KEY)]
+
+    release, entered = threading.Event(), threading.Event()
+
+    def slow_body():  # the request is in flight from its first byte until its body ends
+        yield b'{"features": [[' + b", ".join([b"-70.0"] * 16)
+        entered.set()
+        release.wait(30)
+        yield b"]]}"
+
+    with ThreadPoolExecutor(1) as pool:
+        holding = pool.submit(httpx.post, f"{base}/predict-region", content=slow_body(), timeout=60,
+                              headers={**H, "content-type": "application/json"})
+        assert entered.wait(30)
+        time.sleep(0.3)  # the first bytes reach the server
+        with pytest.raises(InferenceServerException) as refused:
+            client.infer(name, [one], headers=dict(meta))
+        assert refused.value.status() == str(grpc.StatusCode.UNAVAILABLE) and "in flight" in refused.value.message()
+        rest = httpx.post(f"{base}/predict-region", json={"features": [[-70.0] * 16]}, headers=H)
+        assert rest.status_code == 503 and "1 requests are already in flight" in rest.json()["detail"]
+        release.set()
+        assert holding.result().status_code == 200
+    assert client.infer(name, [one], headers=dict(meta)).as_numpy("volume").shape == (1,)  # the slot is free again
+
+    big = tg.InferInput("features", [300_000, 16], "FP64")
+    big.set_data_from_numpy(-70 + 8 * np.random.default_rng(0).normal(size=(300_000, 16)))
+    done, answers = threading.Event(), []
+    client.async_infer(name, [big], lambda result, error: (answers.append((result, error)), done.set()),
+                       headers=dict(meta))
+    statuses = set()
+    while not done.is_set():
+        r = httpx.post(f"{base}/predict-region", json={"features": [[-70.0] * 16]}, headers=H)
+        statuses.add(r.status_code)
+        if r.status_code == 503:
+            assert "1 requests are already in flight" in r.json()["detail"]
+            break
+    done.wait(120)
+    assert answers and answers[0][1] is None, answers
+    assert 503 in statuses, f"REST was never refused while the gRPC call computed ({statuses})"

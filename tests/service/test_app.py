@@ -78,7 +78,7 @@ def test_an_unexpected_error_on_the_hot_path_is_a_logged_500(make_client, test_r
     def broken(*args):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(regions, "_predict", broken)  # the endpoint looks it up at call time
+    monkeypatch.setattr(regions, "_regions", broken)  # the endpoint looks it up at call time
     client = make_client()
     client = TestClient(client.app, raise_server_exceptions=False)
     r = client.post("/predict-region", json={"features": features(test_rows[0][:1])})
