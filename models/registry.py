@@ -14,11 +14,12 @@ import inspect
 from dataclasses import dataclass
 from typing import Literal
 
-from models.centres.kinds import KINDS, TYPES, CentreSpec
+from models.centres.kinds import KINDS, TYPES, CentreSpec, check_entry
 from models.centres.stack import StackCentre
 from models._validation import lookup
 from models.exceptions import InputError, UnknownMethodError
 from models.shapes import EmpiricalCopulaBox, GaussianEllipsoid, IsotropicBall, LMVEShape, NearestNeighbourEllipsoid
+from models.shapes.base import EllipsoidShapeEstimator, ShapeEstimator
 
 #: training options an estimator receives when its constructor has a parameter of that name
 _RUNTIME = {"seed": "random_state", "device": "device", "progress": "progress"}
@@ -44,6 +45,12 @@ class MethodSpec:
         The regions it gives.
     fallback_rank : int or None
         Its place in the ellipse routes' fallback order (0 is preferred); ``None``: never served by them.
+
+    Raises
+    ------
+    TypeError
+        When made (at import): an estimator that is no complete :class:`~models.shapes.base.ShapeEstimator`, an
+        ellipsoid method whose estimator gives no ellipsoids, or an unknown kind.
     """
 
     name: str
@@ -51,6 +58,13 @@ class MethodSpec:
     estimator: type
     kind: Literal["ellipsoid", "box"]
     fallback_rank: int | None
+
+    def __post_init__(self):
+        check_entry(self, ShapeEstimator)
+        if self.kind not in ("ellipsoid", "box"):
+            raise TypeError(f"method {self.name!r}: kind must be 'ellipsoid' or 'box'; got {self.kind!r}")
+        if self.kind == "ellipsoid" and not issubclass(self.estimator, EllipsoidShapeEstimator):
+            raise TypeError(f"method {self.name!r}: an ellipsoid method's estimator is an EllipsoidShapeEstimator")
 
     @property
     def file(self) -> str:
@@ -101,7 +115,10 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
 
 CENTRES: dict[str, CentreSpec] = {**KINDS, "stack": CentreSpec(
     "stack", "a non-negative least-squares blend of the other candidates, weighted on their out-of-fold "
-    "predictions (alone: of paper, scaled, knn and hgb)", StackCentre, {}, interpolates=True)}
+    "predictions (alone: of paper, scaled, knn and hgb)", StackCentre, {}, interpolates=True, cost="members")}
+_ranks = [s.fallback_rank for s in METHODS.values() if s.fallback_rank is not None]
+if len(set(_ranks)) != len(_ranks):
+    raise TypeError(f"two methods share a fallback rank: {sorted(_ranks)}")
 
 #: centre classes by the name a bundle records
 CENTRE_TYPES: dict[str, type] = {**TYPES, StackCentre.__name__: StackCentre}

@@ -126,3 +126,14 @@ def test_training_holds_no_benchmark_module():
 @pytest.mark.parametrize("text", ["took 12 ms", "about 150 us", "7.2 ms against", "3 µs"])
 def test_a_timing_is_recognised(text):
     assert FORBIDDEN["a measured timing"].search(text)
+
+
+def test_every_protocol_adapter_is_in_the_independent_routers_contract():
+    """import-linter's ``routers-independent`` contract lists every module of ``service/routers`` and the gRPC
+    endpoint: a new router missing from it would be free to import another unnoticed."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    listed = set(next(c for c in contracts if c["id"] == "routers-independent")["modules"])
+    routers = {f"service.routers.{p.stem}" for p in (ROOT / "service" / "routers").glob("*.py") if p.stem != "__init__"}
+    assert listed == routers | {"service.grpc_endpoint"}, (routers | {"service.grpc_endpoint"}) ^ listed

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 from sklearn.base import BaseEstimator
 
 from models._validation import check_Xy
 
 
-class Centre(BaseEstimator):
+class Centre(BaseEstimator, ABC):
     """A centre ``mu(x)``: hyperparameters in ``__init__``, ``fit(X, Y) -> self`` (input checked once,
     by :meth:`_fit_input`), ``predict(X) -> (N, n)`` (rows checked by the caller), and, to be stored in a
     bundle as plain arrays, ``to_arrays() -> (params, arrays)`` and the classmethod
@@ -20,7 +22,8 @@ class Centre(BaseEstimator):
     scikit-learn's repr.
     """
 
-    def fit(self, X, Y) -> "Centre":  # pragma: no cover - abstract
+    @abstractmethod
+    def fit(self, X, Y) -> "Centre":
         """Fit the centre on training rows.
 
         Parameters
@@ -39,9 +42,9 @@ class Centre(BaseEstimator):
         InputError
             Rows that are not finite or do not match, or a hyperparameter out of its range.
         """
-        raise NotImplementedError
 
-    def predict(self, X) -> np.ndarray:  # pragma: no cover - abstract
+    @abstractmethod
+    def predict(self, X) -> np.ndarray:
         """The centres of checked rows.
 
         Parameters
@@ -54,13 +57,13 @@ class Centre(BaseEstimator):
         ndarray of shape (N, n)
             ``mu(x)`` for each row.
         """
-        raise NotImplementedError
 
     def prepare(self) -> None:
         """Build what :meth:`predict` will need (an index, compiled code) now rather than on the first call:
         a server calls it when it loads a bundle. Nothing by default."""
 
-    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:  # pragma: no cover - abstract
+    @abstractmethod
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The fitted centre in a bundle's form.
 
         Returns
@@ -70,10 +73,10 @@ class Centre(BaseEstimator):
         arrays : dict of str -> ndarray
             The fitted arrays.
         """
-        raise NotImplementedError
 
     @classmethod
-    def from_arrays(cls, params: dict, arrays: dict[str, np.ndarray]) -> "Centre":  # pragma: no cover - abstract
+    @abstractmethod
+    def from_arrays(cls, params: dict, arrays: dict[str, np.ndarray]) -> "Centre":
         """Rebuild a fitted centre from what :meth:`to_arrays` gave.
 
         Parameters
@@ -88,7 +91,6 @@ class Centre(BaseEstimator):
         Centre
             Fitted.
         """
-        raise NotImplementedError
 
     def _fit_input(self, X, Y, min_rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``X`` (m, d) and ``Y`` (m, n) as float arrays, checked (:func:`models._validation.check_Xy`,

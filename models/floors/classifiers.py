@@ -6,19 +6,22 @@ distances, as a kNN centre on the same rows); ``"logistic"``, scikit-learn's ``L
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from models._validation import lookup
 from models.centres.knn import KNNCentre
 
 
-class FloorClassifier:
+class FloorClassifier(ABC):
     """What every floor classifier promises: class probabilities from standardised features, stored as arrays."""
 
     #: its name in :data:`CLASSIFIERS` and in a bundle
     name: str
 
-    def get_params(self) -> dict:  # pragma: no cover - abstract
+    @abstractmethod
+    def get_params(self) -> dict:
         """The hyperparameters.
 
         Returns
@@ -26,9 +29,9 @@ class FloorClassifier:
         dict
             What ``__init__`` takes, by name.
         """
-        raise NotImplementedError
 
-    def fit(self, X: np.ndarray, codes: np.ndarray, n_classes: int) -> "FloorClassifier":  # pragma: no cover
+    @abstractmethod
+    def fit(self, X: np.ndarray, codes: np.ndarray, n_classes: int) -> "FloorClassifier":
         """Fit on the train part.
 
         Parameters
@@ -44,9 +47,9 @@ class FloorClassifier:
         -------
         self : FloorClassifier
         """
-        raise NotImplementedError
 
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+    @abstractmethod
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Class probabilities of checked rows.
 
         Parameters
@@ -59,9 +62,9 @@ class FloorClassifier:
         ndarray of shape (N, n_classes)
             Each row sums to 1.
         """
-        raise NotImplementedError
 
-    def to_arrays(self) -> tuple[dict, dict]:  # pragma: no cover - abstract
+    @abstractmethod
+    def to_arrays(self) -> tuple[dict, dict]:
         """The fitted classifier in a bundle's form.
 
         Returns
@@ -71,10 +74,10 @@ class FloorClassifier:
         arrays : dict of str -> ndarray
             The fitted arrays.
         """
-        raise NotImplementedError
 
     @classmethod
-    def from_arrays(cls, params: dict, arrays: dict) -> "FloorClassifier":  # pragma: no cover - abstract
+    @abstractmethod
+    def from_arrays(cls, params: dict, arrays: dict) -> "FloorClassifier":
         """Rebuild a fitted classifier from what :meth:`to_arrays` gave.
 
         Parameters
@@ -89,7 +92,6 @@ class FloorClassifier:
         FloorClassifier
             Fitted.
         """
-        raise NotImplementedError
 
 
 class KNNFloors(FloorClassifier):

@@ -22,6 +22,8 @@ attributes ending with ``_``.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 from sklearn.base import BaseEstimator
 
@@ -30,7 +32,7 @@ from models._validation import check_is_fitted, check_Xy
 from models.regions import EllipsoidRegions
 
 
-class ShapeEstimator(BaseEstimator):
+class ShapeEstimator(BaseEstimator, ABC):
     """Base class: the fit-time input check and the bundle protocol shared by all shape methods."""
 
     #: whether ``fit`` takes the coverage level to tune for (``fit(X, R, coverage=eta)``)
@@ -42,7 +44,8 @@ class ShapeEstimator(BaseEstimator):
         self.n_targets_ = R.shape[1]
         return X, R
 
-    def fit(self, X, R) -> "ShapeEstimator":  # pragma: no cover - abstract
+    @abstractmethod
+    def fit(self, X, R) -> "ShapeEstimator":
         """Fit the shape on the training rows' residuals.
 
         Parameters
@@ -62,7 +65,6 @@ class ShapeEstimator(BaseEstimator):
             Fewer than two rows, a value that is not finite, ``X`` and ``R`` with different row counts, or a
             hyperparameter out of its range.
         """
-        raise NotImplementedError
 
     def prepare_calibration(self, X, R) -> None:
         """Hook run on the calibration rows before they are scored; the ellipsoid methods have nothing to do.
@@ -79,7 +81,43 @@ class ShapeEstimator(BaseEstimator):
         """Load what answering uses beyond the arrays (a compiled loop), so that the first request does not
         pay for it; nothing here."""
 
-    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:  # pragma: no cover - abstract
+    @abstractmethod
+    def conformity_scores(self, X, R) -> np.ndarray:
+        """The scores split-conformal calibration ranks: larger is further out.
+
+        Parameters
+        ----------
+        X : ndarray of shape (k, d)
+            Standardised features, checked by the caller; ``R`` (k, n): their residuals ``y - mu(x)``.
+        R : ndarray of shape (k, n)
+
+        Returns
+        -------
+        ndarray of shape (k,)
+        """
+
+    @abstractmethod
+    def region(self, X, centers, alpha_q: float, coverage: float):
+        """The calibrated regions of checked rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (N, d)
+            Checked standardised features.
+        centers : ndarray of shape (N, n)
+            The centre of each row.
+        alpha_q : float
+            The calibrated threshold on the scores.
+        coverage : float
+            The level it was calibrated at.
+
+        Returns
+        -------
+        EllipsoidRegions or BoxRegions
+        """
+
+    @abstractmethod
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The fitted method in a bundle's form.
 
         Returns
@@ -89,10 +127,10 @@ class ShapeEstimator(BaseEstimator):
         arrays : dict of str -> ndarray
             The fitted arrays.
         """
-        raise NotImplementedError
 
     @classmethod
-    def from_arrays(cls, params: dict, arrays: dict[str, np.ndarray]):  # pragma: no cover - abstract
+    @abstractmethod
+    def from_arrays(cls, params: dict, arrays: dict[str, np.ndarray]):
         """Rebuild a fitted method from what :meth:`to_arrays` gave.
 
         Parameters
@@ -107,13 +145,13 @@ class ShapeEstimator(BaseEstimator):
         ShapeEstimator
             Fitted.
         """
-        raise NotImplementedError
 
 
 class EllipsoidShapeEstimator(ShapeEstimator):
     """Shape methods whose regions are ellipsoids ``{y : (y-c)^T alpha_q C(x)^{-1} (y-c) <= 1}``."""
 
-    def predict_shape(self, X) -> np.ndarray:  # pragma: no cover - abstract
+    @abstractmethod
+    def predict_shape(self, X) -> np.ndarray:
         """The shapes ``C(x)`` of checked rows.
 
         Parameters
@@ -126,7 +164,6 @@ class EllipsoidShapeEstimator(ShapeEstimator):
         ndarray of shape (N, n, n)
             Symmetric positive definite.
         """
-        raise NotImplementedError
 
     def predict_parts(self, X) -> tuple[np.ndarray, np.ndarray | None]:
         """The shapes and the centre correction of checked rows, in one pass.

@@ -14,22 +14,17 @@ all rows. ``docs/benchmarks/design.md`` shows the fits the rates were read from.
 
 from __future__ import annotations
 
-#: per centre kind: (seconds of a fit on 1,000 rows x 100 features on the reference machine, growth in rows)
-RATES: dict[str, tuple[float, float]] = {
-    "knn": (0.005, 0.7),
-    "fingerprint": (0.01, 1.0),
-    "paper": (0.0033, 1.76),
-    "scaled": (0.0156, 1.95),
-    "hgb": (0.69, 0.55),
-    "gp": (0.13, 1.3),
-    "mlp": (2.5, 0.1),
-}
+from models.centres.kinds import KINDS
+
+#: per centre kind: (seconds of a fit on 1,000 rows x 100 features on the reference machine, growth in rows),
+#: each kind's ``CentreSpec.cost`` (the registry refuses a kind without one)
+RATES: dict[str, tuple[float, float]] = {name: spec.cost for name, spec in KINDS.items() if spec.cost != "members"}
 
 
 def fit_seconds(config, name: str, n_rows: int, n_features: int) -> float:
     """The cost of one fit of centre ``name`` (made by ``config.make_centre``) on ``n_rows`` rows of
-    ``n_features`` features, in reference seconds (module docstring). A ``KeyError`` for a kind
-    without a rate: every kind of :data:`models.registry.CENTRES` has one."""
+    ``n_features`` features, in reference seconds (module docstring); every kind of
+    :data:`models.registry.CENTRES` has a rate (the stack's is its members')."""
     centre = config.make_centre(name)
     if name == "stack":
         return (centre.cv + 1) * sum(fit_seconds(config, member, n_rows, n_features) for member in centre.members)

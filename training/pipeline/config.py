@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from models import registry
+from models.centres.kinds import CANDIDATES
 from models._validation import lookup
 from models.exceptions import InputError
 from training.pipeline.centre_selection import CRITERIA, MIN_SCREEN_ROWS
@@ -63,8 +64,9 @@ class TrainConfig:
     rssi_representation: str = "auto"
     """How the RSSI step re-expresses the readings (models.preprocessing.REPRESENTATIONS), or "auto": "dbm" (the
     fingerprint centre chooses its own representation from the readings, across units too)."""
-    centre_candidates: tuple[str, ...] = ("paper", "scaled", "knn", "fingerprint", "hgb", "gp")
-    """What centre="auto" chooses from. Not among them by default: "mlp" (six network fits per selection, the
+    centre_candidates: tuple[str, ...] = CANDIDATES
+    """What centre="auto" chooses from; by default the kinds registered as candidates (models.centres.kinds.CANDIDATES:
+    paper, scaled, knn, fingerprint, hgb, gp). Not among them by default: "mlp" (six network fits per selection, the
     slowest candidate by far) and "stack" (the blend of the others, weighted on their out-of-fold centres, no fit
     of its own); ask for them with a candidates list."""
     centre_criterion: str = "rmse"

@@ -1,4 +1,4 @@
-"""What every shape method promises (models/shapes/base.py): conformal validity over random splits, the
+"""What every registered shape method promises (models/shapes/base.py): conformal validity over random splits, the
 adaptive shapes smaller than GE on heteroscedastic data, a clear error before fit and on bad inputs."""
 
 import copy
@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import pytest
 
-from models import (EmpiricalCopulaBox, GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid, SplitConformalRegressor, SVRCentre)
+from models import GaussianEllipsoid, LMVEShape, NearestNeighbourEllipsoid, SplitConformalRegressor, SVRCentre, registry
 from models.centres import ConstantCentre
 from models.exceptions import InputError, NotFittedError
 from tests.conftest import heteroscedastic
@@ -20,15 +20,15 @@ def hetero_fit():
     centre = SVRCentre().fit(X[tr], Y[tr])
     centers = centre.predict(X)
     fitted = {}
-    for name, shape in (("ge", GaussianEllipsoid()), ("nle", NearestNeighbourEllipsoid()),
-                        ("lmve", LMVEShape(random_state=0, **FAST_LMVE)), ("copula", EmpiricalCopulaBox())):
+    for name, spec in registry.METHODS.items():  # every registered method
+        shape = spec.make(seed=0, **(FAST_LMVE if name == "lmve" else {}))
         reg = SplitConformalRegressor(shape, centre=centre, prefit_centre=True, coverage=0.9)
         fitted[name] = reg.fit(X[tr], Y[tr], centers=centers[tr])
     return fitted, X, Y, centers, pool
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["ge", "nle", "lmve", "copula"])
+@pytest.mark.parametrize("method", list(registry.METHODS))
 def test_conformal_validity_over_random_splits(hetero_fit, method):
     """Mean coverage over 200 random calibration/test splits lies in [eta - tol, eta + 1/(m_c+1) + tol]."""
     fitted, X, Y, centers, pool = hetero_fit
@@ -36,11 +36,10 @@ def test_conformal_validity_over_random_splits(hetero_fit, method):
     assert 0.9 - 0.01 <= mean <= 0.9 + 1 / 401 + 0.01, mean
 
 
-@pytest.mark.parametrize("est", [GaussianEllipsoid(), NearestNeighbourEllipsoid(), EmpiricalCopulaBox(),
-                                 LMVEShape(max_steps=10)])
-def test_predict_before_fit_is_refused(est):
+@pytest.mark.parametrize("name", list(registry.METHODS))
+def test_predict_before_fit_is_refused(name):
     with pytest.raises(NotFittedError, match="not fitted"):
-        est.conformity_scores(np.zeros((2, 3)), np.zeros((2, 2)))
+        registry.method(name).make().conformity_scores(np.zeros((2, 3)), np.zeros((2, 2)))
 
 
 def test_bad_inputs_name_what_was_expected():
