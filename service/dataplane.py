@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import anyio
 
+from models import answers
 from models.exceptions import BundleError
 from service import geojson, inference
 from service.exceptions import APIError, V2Error
 from service.metrics import Metrics
 from service.monitor import Monitor
-from service.open_inference.tensors import TYPICALITY, InferCall, InferResult, datatype_of
+from service.open_inference.tensors import TYPICALITY, InferCall, InferResult
 from service.repository import ModelRepository, UnknownModelError
 from service.settings import ServiceSettings
 from service.shift import NO_STEP, ShiftAlarm
@@ -253,14 +254,15 @@ class DataPlane:
         def tensor(name, shape, datatype="FP64", **params):
             return {"name": name, "datatype": datatype, "shape": shape, "parameters": params}
 
+        outputs = [tensor(f.name, [-1] + [n] * len(f.tensor[1]), f.tensor[0],
+                          **({"requires": "points"} if answers.REGION not in f.of else {}))
+                   for f in answers.FIELDS if f.tensor is not None
+                   and (f.name != TYPICALITY or model.typicality is not None)]
         return {"name": loaded.name, "versions": [loaded.version], "platform": "lmve",
                 "inputs": [tensor("features", [-1, model.n_features], optional=False),
                            tensor("points", [-1, n], optional=True),
                            tensor("centers", [-1, n], optional=not model.requires_centers)],
-                "outputs": [tensor("center", [-1, n]), tensor("shape", [-1, n, n]), tensor("volume", [-1]),
-                            tensor("inside", [-1], "BOOL", requires="points"),
-                            tensor("distance", [-1], requires="points"), tensor("p_value", [-1], requires="points")]
-                + ([tensor(TYPICALITY, [-1])] if model.typicality is not None else []),
+                "outputs": outputs,
                 "parameters": {"coverage": model.coverage, "primary_method": model.primary_method}}
 
     def repository_index(self, only_ready: bool = False) -> list[dict]:
@@ -581,19 +583,22 @@ class DataPlane:
             want = tuple(name for name in want if name != TYPICALITY)
         t0 = time.perf_counter()
         level, adaptive, thresholds = self._level(call.coverage, loaded, call.method)
-        values, answer = {}, None
+        answer = assessed = None
         strict = self.settings.strict_inputs
         if call.regions:
             answer = model.predict_region(call.features, call.method, level, kind="ellipsoid", centers=call.centers,
                                           thresholds=thresholds, strict=strict)
-            region = answer.regions
-            values.update(center=region.centers, shape=region.shapes, volume=region.volume("lebesgue"))
         if call.containment:
             assessed = model.assess(call.features, call.points, call.method, level, kind="ellipsoid",
                                     centers=call.centers, thresholds=thresholds, strict=strict)
-            values.update(inside=assessed.inside, distance=assessed.distance, p_value=assessed.p_value)
-            answer = answer or assessed
-        values[TYPICALITY] = answer.typicality
+        regions = None if answer is None else answers.Batch(answer)
+        results = None if assessed is None else answers.Batch(assessed)
+        outputs = []
+        for name in want:  # each from the answer that has it (typicality: the regions', when computed)
+            field = answers.BY_NAME[name]
+            batch = regions if regions is not None and answers.REGION in field.of else results
+            outputs.append((name, field.tensor[0], field.value(batch)))
+        answer = answer or assessed
         meta = self._reply("infer", loaded, answer, call.coverage, call.rows, t0, level, adaptive, thresholds).meta
         parameters = {key: meta[key] for key in ("method", "fallback", "coverage", "effective_coverage", "adaptive",
                                                  "bundle_id")}
@@ -601,8 +606,7 @@ class DataPlane:
             parameters["fallback_reason"] = answer.fallback_reason
         if answer.warnings:
             parameters["warnings"] = "; ".join(answer.warnings)
-        return InferResult(loaded.name, loaded.version, call.id, parameters,
-                           [(name, datatype_of(name), values[name]) for name in want])
+        return InferResult(loaded.name, loaded.version, call.id, parameters, outputs)
 
     def _reply(self, route: str, loaded: Loaded, answer, asked: float | None, rows: int, t0: float, level,
                adaptive: bool, thresholds) -> RegionReply:

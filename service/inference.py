@@ -1,17 +1,13 @@
 """The region routes' computations: a request's size limit, and a model answer turned into JSON rows.
 
 Input checks live in :class:`models.model.RegionModel` (one check per request, errors naming the
-field); this module adds only what is the service's own: the row limit (413) and the response
-geometry (volume, semi-axes, orientation, boundary) computed once over the whole batch, a floor
-bundle's floor sets, and each row's typicality p-value.
+field); this module adds only what is the service's own: the row limit (413), and the JSON rows of an
+answer, read from the table of answers (:mod:`models.answers`).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from models import geometry
-from models._validation import all_finite
+from models import answers
 from service.exceptions import APIError
 
 
@@ -24,30 +20,10 @@ def check_row_limit(rows: list, field: str, max_rows: int) -> None:
 
 
 def region_rows(answer, boundary_points: int | None) -> list[dict]:
-    """The JSON rows of a :class:`~models.model.RegionAnswer`'s ellipsoids (numpy values go straight to orjson)."""
-    region, method = answer.regions, answer.method
-    centers, shapes = region.centers, region.shapes
-    finite = all_finite(shapes)
-    if centers.shape[1] == 2 and finite:  # closed forms: the localisation case
-        volumes, semi_axes, orientation = geometry.ellipse_2d(shapes)
-    else:
-        volumes = region.volume("lebesgue")
-        semi_axes, directions = geometry.axes(shapes)  # one eigh for the axes and the orientation
-        orientation = geometry.major_axis_angle(directions) if centers.shape[1] == 2 else None
-    boundary = geometry.boundary_points(centers, shapes, boundary_points, closed=True) if boundary_points else None
-    semi_axes = np.ascontiguousarray(semi_axes)
-    eta = region.coverage
-    typicality = typicality_list(answer, len(centers))
-    rows = [{"center": centers[i], "shape": shapes[i], "volume": volumes[i], "coverage": eta, "method": method,
-             "semi_axes": semi_axes[i], "orientation": None if orientation is None else orientation[i],
-             "boundary": None if boundary is None else boundary[i], "typicality": typicality[i]}
-            for i in range(len(centers))]
-    if answer.floors is not None:  # a floor bundle: each ellipse with its floor set (absent otherwise)
-        for row, floors in zip(rows, answer.floors.rows()):
-            row["floors"] = floors
-    return rows
+    """The JSON rows of a :class:`~models.model.RegionAnswer` (the region fields of :data:`models.answers.FIELDS`)."""
+    return answers.rows(answers.Batch(answer, boundary_points=boundary_points), answers.REGION)
 
 
-def typicality_list(answer, rows: int) -> list:
-    """The answer's typicality p-values as plain floats (``None`` each for a bundle without the step)."""
-    return [None] * rows if answer.typicality is None else answer.typicality.tolist()
+def result_rows(answer) -> list[dict]:
+    """The JSON rows of an :class:`~models.model.Assessment` (the containment fields of the same table)."""
+    return answers.rows(answers.Batch(answer), answers.CONTAINS)

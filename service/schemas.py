@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AllowInfNan, BaseModel, ConfigDict, Field
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, create_model
+
+from models import answers
 
 Matrix = list[list[float]]
 #: feature rows: ``null`` is a reading not heard (an RSSI feature only; models.readings)
@@ -53,24 +55,19 @@ class FloorCandidate(BaseModel):
     probability: float = Field(description="the classifier's probability of this floor (building and floor)")
 
 
-class Region(BaseModel):
-    center: list[float] = Field(description="centre mu(x)")
-    shape: list[list[float]] = Field(description="calibrated C: region = {y : (y-c)^T C^-1 (y-c) <= 1}")
-    volume: float = Field(description="true volume (area for n = 2)")
-    coverage: float
-    method: str
-    semi_axes: list[float] = Field(description="semi-axis lengths, longest first")
-    orientation: float | None = Field(description="angle of the major axis from the first target axis, "
-                                                  "radians in (-pi/2, pi/2] (n = 2 only)")
-    boundary: list[list[float]] | None = Field(default=None, description="closed polygon (first point repeated)")
-    floors: list[FloorCandidate] | None = Field(
-        default=None, description="a floor bundle's floor set (absent otherwise), most probable first: the true "
-                                  "floor is in it and the true position in the ellipse with probability `coverage`, "
-                                  "jointly")
-    typicality: float | None = Field(default=None, description="how typical the row's features are of the calibration "
-                                      "rows: the conformal p-value of its typicality score (small: unlike anything "
-                                      "calibrated, so the guarantee may not hold for it); null for a bundle "
-                                      "trained before the typicality step (concepts/shift-alarm)")
+def answer_schema(answer: str, name: str, doc: str) -> type[BaseModel]:
+    """The pydantic model of one JSON row of ``answer``, derived from the table of answers
+    (:data:`models.answers.FIELDS`: each field's type, description and whether every row has it)."""
+    specs = {}
+    for f in answers.fields(answer):
+        kind = ITEM_TYPES.get(f.name, f.schema)
+        specs[f.name] = (kind, Field(description=f.doc) if f.required else Field(default=None, description=f.doc))
+    return create_model(name, __doc__=doc, **specs)
+
+
+#: the fields whose items have their own schema (the table's types are plain Python ones)
+ITEM_TYPES = {"floors": list[FloorCandidate] | None}
+Region = answer_schema(answers.REGION, "Region", "A calibrated ellipse: the region fields of the table of answers.")
 
 
 class PredictRegionResponse(BaseModel):
@@ -115,18 +112,8 @@ class ContainsRequest(BaseModel):
                               "/models/{name}/...); default: the default model")
 
 
-class ContainsResult(BaseModel):
-    inside: bool = Field(description="the point in its row's ellipse (and, when `floors` were sent, the floor in "
-                                     "the row's floor set)")
-    distance: float = Field(description="scaled Mahalanobis distance; <= 1 inside")
-    p_value: float = Field(description="conformal p-value of the point: (1 + #{alpha_i >= M}) / (m + 1); with "
-                                       "`floors`, of the joint score")
-    floor_inside: bool | None = Field(default=None, description="the floor in the row's floor set (present only "
-                                                                "when the request sent `floors`)")
-    typicality: float | None = Field(default=None, description="how typical the row's features are of the calibration "
-                                      "rows: the conformal p-value of its typicality score (small: unlike anything "
-                                      "calibrated, so the guarantee may not hold for it); null for a bundle "
-                                      "trained before the typicality step (concepts/shift-alarm)")
+ContainsResult = answer_schema(answers.CONTAINS, "ContainsResult",
+                               "A point against its row's ellipse: the containment fields of the table of answers.")
 
 
 class ContainsResponse(BaseModel):

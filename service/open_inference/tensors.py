@@ -4,9 +4,10 @@ between a request's tensors (JSON ``data``, raw bytes) and the arrays a model co
 Inputs: ``features`` (FP64 ``[rows, d]``), and optionally ``points`` and ``centers`` (FP64
 ``[rows, n]``). JSON ``data`` is row-major, flat or nested; raw bytes (REST's binary extension, gRPC's
 ``raw_input_contents``) are little-endian and row-major. Any numeric datatype is read as float64 (FP64
-is what the metadata declares); ``BOOL`` and ``BYTES`` are refused. Outputs: ``center`` ``[rows, n]``,
-``shape`` ``[rows, n, n]``, ``volume`` ``[rows]``; with ``points``, ``inside`` (BOOL), ``distance``
-and ``p_value`` ``[rows]``; with a bundle's typicality step, ``typicality`` ``[rows]``. A request's
+is what the metadata declares); ``BOOL`` and ``BYTES`` are refused. Outputs: the fields of the table of
+answers (:mod:`models.answers`) that declare a tensor: ``center`` ``[rows, n]``, ``shape`` ``[rows, n, n]``,
+``volume`` ``[rows]``; with ``points``, ``inside`` (BOOL), ``distance`` and ``p_value`` ``[rows]``; with a
+bundle's typicality step, ``typicality`` ``[rows]``. A request's
 ``outputs`` picks some; its ``parameters`` ``coverage`` and ``method`` are read, the others ignored.
 Every refusal is a :class:`~service.exceptions.V2Error` (400) naming the input, output or parameter.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models import answers
 from service.exceptions import V2Error
 
 #: the V2 datatypes read as float64 (exactly, for the integer ones up to 2**53)
@@ -27,11 +29,12 @@ DATATYPES = NUMERIC | {"BOOL", "BYTES"}
 RAW_DTYPES = {"FP64": "<f8", "FP32": "<f4", "FP16": "<f2", "BF16": "<u2", "INT8": "i1", "INT16": "<i2",
               "INT32": "<i4", "INT64": "<i8", "UINT8": "u1", "UINT16": "<u2", "UINT32": "<u4", "UINT64": "<u8"}
 INPUTS = ("features", "points", "centers")
-REGION_OUTPUTS = ("center", "shape", "volume")
-CONTAINMENT_OUTPUTS = ("inside", "distance", "p_value")
 #: from either computation; in the default outputs when the bundle has the typicality step
 TYPICALITY = "typicality"
-OUTPUTS = REGION_OUTPUTS + CONTAINMENT_OUTPUTS + (TYPICALITY,)
+#: the output tensors: the fields of the table of answers with a tensor, in its order
+OUTPUTS = answers.tensor_names()
+REGION_OUTPUTS = tuple(name for name in answers.tensor_names(answers.REGION) if name != TYPICALITY)
+CONTAINMENT_OUTPUTS = tuple(name for name in answers.tensor_names(answers.CONTAINS) if name != TYPICALITY)
 REGION_OUTPUTS_SET, CONTAINMENT_OUTPUTS_SET = frozenset(REGION_OUTPUTS), frozenset(CONTAINMENT_OUTPUTS)
 
 
@@ -162,8 +165,8 @@ def check_input_name(name: str) -> None:
 
 
 def datatype_of(name: str) -> str:
-    """An output's datatype."""
-    return "BOOL" if name == "inside" else "FP64"
+    """An output's datatype (the table of answers')."""
+    return answers.BY_NAME[name].tensor[0]
 
 
 @dataclass(frozen=True, slots=True)

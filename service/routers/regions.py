@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
+from models import answers
 from service import geojson, inference
 from service.deps import json_body, json_body_openapi, model_name
 from service.error_handlers import FastJSONResponse
@@ -32,14 +33,7 @@ def _features(reply, loaded, body):
 
 
 def _results(reply, loaded, body):
-    answer = reply.answer
-    results = [{"inside": i, "distance": d, "p_value": p, "typicality": t} for i, d, p, t in
-               zip(answer.inside.tolist(), answer.distance.tolist(), answer.p_value.tolist(),
-                   inference.typicality_list(answer, len(answer.inside)))]  # plain floats: cheap
-    if answer.floor_inside is not None:
-        for row, floor_inside in zip(results, answer.floor_inside.tolist()):
-            row["floor_inside"] = floor_inside
-    return FastJSONResponse({"results": results, **reply.meta})
+    return FastJSONResponse({"results": inference.result_rows(reply.answer), **reply.meta})
 
 
 async def predict_region(request: Request):
@@ -68,7 +62,9 @@ METHOD = {**PROBLEMS, 404: {"description": "unknown method, or the body's `model
 NAMED = {**PROBLEMS, 404: {"description": "unknown model or method (problem+json naming it)"}}
 #: /predict-region answers GeoJSON when asked (`format`, or `Accept: application/geo+json`)
 GEOJSON = {200: {"description": "the regions: JSON, or an RFC 7946 FeatureCollection when asked", "content": {
-    geojson.MEDIA_TYPE: {"schema": {"type": "object", "description": "a FeatureCollection, one Feature per row"}}}}}
+    geojson.MEDIA_TYPE: {"schema": {"type": "object", "description": "a FeatureCollection, one Feature per row, its "
+                                    "properties " + ", ".join(f"`{f.name}`" for f in answers.fields(answers.REGION,
+                                                                                                    "geo"))}}}}}
 
 
 def _routes(prefix: str, responses: dict, whose: str) -> list[HotRoute]:

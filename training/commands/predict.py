@@ -3,10 +3,10 @@
     lmve-predict --bundle runs/site7/bundle --input readings.csv --out regions.parquet
     lmve-predict --bundle B --input log.parquet --out regions.parquet --engine dask --scheduler tcp://10.0.0.5:8786
 
-Each row gets what ``POST /predict-region`` answers for it (:func:`region_columns`): ``center_<target>``, the
-shape's upper triangle (``shape_00``, ``shape_01``, ``shape_11``, ...), ``area``, the accuracy radius
-(``accuracy_m`` and ``area_m2`` with a CRS, ``accuracy`` without), ``method``, ``typicality`` with the step,
-and for a floor bundle ``floor`` (and ``building``), ``floor_probability``, ``floor_set`` (``;``-separated,
+Each row gets what ``POST /predict-region`` answers for it (the columns of :data:`models.answers.FIELDS`):
+``center_<target>``, the shape's upper triangle (``shape_00``, ``shape_01``, ``shape_11``, ...), ``area``, the
+accuracy radius (``accuracy_m`` and ``area_m2`` with a CRS, ``accuracy`` without), ``method``, ``typicality`` with
+the step, and for a floor bundle ``floor`` (and ``building``), ``floor_probability``, ``floor_set`` (``;``-separated,
 most probable first) and its size. ``--contains X,Y`` adds ``inside``, ``distance``, ``p_value``. Every other
 input column is carried through first, in the input's order (``--keep COL[,COL]`` or ``--keep none``
 instead); one whose name an answer column has is written as ``input_<name>``.
@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from models import answers
 from models.exceptions import InputError
 from training import run_command
 from training.commands.inputs import bundle_parser
 from training.commands.predict_output import WRITE_FORMATS, Writer
 from training.data import tables
-from training.figures.accuracy import region_sizes
 
 #: rows per partition (and per batch) unless --chunk-rows says otherwise
 CHUNK_ROWS = 4096
@@ -67,49 +67,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ----------------------------------------------------------------------------- one partition's answers
-def region_columns(model, answer) -> dict[str, np.ndarray]:
-    """The output columns of a :class:`~models.model.RegionAnswer` (see the module docstring)."""
-    region = answer.regions
-    centers, shapes = region.centers, region.shapes
-    n_rows, n = centers.shape
-    cols: dict[str, np.ndarray] = {f"center_{t}": centers[:, j] for j, t in enumerate(model.target_names)}
-    for i in range(n):
-        for j in range(i, n):
-            cols[f"shape_{i}{j}"] = shapes[:, i, j]
-    cols["area"], area_m2, accuracy = region_sizes(region, model.crs)
-    cols[accuracy_column(model)] = accuracy
-    if area_m2 is not None:
-        cols["area_m2"] = area_m2
-    cols["method"] = np.full(n_rows, answer.method, dtype=object)
-    if answer.typicality is not None:
-        cols["typicality"] = np.asarray(answer.typicality, dtype=np.float64)
-    if answer.floors is not None:
-        cols.update(_floor_columns(answer.floors))
-    return cols
-
-
-def accuracy_column(model) -> str:
-    """The accuracy radius's column: ``accuracy_m`` when it is in ground metres (a CRS, two targets), else
-    ``accuracy`` (target units)."""
-    return "accuracy_m" if model.crs is not None and model.n_targets == 2 else "accuracy"
-
-
-def _floor_columns(floors) -> dict[str, np.ndarray]:
-    labels, member, proba = floors.labels, floors.member, floors.proba
-    top = proba.argmax(axis=1)
-    out = {}
-    for j, role in enumerate(labels.roles):
-        values = labels.values[top, j]
-        out[role] = values.astype(np.int64) if labels.numeric[j] else values.astype(object)
-    out["floor_probability"] = proba[np.arange(len(top)), top]
-    sets = []
-    for row in floors.rows():
-        sets.append(";".join("/".join(str(v) for k, v in item.items() if k != "probability") for item in row))
-    out["floor_set"] = np.asarray(sets, dtype=object)
-    out["floor_set_size"] = member.sum(axis=1).astype(np.int64)
-    return out
-
-
 #: BLAS and OpenMP threads a partition is answered with, in both engines: a Dask worker runs them on one
 #: (``distributed.nanny.pre-spawn-environ``), and a BLAS may choose another kernel for one thread than for
 #: several (OpenBLAS's small-matrix path on AVX-512), which rounds otherwise: the same rows would then differ
@@ -154,11 +111,11 @@ class Job:
         estimate = centre_columns(model)
         centers = tables.numeric(frame, estimate, part, self.file) if estimate else None
         answer = model.predict_region(X, self.method, kind="ellipsoid", centers=centers)
-        out = region_columns(model, answer)
+        out = answers.columns(answers.Batch(answer, model), answers.REGION)
         if self.contains:
             P = tables.numeric(frame, list(self.contains), part, self.file)
             a = model.assess(X, P, self.method, kind="ellipsoid", centers=centers, typicality=False)
-            out.update(inside=a.inside, distance=a.distance, p_value=a.p_value)
+            out.update(answers.columns(answers.Batch(a, model), answers.CONTAINS))
         kept = {(f"input_{c}" if c in out else c): frame[c].to_numpy() for c in self.keep}
         return {**kept, **out}
 

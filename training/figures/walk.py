@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from models.answers import region_sizes
 from models.exceptions import InputError
 from training.figures.coverage import TEST_SIZE, Units, unit_test as _test
-from training.figures.accuracy import error_figures, region_sizes
+from training.figures.accuracy import error_figures
 from training.figures.verdict import verdict
 
 #: metres added per floor of difference in the IPIN score
