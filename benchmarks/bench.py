@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import parse_seeds, write_csv, write_text
+from benchmarks.common import parse_seeds, variant_dir, write_csv, write_text
 from benchmarks.harness.peer import PEER
 from benchmarks.harness.tables import (centre_tables, markdown_table, plot_volumes, reference_pairs, runs_table,
                                        table1, twin_note)
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--coverage", type=float, default=0.9, help="target coverage eta (default 0.9)")
     p.add_argument("--variant", default="paper", choices=sorted(VARIANTS),
                    help="what differs from the paper's protocol (default paper; benchmarks.harness.variants); the "
-                        "results carry the suffix _VARIANT")
+                        "results go to OUT/variants/VARIANT/")
     p.add_argument("--jobs", type=int, default=2, help="local worker processes (default 2)")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786); default: local")
     p.add_argument("--cache", type=Path, default=Path("benchmarks/cache"),
@@ -112,31 +112,33 @@ def _write_shift(args, records: list[dict], command: str, wall: float) -> None:
 
 
 def _write_table1(args, records: list[dict], command: str, wall: float) -> None:
-    """``runs_V.csv``, ``table1_V.{csv,md}``, ``volumes_V.png`` and, for a centre variant, ``centre_V.{csv,md}``;
-    ``--merge`` keeps the rows of the other data sets from the existing ``runs_V.csv``."""
+    """``runs.csv``, ``table1.{csv,md}``, ``volumes.png`` and, for a centre variant, ``centre.{csv,md}``, in
+    ``--out`` for the paper protocol, else in its ``variants/<V>/`` (``auto-centre``'s centre tables in ``--out``);
+    ``--merge`` keeps the rows of the other data sets from the existing ``runs.csv``."""
     runs = runs_table(records)
-    suffix = "" if args.variant == "paper" else f"_{args.variant}"
+    where = args.out if args.variant == "paper" else variant_dir(args.out, args.variant)
+    where.mkdir(parents=True, exist_ok=True)
     kept = []
-    if args.merge and (args.out / f"runs{suffix}.csv").is_file():
+    if args.merge and (where / "runs.csv").is_file():
         import pandas as pd
 
-        old = pd.read_csv(args.out / f"runs{suffix}.csv")
+        old = pd.read_csv(where / "runs.csv")
         old = old[~old.dataset.isin(set(runs.dataset))]
         kept = list(dict.fromkeys(old.dataset))
         runs = pd.concat([old, runs], ignore_index=True)
     t1 = table1(runs)
-    write_csv(runs, args.out / f"runs{suffix}.csv")
-    write_csv(t1, args.out / f"table1{suffix}.csv")
-    write_text(args.out / f"table1{suffix}.md",
+    write_csv(runs, where / "runs.csv")
+    write_csv(t1, where / "table1.csv")
+    write_text(where / "table1.md",
                markdown_table(t1, f"Table I reproduction, variant `{args.variant}`, coverage {args.coverage}")
                + f"\nCommand: `{command}`; this invocation's wall time {wall:.0f} s (cached splits are not re-run)."
-               + (f" Rows of {', '.join(kept)} are kept from the previous `runs{suffix}.csv` (--merge)." if kept else "")
+               + (f" Rows of {', '.join(kept)} are kept from the previous `runs.csv` (--merge)." if kept else "")
                + twin_note(records) + "\n"
                + (reference_pairs(runs) if "volume_paper_exact" in runs and runs.volume_paper_exact.notna().any()
                   else ""))
-    plot_volumes(runs, args.out / f"volumes{suffix}.png")
+    plot_volumes(runs, where / "volumes.png")
     if args.variant.startswith(("auto-centre", "joint-centre")):
-        centre_tables(runs, t1, args.out, command, wall, suffix="" if args.variant == "auto-centre" else suffix)
+        centre_tables(runs, t1, args.out if args.variant == "auto-centre" else where, command, wall)
     print(markdown_table(t1, f"variant {args.variant}"))
 
 

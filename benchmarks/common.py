@@ -27,6 +27,12 @@ RESULTS = ROOT / "benchmarks" / "results"
 CACHE = ROOT / "benchmarks" / "cache"
 
 
+def variant_dir(out: Path, *parts: str) -> Path:
+    """Where a variant run of a benchmark writes: ``<out>/variants/<parts...>`` (the results folder keeps one
+    current table per benchmark at its top; earlier tables live in git)."""
+    return Path(out).joinpath("variants", *parts)
+
+
 def cache_dir(name: str) -> Path:
     """The benchmark ``name``'s cache folder, ``benchmarks/cache/<name>`` (made by the first write)."""
     return CACHE / name

@@ -1,7 +1,7 @@
 """Few groups: a study of 35 subjects trained at 90 %, its coverage at new subjects over many splits.
 
     python -m benchmarks.groups_few [--seeds 0-99] [--subjects 35] [--modes split,auto] [--jobs 2]
-    python -m benchmarks.groups_few --subjects 42 --heterogeneity 2   # subjects far apart: groups_few_h2.md
+    python -m benchmarks.groups_few --subjects 42 --heterogeneity 2   # subjects far apart: variants/groups_few/h2.md
 
 Per seed ``s``: a new study (``training.data.synthetic.make_visits(subjects, seed=s, heterogeneity=h)``: 4 to 12
 visits per subject, the subject effects' spread ``1 + h |z|``, default 0.5),
@@ -12,7 +12,7 @@ default), which cross-fits a study this small (every training subject scored out
 same population (``make_visits(1000, seed=10_000 + s)``) as a new subject, then a random visit of it would
 meet it: each subject's share of covered visits, averaged over subjects; also on the run's own test part.
 
-Writes ``benchmarks/results/groups_few.md`` (``groups_few_h<h>.md`` at another heterogeneity); runs cached as JSON
+Writes ``benchmarks/results/groups_few.md`` (``variants/groups_few/h<h>.md`` at another heterogeneity); runs cached as JSON
 under ``benchmarks/cache/groups_few/n<subjects>[_h<h>]/<mode>/``.
 """
 
@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-from benchmarks.common import RESULTS, cache_dir, command, commit, parallel, parse_seeds, write_json, write_text
+from benchmarks.common import (RESULTS, cache_dir, command, commit, parallel, parse_seeds, variant_dir, write_json,
+                               write_text)
 
 
 CACHE = cache_dir("groups_few")
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         runs = parallel(run_one, [(s, args.subjects, mode, h) for s in seeds], args.jobs, desc=f"splits ({mode})")
         lines += [f"### --calibration {mode}", "", describe(mode, runs), ""] + table(runs) + [""]
-    write_text(OUT / f"groups_few{_tag(h)}.md", "\n".join(lines))
+    write_text(variant_dir(OUT, "groups_few", f"h{h:g}.md") if _tag(h) else OUT / "groups_few.md", "\n".join(lines))
     print("\n".join(lines))
     return 0
 

@@ -11,7 +11,7 @@ the same split seeds.
   ``paper`` variant on the same split seeds;
 * ``speed.md``: per-split LMVE training time and volume, our schedule vs the paper's
   (``paper-schedule`` variant: 100,000 full-batch steps per phase, lr {1e-3, 1e-5}), same code
-  (the current one: both from ``runs.csv`` and ``runs_paper-schedule.csv``);
+  (the current one: both from ``runs.csv`` and ``variants/paper-schedule/runs.csv``);
 * ``indoor.md``: indoor_localization on this CPU, per variant (``paper``, ``minibatch-256`` and
   the two ``scaled-centre-*`` ones), volumes in m^2 beside the paper's, with per-split times, a
   projected 50-split wall time, and the seeds both ``paper`` and ``minibatch-256`` ran, paired.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from benchmarks.common import RESULTS, write_text
+from benchmarks.common import RESULTS, variant_dir, write_text
 PAPER_TABLE4 = {"no-init": ("Without smart init", 88.3, 18.23), "lambda-1": ("Fixed lambda = 1", 88.8, 11.40),
                 "2-layers": ("2 layers", 87.7, 16.58), "50pct-validation": ("50% validation", 89.0, 17.37)}
 
@@ -31,7 +31,7 @@ ALL_METHOD_VARIANTS = {"scaled-centre", "cross-fit"}
 
 
 def load(variant: str) -> pd.DataFrame | None:
-    path = RESULTS / ("runs.csv" if variant == "paper" else f"runs_{variant}.csv")
+    path = (RESULTS if variant == "paper" else variant_dir(RESULTS, variant)) / "runs.csv"
     return pd.read_csv(path) if path.is_file() else None
 
 

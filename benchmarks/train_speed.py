@@ -51,7 +51,7 @@ OUT = RESULTS
 BEFORE = "5027930"
 #: what ``before`` is, in the summary's words
 BEFORE_WHAT = "where issue 69 started"
-#: the results' file stem (``--before``: ``train_speed_<commit>``)
+#: the results' file stem (``--before``: ``variants/train_speed/before_<commit>``)
 STEM = "train_speed"
 VARIANTS = ("before", "after")
 #: scenario -> source, extra flags, paired splits wanted (seeds 0, 1, ... until that many ran in both variants;
@@ -419,12 +419,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", default=None, metavar="COMMIT",
                    help="the commit `before` runs instead (a later issue's baseline; every seed asked runs in both "
                         "variants); its runs are cached under benchmarks/cache/train_speed/before_<COMMIT>/ and written "
-                        "to results/train_speed_<COMMIT>.{csv,md}")
+                        "to results/variants/train_speed/before_<COMMIT>.{csv,md}")
     p.add_argument("--before-what", default=None, help="with --before: what it is, for the summary")
     args = p.parse_args(argv)
     if args.before:
         global BEFORE, BEFORE_WHAT, CACHE, STEM
-        BEFORE, STEM = args.before, f"train_speed_{args.before}"
+        BEFORE, STEM = args.before, f"variants/train_speed/before_{args.before}"
         BEFORE_WHAT = args.before_what or "the baseline named by --before"
         CACHE = CACHE / f"before_{args.before}"
         for spec in SCENARIOS.values():

@@ -65,7 +65,7 @@ def _peer_ratios(runs) -> dict:
     return (paired.volume_paper / paired.peer).groupby([paired.dataset, paired.method], sort=False).mean().to_dict()
 
 
-def centre_tables(runs, t1, out: Path, command: str, wall: float, suffix: str = "") -> None:
+def centre_tables(runs, t1, out: Path, command: str, wall: float) -> None:
     """``centre.{csv,md}``: Table I's columns plus the centre chosen (how often each candidate won)
     and its mean test RMSE (Euclidean, in the loader's target units)."""
     chosen = runs.groupby("dataset").apply(
@@ -78,7 +78,7 @@ def centre_tables(runs, t1, out: Path, command: str, wall: float, suffix: str = 
     table["centre_rmse_mean"] = [own.get((d, m), np.nan) if m == PEER else r
                                  for d, m, r in zip(table.dataset, table.method, table.dataset.map(rmse))]
     table["region_centre_rmse_mean"] = [own.get((d, m), np.nan) for d, m in zip(table.dataset, table.method)]
-    write_csv(table, out / f"centre{suffix}.csv")
+    write_csv(table, out / "centre.csv")
     lines = ["## The centre chosen by `--centre auto`, every method on it", "",
              f"Command: `{command}`; this invocation's wall time {wall:.0f} s (cached splits are not re-run). "
              "The paper's split per seed; the centre is chosen per split by 5-fold cross-validation on the train "
@@ -100,7 +100,7 @@ def centre_tables(runs, t1, out: Path, command: str, wall: float, suffix: str = 
                      f"({100 * (r.coverage_std if r.coverage_std == r.coverage_std else 0):.1f}) | "
                      f"{r.volume_mean:.4g} ({r.volume_std:.3g}) | {'-' if vs is None else f'{vs:.2f}'} | {r.centre} | "
                      f"{r.centre_rmse_mean:.4g} | {r.region_centre_rmse_mean:.4g} |")
-    write_text(out / f"centre{suffix}.md", "\n".join(lines) + "\n")
+    write_text(out / "centre.md", "\n".join(lines) + "\n")
 
 
 def reference_pairs(runs) -> str:

@@ -58,7 +58,7 @@ VARIANTS = {
     "raw-targets": {"y_multiplier": {"residential_building": 100.0, "indoor_localization": 1000.0}},
     # lmve-train's --centre auto with the stack candidate added (--centre-candidates
     # paper,scaled,knn,hgb,stack): the centre chosen by cross-validation on the train part, after the
-    # RSSI step where it applies; writes centre.{csv,md} beside table1_auto-centre
+    # RSSI step where it applies; writes centre.{csv,md} at the top of the results
     "auto-centre": {"centre_name": "auto", "rssi": "auto",
                     "centre_candidates": ("paper", "scaled", "knn", "hgb", "stack")},
     # the same, choosing the candidate of smallest out-of-fold error quantile at the coverage level

@@ -97,7 +97,7 @@ def test_a_data_set_with_a_known_optimum_records_it_per_split(tmp_path):
     record = json.loads((cache / "defaults" / "synthetic_oracle" / "seed_001.json").read_text())
     test_rows = paper_split(2000, 1).test
     assert record["oracle_volume"] == pytest.approx(oracle_volume(load_dataset("synthetic_oracle"), test_rows, 0.9))
-    runs = pd.read_csv(out / "runs_defaults.csv")
+    runs = pd.read_csv(out / "variants" / "defaults" / "runs.csv")
     assert (runs.oracle_volume == record["oracle_volume"]).all()
     # no calibrated ellipse beats the smallest region at the level by more than the test part's sampling error
     assert (runs.volume_paper > 0.8 * runs.oracle_volume).all()
@@ -156,5 +156,5 @@ def test_the_paper_variant_reads_its_split_off_the_reference_quantile_run(tmp_pa
     assert paper["wall_seconds"] == ref["wall_seconds"] and "metrics_exact" not in paper
     assert "1 of these 1 splits are the `reference-quantile` run's fits" in (out / "table1.md").read_text()
     runs = pd.read_csv(out / "runs.csv").sort_values("method")
-    exact = pd.read_csv(out / "runs_reference-quantile.csv").sort_values("method")
+    exact = pd.read_csv(out / "variants" / "reference-quantile" / "runs.csv").sort_values("method")
     assert runs.volume_paper.tolist() == pytest.approx(exact.volume_paper_exact.tolist())

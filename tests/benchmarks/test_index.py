@@ -71,3 +71,12 @@ def test_every_benchmark_is_listed_with_its_command():
 def test_the_index_parser_expands_braces_and_reads_only_results_columns():
     md = "| table | results |\n|---|---|\n| a | `x.{csv,md}`, `y.json` |\n\ntext `z.md`\n"
     assert indexed_results(md) == {"x.csv", "x.md", "y.json"}
+
+
+def test_the_top_of_results_holds_one_current_table_per_benchmark():
+    """A variant run (a paper variant, a --before baseline, an A/B) lives under results/variants/."""
+    import re
+
+    variant_like = re.compile(r"(table1|runs|volumes)_.+|train_speed_[0-9a-f]{7}|.+_(ab|ab_\d+|h\d+)")
+    top = [p.stem for p in (BENCH / "results").iterdir() if p.is_file()]
+    assert not [s for s in top if variant_like.fullmatch(s)], "variant runs belong in benchmarks/results/variants/"
