@@ -146,9 +146,3 @@ def check_is_fitted(estimator, attribute: str, action: str = "used") -> None:
     """Raise :class:`NotFittedError` if ``estimator`` lacks the learned ``attribute``."""
     if getattr(estimator, attribute, None) is None:
         raise NotFittedError(f"This {type(estimator).__name__} is not fitted yet; call fit before it is {action}")
-
-
-def check_features(estimator, X, name: str = "X") -> np.ndarray:
-    """Check ``X`` against the feature count an estimator learned in ``fit``."""
-    check_is_fitted(estimator, "n_features_in_", "asked to predict")
-    return check_matrix(X, name, n_columns=estimator.n_features_in_, owner=type(estimator).__name__)

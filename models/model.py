@@ -5,7 +5,7 @@ calibrated regressor per method) and is what the service serves. Each public met
 points, coverage, method; errors are :class:`~models.exceptions.InputError` naming the field,
 what was expected and what came), then calls unchecked internals. It also owns the fallback rule:
 when the asked-for (or primary) method's shapes are not finite for a batch, the next method in
-:attr:`RegionModel.served_methods` answers, for regions and containment alike. That order is the
+:attr:`RegionModel.serving_order` answers, for regions and containment alike. That order is the
 bundle's ``selection`` (``lmve-train --primary``: ranked by volume on held-out rows, see
 :mod:`training.pipeline.served_volume`), or :func:`models.registry.fallback_order` for a bundle without one.
 """
@@ -133,9 +133,9 @@ class RegionModel:
         return len(self.target_names)
 
     @property
-    def served_methods(self) -> tuple[str, ...]:
-        """The ellipsoid methods this model has, preferred first: the selection's order, then any
-        other in the registry's order."""
+    def serving_order(self) -> tuple[str, ...]:
+        """The ellipsoid methods this model has, in the order they serve (the primary, then its fallbacks):
+        the selection's order, then any other in the registry's order."""
         ranked = [m for m in self._preferred() if m in self.methods]
         return tuple(ranked + [m for m in registry.fallback_order() if m in self.methods and m not in ranked])
 
@@ -147,8 +147,8 @@ class RegionModel:
 
     @property
     def primary_method(self) -> str:
-        """The first of :attr:`served_methods` (the selection's choice; without one LMVE, else NLE, else GE)."""
-        served = self.served_methods
+        """The first of :attr:`serving_order` (the selection's choice; without one LMVE, else NLE, else GE)."""
+        served = self.serving_order
         if not served:
             raise InputError(f"the model has no ellipsoid method; it has {sorted(self.methods)}")
         return served[0]
@@ -245,7 +245,7 @@ class RegionModel:
     def _candidates(self, method: str | None, kind: str | None) -> list[tuple[str, str | None]]:
         """``(name, fallback_reason)`` to try in order: the asked-for (or primary) method, then the
         ellipsoid methods ranked after it."""
-        served = self.served_methods
+        served = self.serving_order
         if method is None:
             if not served:
                 raise InputError(f"the model has no ellipsoid method; it has {sorted(self.methods)}")

@@ -21,7 +21,8 @@ from service.exceptions import V2Error
 from service.open_inference import bodies
 from service.open_inference.tensors import InferCall, InferResult, call, check_input_name, from_json, from_raw
 
-HEADER_LENGTH = "inference-header-content-length"
+#: the binary extension's header, as ASGI spells header names (lower-case bytes)
+HEADER_LENGTH = b"inference-header-content-length"
 JSON, BINARY = "application/json", "application/octet-stream"
 
 

@@ -109,7 +109,7 @@ def _decode(raw: bytes, headers):
     """The request's :class:`~service.open_inference.tensors.InferCall`, the binary extension's header read."""
     length = None
     for key, value in headers:
-        if key == b"inference-header-content-length":
+        if key == rest.HEADER_LENGTH:
             length = rest.header_length(value, len(raw))
     return rest.decode(raw, length)
 

@@ -175,9 +175,9 @@ def _run(args) -> int:
         raise InputError(f"--contains names {len(contains)} columns; the bundle has {model.n_targets} targets "
                          f"({', '.join(model.target_names)})", field="--contains",
                          expected=f"{model.n_targets} columns", received=",".join(contains))
-    if args.method is not None and args.method not in model.served_methods:
-        raise InputError(f"--method {args.method}: the bundle serves {', '.join(model.served_methods)}",
-                         field="--method", expected=" | ".join(model.served_methods), received=args.method)
+    if args.method is not None and args.method not in model.serving_order:
+        raise InputError(f"--method {args.method}: the bundle serves {', '.join(model.serving_order)}",
+                         field="--method", expected=" | ".join(model.serving_order), received=args.method)
     fmt_in = tables.table_format(args.input, "--input")
     names = tables.header(args.input, fmt_in)
     keep = _kept(args.keep, names, model)

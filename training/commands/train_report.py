@@ -275,7 +275,7 @@ def plot_test_regions(path: Path, model, X_raw: np.ndarray, Y: np.ndarray, max_r
     rng = np.random.default_rng(seed)
     chosen = rng.choice(len(positions), size=min(max_regions, len(positions)), replace=False)
     pick = np.array([rng.choice(np.flatnonzero(where == k)) for k in chosen], dtype=np.int64)
-    names = list(reversed(model.served_methods))
+    names = list(reversed(model.serving_order))
     fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names) + (0.8 if grouped else 0), 5.2), sharex=True,
                              sharey=True, squeeze=False, layout="constrained")
     drawn = {}

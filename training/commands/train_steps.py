@@ -29,7 +29,7 @@ def fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Stag
         plot_test_regions(report / "test_regions.png", result.model, trained.X[test], trained.Y[test],
                           seed=config.seed, centers=None if trained.centers is None else trained.centers[test],
                           extent=result.calibration.get("scale"),
-                          regions=None if held is None else {m: held[m] for m in result.model.served_methods})
+                          regions=None if held is None else {m: held[m] for m in result.model.serving_order})
     write_report(report, trained.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
     return result, manifest
 

@@ -71,7 +71,7 @@ def test_the_plot_draws_one_point_per_test_position(trained_synthetic, tmp_path)
     drawn = plot_test_regions(tmp_path / "test_regions.png", result.model, X, Y)
     positions = len(np.unique(Y, axis=0))
     assert positions < len(Y) and (tmp_path / "test_regions.png").stat().st_size > 10_000
-    assert set(drawn) == set(result.model.served_methods)
+    assert set(drawn) == set(result.model.serving_order)
     for name, figures in drawn.items():
         assert figures["points"] == positions and figures["unit"] == "groups" and figures["n"] == positions
         inside = result.model.predict_region(X, method=name).regions.contains(Y)

@@ -45,7 +45,7 @@ def test_auto_serves_the_method_of_smallest_held_out_volume(trained, survey):
     assert held["copula"]["volume"] is None and held["copula"]["threshold"] is None
     volumes = [held[m]["volume"] for m in sel["order"]]
     assert volumes == sorted(volumes) and sel["rule"] == "auto" and sel["primary"] == sel["order"][0]
-    assert model.primary_method == sel["primary"] and model.served_methods == tuple(sel["order"])
+    assert model.primary_method == sel["primary"] and model.serving_order == tuple(sel["order"])
     assert sel["folds"] == 3 and sel["folds_run"] == 3 and sel["n_rows"] == len(split.train) + len(split.test)
     assert "evidence" not in sel and "cross_fit_skipped" not in sel
     assert sel["rows"] == f"3-fold cross-fit of the train part ({len(split.train)} rows) and the test part"
@@ -167,10 +167,10 @@ def test_the_selection_travels_with_the_bundle(trained, tmp_path):
     model = load_bundle(tmp_path / "b")
     assert model.selection == json.loads(json.dumps(trained.model.selection))
     assert model.primary_method == trained.model.primary_method
-    assert model.served_methods == trained.model.served_methods
+    assert model.serving_order == trained.model.serving_order
     # a recalibration keeps the order
-    assert trained.model.recalibrated(np.zeros((12, 16)) - 70, np.zeros((12, 2))).served_methods \
-        == trained.model.served_methods
+    assert trained.model.recalibrated(np.zeros((12, 16)) - 70, np.zeros((12, 2))).serving_order \
+        == trained.model.serving_order
 
 
 def test_a_selection_naming_a_missing_method_is_a_bundle_error(trained, tmp_path):
@@ -185,9 +185,9 @@ def test_a_selection_naming_a_missing_method_is_a_bundle_error(trained, tmp_path
 
 def test_without_a_selection_the_registry_order_serves(trained):
     model = replace(trained.model, selection={})
-    assert model.served_methods == ("lmve", "nle", "ge") and model.primary_method == "lmve"
+    assert model.serving_order == ("lmve", "nle", "ge") and model.primary_method == "lmve"
     ranked = replace(trained.model, selection={"order": ["ge", "lmve", "nle"]})
-    assert ranked.served_methods == ("ge", "lmve", "nle")
+    assert ranked.serving_order == ("ge", "lmve", "nle")
     assert [n for n, _ in ranked._candidates(None, None)] == ["ge", "lmve", "nle"]
     assert [n for n, _ in ranked._candidates("lmve", None)] == ["lmve", "nle"]
 

@@ -30,7 +30,7 @@ async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, reposito
                                   "max_coverage": model.methods[k].calibrator_.max_coverage,
                                   "learned_centre": bool(getattr(model.methods[k].shape_, "moves_centre", False))}
                               for k, v in m["methods"].items()},
-                     metrics=m.get("metrics", {}), guarantee=stated_guarantee(m),
+                     metrics=m.get("metrics", {}), guarantee=_guarantee(m),
                      calibration={k: v for k, v in m.get("calibration", {}).items() if k not in CALIBRATION_ELSEWHERE},
                      scale=_scale(m),
                      centre={"type": m["centre"]["type"], **_centre_choice(m)},
@@ -45,7 +45,7 @@ async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, reposito
 CALIBRATION_ELSEWHERE = ("scale", "guarantee", "terms", "n_groups", "exact", "bound")
 
 
-def stated_guarantee(manifest: dict) -> dict:
+def _guarantee(manifest: dict) -> dict:
     """The bundle's guarantee, one object: its ``words`` (what the training report and terminal printed) and
     its terms (:func:`models.calibration.conformal.guarantee_terms`); a bundle from before the terms were
     recorded gives what its calibration record holds."""

@@ -1,4 +1,4 @@
-"""service/routers/model.py: ``GET /model``, what a bundle says about itself."""
+"""service/routers/model_info.py: ``GET /model``, what a bundle says about itself."""
 
 from __future__ import annotations
 
