@@ -209,8 +209,8 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
 def _include_routers(app: ServiceApp, settings: ServiceSettings) -> None:
     """Every router on ``app``, the hot routes' matcher first (on the short stack unless FastAPI's telemetry
     is on), and what the OpenAPI document needs (``app.documented``)."""
-    from service.routers import (admin, docs, feedback, health, hot_table, model_info, model_states, regions, v2,
-                                 viewer)
+    from service.routers import (admin, docs, feedback, health, hot_table, model_info, model_states, regions,
+                                 survey_map, v2, viewer)
 
     # the API key is checked by service.middleware.Guards for every route outside service.auth.PUBLIC_PATHS
     app.include_router(health.router)
@@ -222,6 +222,7 @@ def _include_routers(app: ServiceApp, settings: ServiceSettings) -> None:
         app.hot = hot
     app.include_router(model_info.router)
     app.include_router(model_states.router)
+    app.include_router(survey_map.router)
     app.include_router(feedback.router)
     app.include_router(admin.router)
     app.include_router(viewer.router)

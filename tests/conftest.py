@@ -100,3 +100,27 @@ def pytest_unconfigure(config):
     from tests import processes
 
     processes.stop_all()
+
+
+#: where the survey fixtures' floor lies in UTM zone 30N (EPSG:32630): near Castello de la Plana
+UTM_ORIGIN = np.array([750000.0, 4430000.0])
+
+
+@pytest.fixture(scope="session")
+def survey_bundle(tmp_path_factory):
+    """A site survey's bundle as ``lmve-train`` writes one: ``make_survey`` (40 positions, 5 readings each,
+    8 beacons) grouped by position, GE and NLE, its targets in UTM zone 30N (the floor moved by
+    :data:`UTM_ORIGIN`). Returns ``(path, result, dataset)``."""
+    from dataclasses import replace
+
+    from models.geo import TargetCRS
+    from training.data.datasets import Dataset, group_by_position
+    from training.data.synthetic import make_survey
+    from training.pipeline import TrainConfig, train
+
+    X, Y, _, _, fn, tn = make_survey(n_points=40, readings=5, n_beacons=8, seed=3)
+    ds = group_by_position(Dataset("survey", X, Y + UTM_ORIGIN, fn, tn, "-"), auto=True)
+    result = train(ds, TrainConfig(seed=0, methods=("ge", "nle"), crs=TargetCRS("EPSG:32630"), progress=False))
+    path = tmp_path_factory.mktemp("survey-bundle") / "site"
+    result.save(path)
+    return path, result, replace(ds)

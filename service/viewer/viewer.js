@@ -144,6 +144,66 @@ function drawSurvey() {
   });
 }
 
+// a cell's colour: blue (the map's smallest expected area) through green to red (its largest), on a log scale
+function ramp(t) { return `hsl(${Math.round(220 * (1 - t))}, 72%, 52%)`; }
+
+async function drawMap() {
+  // the survey map's cells coloured by expected region area, and with plan > 0 the positions to survey next,
+  // numbered in walking order (the route's plane coordinates: the drawing's own)
+  const cells = $("cells"), layer = $("plan-layer"), legend = $("map-legend");
+  cells.replaceChildren();
+  layer.replaceChildren();
+  legend.hidden = true;
+  document.body.dataset.mapCells = "0";
+  document.body.dataset.planDrawn = "0";
+  if (!$("survey-map").checked || !view.model) return;
+  const add = Math.max(0, Math.floor(Number($("plan").value) || 0));
+  const chosen = $("floor").value;
+  const labels = (view.survey.floor_labels || []).map(floorText);
+  const floor = chosen !== "" && labels.includes(chosen) ? `&floor=${labels.indexOf(chosen)}` : "";
+  let map;
+  try {
+    map = await api(`models/${encodeURIComponent(view.model)}/survey-map?coordinates=plane&add=${add}${floor}`);
+  } catch (err) {
+    if (err.status === 409) { status(err.message, false); return; }
+    throw err;
+  }
+  const areas = map.features.filter((f) => f.properties.kind === "cell").map((f) => f.properties.expected_area_m2);
+  const lo = Math.log(Math.min(...areas)), hi = Math.log(Math.max(...areas));
+  widen(map.features.filter((f) => f.properties.kind === "cell").flatMap((f) => f.geometry.coordinates[0].map(toXY)));
+  let drawn = 0;
+  for (const f of map.features) {
+    const p = f.properties;
+    if (p.kind === "cell") {
+      const t = hi > lo ? (Math.log(p.expected_area_m2) - lo) / (hi - lo) : 0.5;
+      const points = f.geometry.coordinates[0].map((c) => toXY(c).join(",")).join(" ");
+      const cell = el("polygon", { points: points, fill: ramp(t), "data-area": p.expected_area_m2 }, cells);
+      el("title", {}, cell).textContent = `expected area ${p.expected_area_m2.toPrecision(3)}` +
+        (p.expected_error_m === null ? "" : `, centre error ${p.expected_error_m.toPrecision(3)}`);
+      drawn += 1;
+    }
+  }
+  const walk = map.features.find((f) => f.properties.kind === "walk");
+  if (walk) el("polyline", { points: walk.geometry.coordinates.map((c) => toXY(c).join(",")).join(" ") }, layer);
+  const r = dotRadius() * 3;
+  const proposals = map.features.filter((f) => f.properties.kind === "proposal");
+  for (const f of proposals) {
+    const [x, y] = toXY(f.geometry.coordinates);
+    el("circle", { cx: x, cy: y, r: r }, layer);
+    el("text", { x: x, y: y + r * 0.45, "font-size": r * 1.2, "text-anchor": "middle" }, layer).textContent =
+      String(f.properties.order);
+  }
+  const unit = view.survey.display.unit || "target units";
+  const loo = map.accuracy.area.median_abs_rel_error;
+  legend.replaceChildren(`expected ${map.method} area: ${Math.exp(lo).toPrecision(3)}`, Object.assign(
+    document.createElement("span"), { className: "ramp" }), `${Math.exp(hi).toPrecision(3)} ${unit}²` +
+    (loo === null ? "" : ` (interpolated; ${(100 * loo).toFixed(0)} % median error at positions left out)`) +
+    (proposals.length ? `; ${proposals.length} positions to survey next, walk ${walk ? walk.properties.length_m.toPrecision(3) : 0} ${unit}` : ""));
+  legend.hidden = false;
+  document.body.dataset.mapCells = String(drawn);
+  document.body.dataset.planDrawn = String(proposals.length);
+}
+
 function drawFeedback() {
   const g = $("feedback");
   g.replaceChildren();
@@ -254,6 +314,7 @@ async function loadModel(name) {
   drawBox();
   if (survey.note) status(survey.note, false);
   await drawRegion();
+  await drawMap();
   await drawShift();
 }
 
@@ -285,7 +346,9 @@ $("key").addEventListener("change", () => {
   start().catch(report);
 });
 $("model").addEventListener("change", (e) => loadModel(e.target.value).catch(report));
-$("floor").addEventListener("change", () => drawSurvey());
+$("floor").addEventListener("change", () => { drawSurvey(); drawMap().catch(report); });
+$("survey-map").addEventListener("change", () => drawMap().catch(report));
+$("plan").addEventListener("change", () => drawMap().catch(report));
 $("row").addEventListener("change", () => drawRegion().catch(report));
 $("coverage").addEventListener("input", () => drawRegion().catch(report));
 start().catch(report);

@@ -19,7 +19,8 @@ STROKE = (0x21, 0x66, 0xAC)  # #region's stroke colour (service/viewer/viewer.cs
 
 @pytest.fixture(scope="module")
 def viewer_repository(tmp_path_factory):
-    """A floor bundle in UTM zone 30N (the built-in three-floor survey moved to Castello) and a plane bundle."""
+    """A floor bundle in UTM zone 30N (the built-in three-floor survey moved to Castello), a plane bundle and a
+    site survey grouped by position in UTM zone 30N (``site``: it has a survey map)."""
     from models.bundle import save_bundle
     from models.geo import TargetCRS
     from training.data.datasets import load_dataset
@@ -34,6 +35,12 @@ def viewer_repository(tmp_path_factory):
     plane = train(ds, TrainConfig(seed=0, methods=("ge",), use_groups=False))
     plane.model.survey = None  # no survey: a bundle from before it
     save_bundle(plane.model, root / "plane", dataset=ds.info)
+    from training.data.datasets import Dataset, group_by_position
+    from training.data.synthetic import make_survey
+
+    X, Y, _, _, fn, tn = make_survey(n_points=40, readings=5, n_beacons=8, seed=3)
+    site = group_by_position(Dataset("site", X, Y + np.array([750000.0, 4430000.0]), fn, tn, "-"), auto=True)
+    train(site, TrainConfig(seed=0, methods=("ge", "nle"), crs=TargetCRS("EPSG:32630"))).save(root / "site")
     test = load_dataset("floors", seed=3)
     rows = np.random.default_rng(0).choice(len(test.Y), 60, replace=False)
     return root, test.X[rows], test.Y[rows] + np.array([750000.0, 4430000.0])
@@ -235,3 +242,49 @@ def test_the_viewer_says_when_the_key_is_refused(served, browser):
     WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
                                      == "error")
     assert "API key was refused" in browser.find_element(By.ID, "status").text
+
+
+@pytest.mark.slow
+def test_the_survey_map_layer_draws_the_cells_and_the_plan_in_walking_order(served, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base = str(served.base_url).rstrip("/")
+    browser.get_log("browser")  # what the tests before left there
+    browser.get(f"{base}/viewer?model=site#key={KEY}")
+    body = lambda d: d.find_element(By.TAG_NAME, "body")  # noqa: E731
+    WebDriverWait(browser, 60).until(lambda d: body(d).get_attribute("data-state") in ("drawn", "error"))
+    assert body(browser).get_attribute("data-state") == "drawn", browser.find_element(By.ID, "status").text
+    assert browser.execute_script("return document.querySelectorAll('#cells polygon').length") == 0  # off at first
+    plan = browser.find_element(By.ID, "plan")
+    plan.clear()
+    plan.send_keys("6")
+    browser.find_element(By.ID, "survey-map").click()
+    doc = served.get("/models/site/survey-map", params={"coordinates": "plane", "add": 6}).json()
+    cells = [f for f in doc["features"] if f["properties"]["kind"] == "cell"]
+    WebDriverWait(browser, 30).until(lambda d: body(d).get_attribute("data-map-cells") == str(len(cells))
+                                     and body(d).get_attribute("data-plan-drawn") == "6")
+    drawn = browser.execute_script("""return [...document.querySelectorAll('#cells polygon')].map(p => ({
+        area: Number(p.dataset.area), fill: getComputedStyle(p).fill}));""")
+    areas = [c["properties"]["expected_area_m2"] for c in cells]
+    assert [d["area"] for d in drawn] == pytest.approx(areas)
+    largest, smallest = drawn[int(np.argmax(areas))]["fill"], drawn[int(np.argmin(areas))]["fill"]
+    assert largest != smallest  # red against blue: the ramp's two ends
+    # the plan's numbered positions where the route puts them, in the drawing's coordinates
+    origin = [float(v) for v in browser.find_element(By.ID, "map").get_attribute("data-origin").split(",")]
+    circles = browser.execute_script("""return [...document.querySelectorAll('#plan-layer circle')].map(c =>
+        [Number(c.getAttribute('cx')), Number(c.getAttribute('cy'))]);""")
+    labels = browser.execute_script("return [...document.querySelectorAll('#plan-layer text')].map(t => t.textContent)")
+    P = np.array([f["geometry"]["coordinates"] for f in doc["features"] if f["properties"]["kind"] == "proposal"])
+    np.testing.assert_allclose(circles, np.column_stack([P[:, 0] - origin[0], -(P[:, 1] - origin[1])]), atol=1e-3)
+    assert labels == ["1", "2", "3", "4", "5", "6"]
+    legend = browser.find_element(By.ID, "map-legend").text
+    assert "expected" in legend and "6 positions to survey next" in legend
+    # a bundle without a map says so and draws nothing
+    browser.get(f"{base}/viewer?model=floors#key={KEY}")
+    WebDriverWait(browser, 60).until(lambda d: body(d).get_attribute("data-state") == "drawn")
+    browser.find_element(By.ID, "survey-map").click()
+    WebDriverWait(browser, 30).until(lambda d: "retrain" in d.find_element(By.ID, "status").text)
+    assert browser.execute_script("return document.querySelectorAll('#cells polygon').length") == 0
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"
+            and "survey-map" not in e["message"]] == []

@@ -335,10 +335,21 @@ def _draw_extent(ax, extent: dict) -> None:
         ax.plot(ring[:, 0], ring[:, 1], ls=":", lw=1.0, color="0.2", label="survey convex hull")
 
 
+def map_words(accuracy: dict) -> str:
+    """The survey map's caption: what it shows, how it was made and how good it is."""
+    err = accuracy["area"]["median_abs_rel_error"]
+    return ("The served method's expected region area (left) and the centre's expected error (right) over the "
+            "surveyed positions' hull, interpolated between the positions (a Gaussian kernel one survey spacing "
+            "wide)" + ("" if err is None else f"; each position left out and interpolated from the others, the area "
+                       f"is off by {100 * err:.0f} % (median)") + ". `lmve-plan --bundle BUNDLE --add N` proposes the "
+            "N positions to survey next; `GET /model/survey-map` serves the map as GeoJSON.")
+
+
 def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: float, manifest: dict,
-                 timings: dict, stages: dict | None = None) -> None:
+                 timings: dict, stages: dict | None = None, survey_map: dict | None = None) -> None:
     """``OUT/metrics.json`` (the metrics, timings and ``stages``: seconds and peak MiB per stage) and
-    ``OUT/report.md`` (the run in words, the centre's candidates, the metrics, where the time went)."""
+    ``OUT/report.md`` (the run in words, the centre's candidates, the metrics, the survey map when
+    ``survey_map``, its accuracy, is given, where the time went)."""
     out_dir = Path(out_dir)
     (out_dir / "metrics.json").write_text(json.dumps(
         {"dataset": dataset_info, "coverage": coverage, "metrics": metrics, "timings_seconds": timings,
@@ -369,6 +380,8 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
     candidates = candidates_table(manifest.get("training", {}).get("centre"))
     if candidates:
         lines += ["## Centre candidates", "", candidates, ""]
+    if survey_map:
+        lines += ["## Where the regions are large", "", map_words(survey_map), "", "![survey map](survey_map.png)", ""]
     served = selection_table(manifest.get("selection") or {})
     if served:
         lines += ["## Served method", "", served, ""]

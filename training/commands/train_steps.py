@@ -30,8 +30,27 @@ def fit_and_write(dataset, config, args, bundle: Path, report: Path, meter: Stag
                           seed=config.seed, centers=None if trained.centers is None else trained.centers[test],
                           extent=result.calibration.get("scale"),
                           regions=None if held is None else {m: held[m] for m in result.model.serving_order})
-    write_report(report, trained.info, result.metrics, config.coverage, manifest, result.timings, meter.stages)
+        mapped = plot_map(report / "survey_map.png", result.model)
+    write_report(report, trained.info, result.metrics, config.coverage, manifest, result.timings, meter.stages,
+                 survey_map=mapped)
     return result, manifest
+
+
+def plot_map(path: Path, model) -> dict | None:
+    """A survey's map (``survey_map.png``: where the served regions are large, :mod:`models.survey_map`); its
+    leave-one-position-out accuracy, or None for a bundle that is not a survey."""
+    from models.survey_map import survey_map
+    from training.figures.survey_plot import plot_survey_map
+
+    survey = model.survey
+    if survey is None or survey.areas is None or len(survey.positions) < 3:
+        return None
+    try:
+        smap = survey_map(survey, method=model.primary_method)
+    except InputError:  # positions on one line: no site to map
+        return None
+    plot_survey_map(path, smap, target_names=model.target_names)
+    return smap.accuracy
 
 
 def train_site(rows, name: str, config, args, out: Path) -> dict:

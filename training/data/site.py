@@ -9,13 +9,16 @@ from models.geo import TargetCRS, parse_crs
 from models.survey import Survey
 
 
-def survey_of(dataset, split, floor_codes: np.ndarray | None, seed: int = 0) -> Survey:
+def survey_of(dataset, split, floor_codes: np.ndarray | None, seed: int = 0, areas=None, errors=None) -> Survey:
     """The positions of the training and calibration rows (with their floor classes when the bundle has
-    floors) and held-out rows of the test part to show (with no test part, calibration rows)."""
+    floors) and held-out rows of the test part to show (with no test part, calibration rows); ``areas`` and
+    ``errors``: one per dataset row (NaN where none), averaged per position (:meth:`Survey.of`)."""
     surveyed = np.concatenate([split.train, split.calibration])
     test = np.asarray(split.test if len(split.test) else split.calibration)
+    per = {k: None if v is None else np.asarray(v)[surveyed] for k, v in (("areas", areas), ("errors", errors))}
     return Survey.of(dataset.Y[surveyed], None if floor_codes is None else floor_codes[surveyed],
-                     dataset.X[test], dataset.Y[test], None if floor_codes is None else floor_codes[test], seed=seed)
+                     dataset.X[test], dataset.Y[test], None if floor_codes is None else floor_codes[test], seed=seed,
+                     **per)
 
 
 def crs_of(dataset, crs: str | None, axes: str | None, scale: float | None) -> TargetCRS | None:

@@ -117,6 +117,22 @@ def make_new_positions(n_points: int = 100, readings: int = 20, n_beacons: int =
     return _readings(points, readings, n_beacons, device_offset, rng)
 
 
+def survey_at(points, readings: int = 20, n_beacons: int = 16, n_devices: int = 5, device_sd_db: float = 3.0,
+              survey_seed: int = 0, seed: int = 1):
+    """Readings at the given ``points`` (m, 2) metres of the floor, ``readings`` at each, read by the devices of
+    :func:`make_survey` ``(..., seed=survey_seed)`` through its beacons: a walk to positions someone chose (a survey
+    plan's). Returns ``(X, Y, point_id, device_id)``."""
+    P = np.asarray(points, dtype=np.float64)
+    if P.ndim != 2 or P.shape[1] != 2 or not np.isfinite(P).all():
+        raise InputError(f"points are (m, 2) finite metres; got shape {P.shape}", field="points",
+                         expected="(m, 2) finite", received=str(P.shape))
+    if readings < 1 or n_beacons < 1 or n_devices < 1:
+        raise InputError(f"readings, n_beacons and n_devices must be positive; got {readings}, {n_beacons}, "
+                         f"{n_devices}")
+    device_offset = np.random.default_rng([survey_seed, 1]).normal(0.0, device_sd_db, size=n_devices)
+    return _readings(P, readings, n_beacons, device_offset, np.random.default_rng([survey_seed, seed, 98]))
+
+
 def _survey_points(n_points: int, rng) -> np.ndarray:
     """(n_points, 2) reference points: one in the middle 60 % of each cell of a grid over the floor."""
     cols = int(np.ceil(np.sqrt(n_points * FLOOR[0] / FLOOR[1])))

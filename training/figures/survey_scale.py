@@ -10,28 +10,42 @@ import numpy as np
 
 from models.scale import WARN_SHARE, extent, scale_record, warning
 
-__all__ = ["MAX_ROWS", "WARN_SHARE", "extent", "scale_line", "size_line", "survey_scale", "warning"]
+__all__ = ["MAX_ROWS", "WARN_SHARE", "extent", "is_survey", "scale_line", "served_areas", "size_line", "survey_scale",
+           "warning"]
 
 #: the survey rows the mean area is taken over, at most (a seeded sample beyond: the mean of a few thousand
 #: regions is settled to well under 1 %, and a 20,000-row survey need not be predicted whole)
 MAX_ROWS = 2000
 
 
-def survey_scale(model, dataset, seed: int = 0, size: dict | None = None) -> dict | None:
-    """The served method's mean region area over the survey's rows against the survey's extent
-    (:func:`extent` of its distinct positions): ``mean_area``, ``bbox_area``, ``hull_area``, ``share_of_bbox``,
-    ``share_of_hull``, ``warn_share`` and ``warning`` (words, or None), in the targets' units squared; with
-    ``size`` (:func:`training.pipeline.survey_size.survey_size`) ``survey_size``: that record with ``half_area`` and
-    ``twice_area``. None when ``dataset`` is not a survey (not grouped by position, or not two targets)."""
-    if (dataset.grouping or {}).get("by") != "position" or dataset.Y.shape[1] != 2:
-        return None
+def is_survey(dataset) -> bool:
+    """Whether ``dataset`` is a site survey: rows grouped by position, two target coordinates."""
+    return (dataset.grouping or {}).get("by") == "position" and dataset.Y.shape[1] == 2
+
+
+def served_areas(model, dataset, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, areas)``: the served method's region areas at up to :data:`MAX_ROWS` of the survey's rows
+    (a seeded sample beyond)."""
     rows = np.arange(len(dataset.Y))
     if rows.size > MAX_ROWS:
         rows = np.sort(np.random.default_rng(seed).choice(rows, size=MAX_ROWS, replace=False))
     centers = None if dataset.centers is None else dataset.centers[rows]
     regions = model.predict_region(dataset.X[rows], method=model.primary_method, centers=centers,
                                    typicality=False).regions
-    out = scale_record(model.primary_method, float(regions.volume().mean()), rows.size,
+    return rows, regions.volume()
+
+
+def survey_scale(model, dataset, seed: int = 0, size: dict | None = None, areas=None) -> dict | None:
+    """The served method's mean region area over the survey's rows against the survey's extent
+    (:func:`extent` of its distinct positions): ``mean_area``, ``bbox_area``, ``hull_area``, ``share_of_bbox``,
+    ``share_of_hull``, ``warn_share`` and ``warning`` (words, or None), in the targets' units squared; with
+    ``size`` (:func:`training.pipeline.survey_size.survey_size`) ``survey_size``: that record with ``half_area`` and
+    ``twice_area``; ``areas``: :func:`served_areas` when taken already. None when ``dataset`` is not a survey
+    (:func:`is_survey`)."""
+    if not is_survey(dataset):
+        return None
+    rows, areas = served_areas(model, dataset, seed) if areas is None else areas
+    out = scale_record(model.primary_method, float(areas.mean()), rows.size,
                        len(np.unique(dataset.Y, axis=0)), extent(dataset.Y))
     if size and size.get("estimate") is None:
         out["survey_size"] = size

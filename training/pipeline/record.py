@@ -15,13 +15,14 @@ def record_stage(s: TrainState) -> None:
     """``s.calibration`` (the guarantee, the scale), ``s.training`` (the run's record), and the model's CRS and
     survey (stage ``scale`` for the scale)."""
     from training.data.site import survey_of
-    from training.figures.survey_scale import survey_scale
+    from training.figures.survey_scale import is_survey, served_areas, survey_scale
     from training.pipeline.floors import floor_labels
 
     model, config = s.model, s.config
     s.calibration = guarantee(s)
     with s.meter.stage("scale"):
-        scale = survey_scale(model, s.dataset, seed=config.seed, size=s.survey_size)
+        areas = served_areas(model, s.dataset, seed=config.seed) if is_survey(s.dataset) else None
+        scale = survey_scale(model, s.dataset, seed=config.seed, size=s.survey_size, areas=areas)
     if scale:
         s.calibration["scale"] = scale
     if model.floors is not None:
@@ -38,7 +39,22 @@ def record_stage(s: TrainState) -> None:
     codes = None if s.floor_classes is None else floor_labels(s.dataset, config.floor_column,
                                                               config.building_column)[1]
     model.crs = s.crs
-    model.survey = survey_of(s.dataset, s.split, codes, seed=config.seed)
+    model.survey = survey_of(s.dataset, s.split, codes, seed=config.seed, **_position_figures(s, areas))
+
+
+def _position_figures(s: TrainState, areas) -> dict:
+    """Each row's served area (where :func:`served_areas` predicted it) and honest centre error (the calibration
+    rows': their centres never saw their positions), NaN elsewhere: what the survey map reads. Empty unless a
+    survey."""
+    if areas is None:
+        return {}
+    import numpy as np
+
+    area, error = np.full(len(s.Y), np.nan), np.full(len(s.Y), np.nan)
+    area[areas[0]] = areas[1]
+    cal = np.asarray(s.split.calibration)
+    error[cal] = np.linalg.norm(s.Y[cal] - s.centers[cal], axis=1)
+    return {"areas": area, "errors": error}
 
 
 def guarantee(s: TrainState) -> dict:
