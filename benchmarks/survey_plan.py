@@ -165,18 +165,24 @@ def start_survey(record: dict):
 
 
 # ---------------------------------------------------------------------------------------------- one survey
-def fit(dataset: str, X: np.ndarray, Y: np.ndarray, names: list[str], seed: int):
-    """``train()`` with defaults on a survey's rows (grouped by position; ``names``: the features', which tell
-    UJIIndoorLoc's WAPs as RSSI): the model and its seconds."""
+def fit(dataset: str, X: np.ndarray, Y: np.ndarray, names: list[str], seed: int, site=None):
+    """``train()`` as ``lmve-train --seed SEED`` trains a survey's rows (its defaults: grouped by position, the RSSI
+    step, ``--centre auto``; ``names``: the features'); with ``site`` (a polygon) ``--calibrate-for site`` over it.
+    The model and its seconds."""
+    from dataclasses import replace
+
     import torch
 
+    from training.commands.train_args import build_parser, config_from_args
     from training.data.datasets import Dataset, group_by_position
-    from training.pipeline import TrainConfig, train
+    from training.pipeline import train
 
     torch.set_num_threads(1)
+    flags = ["--quiet", "--seed", str(seed)] + (["--calibrate-for", "site"] if site is not None else [])
+    config = replace(config_from_args(build_parser("").parse_args(flags)), site_boundary=site, progress=False)
     ds = group_by_position(Dataset(dataset, X, Y, names, ["x", "y"], "-"), auto=True)
     t0 = time.perf_counter()
-    result = train(ds, TrainConfig(seed=seed, centre="auto", progress=False))  # lmve-train's defaults
+    result = train(ds, config)
     return result.model, time.perf_counter() - t0
 
 
@@ -275,14 +281,15 @@ def run(dataset: str, seed: int, strategy: str, data_dir: str | None) -> dict:
     def make() -> dict:
         s = site(dataset, seed, data_dir)
         plan_s = None
-        if strategy == "start":
+        base, _, calibrate_for = strategy.partition("@")
+        if base == "start":
             added = None
-        elif strategy.startswith("plan"):
-            added, plan_s = additions(strategy, s, start_survey(run(dataset, seed, "start", data_dir)), seed)
+        elif base.startswith("plan"):
+            added, plan_s = additions(base, s, start_survey(run(dataset, seed, "start", data_dir)), seed)
         else:
-            added = additions(strategy, s, None, seed)[0]
+            added = additions(base, s, None, seed)[0]
         X, Y, g = survey_rows(s, added)
-        model, train_s = fit(dataset, X, Y, s["names"], seed)
+        model, train_s = fit(dataset, X, Y, s["names"], seed, s["boundary"] if calibrate_for == "site" else None)
         out = {"dataset": dataset, "seed": seed, "start": START, "added": 0 if added is None else ADD,
                "strategy": strategy, "train_s": train_s}
         rows = [{**out, **measure(model, s), "plan_s": plan_s}, {**out, **peer(X, Y, g, s)}]
@@ -359,13 +366,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--variants", default="", help="the plan's other weights to run too (plan-<weight>)")
+    parser.add_argument("--site", action="store_true", help="also retrain every strategy with --calibrate-for site "
+                        "(<strategy>@site; the synthetic site only, whose test positions are uniform over it)")
     args = parser.parse_args(argv)
     runs = [("synthetic", s) for s in (parse_seeds(args.seeds) if args.seeds else [])]
     runs += [(f"uji_b{b}", s) for b in (args.buildings.split(",") if args.buildings else [])
              for s in (parse_seeds(args.uji_seeds) if args.uji_seeds else [])]
     starts = parallel(run, [(d, s, "start", args.data_dir) for d, s in runs], args.jobs, "start surveys")
     strategies = STRATEGIES + tuple(f"plan-{w}" for w in args.variants.split(",") if w)
-    others = parallel(run, [(d, s, st, args.data_dir) for d, s in runs for st in strategies], args.jobs,
+    strategies += tuple(f"{st}@site" for st in STRATEGIES) if args.site else ()
+    others = parallel(run, [(d, s, st, args.data_dir) for d, s in runs for st in strategies
+                            if "@" not in st or d == "synthetic"], args.jobs,
                       "added surveys")
     rows = [r for rec in starts + others for r in rec["rows"]]
     write_rows(RESULTS / "survey_plan.csv", rows, COLUMNS, extra="ignore")

@@ -315,16 +315,54 @@ class SplitConformalCalibrator:
         if self.rule == "group-subsample":
             order = np.random.default_rng(self.random_state).permutation(s.size)
             first = np.unique(codes[order], return_index=True)[1]  # a uniformly random row of each group
-            return self._store(s[order[first]], None, m)
+            return self._store(s[order[first]], None, m, np.arange(m))
         sizes = np.bincount(codes, minlength=m)
-        return self._store(s, 1.0 / (m * sizes[codes]), m)
+        return self._store(s, 1.0 / (m * sizes[codes]), m, codes)
 
-    def _store(self, scores, weights, m: int) -> "SplitConformalCalibrator":
+    def _store(self, scores, weights, m: int, codes=None) -> "SplitConformalCalibrator":
         order = np.argsort(scores, kind="stable")
         self.scores_ = scores[order]
         self.weights_ = None if weights is None else weights[order]
         self._cum = None if weights is None else np.cumsum(self.weights_)
         self.n_calibration_ = int(m)
+        self._codes = None if codes is None else codes[order]  # each stored score's group (a fit's, not stored)
+        return self
+
+    def reweighed(self, group_weights) -> "SplitConformalCalibrator":
+        """This calibrator with its groups weighing ``group_weights`` rather than the same: weighted conformal
+        calibration (each group's weight spread over its rows; the level corrected by ``(m + 1) / m`` as under
+        equal weights, the new group taken to weigh the mean). In place; returns ``self``.
+
+        Parameters
+        ----------
+        group_weights : array-like of shape (m,)
+            Non-negative, not all zero, one per calibration group in the order of its sorted labels (the codes
+            of :func:`group_codes`).
+
+        Returns
+        -------
+        self : SplitConformalCalibrator
+
+        Raises
+        ------
+        InputError
+            Not a grouped fit of this process (a rows calibrator, or one loaded from a bundle), or weights that
+            are not one non-negative number per group.
+        """
+        self._check()
+        codes = getattr(self, "_codes", None)
+        if codes is None:
+            raise InputError("only a grouped calibrator fitted in this process can be reweighed", field="rule",
+                             expected="a group rule, fitted here", received=self.rule)
+        w = np.asarray(group_weights, dtype=np.float64).ravel()
+        m = self.n_calibration_
+        if w.shape != (m,) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise InputError(f"group_weights must be {m} non-negative numbers, not all zero; got shape {w.shape}",
+                             field="group_weights", expected=f"{m} weights >= 0", received=f"shape {w.shape}")
+        sizes = np.bincount(codes, minlength=m)
+        row = w[codes] / sizes[codes]
+        self.weights_ = row / row.sum()
+        self._cum = np.cumsum(self.weights_)
         return self
 
     @classmethod

@@ -128,6 +128,15 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
                         "is scored by a centre and shapes fitted without it and the served model trains on all "
                         "(approximate; far more positions calibrate and train). auto (default): cross-fit when a "
                         "split would calibrate on fewer than 30 positions (docs/guides/guarantee.md)")
+    p.add_argument("--calibrate-for", choices=("survey", "site"), default="survey",
+                   help="a survey grouped by position: whom the guarantee is for. survey (default): a reading at a "
+                        "new position drawn as the surveyed ones were; site: a reading at a position uniform over "
+                        "the site, each calibration position weighted by the share of the site nearest it "
+                        "(approximate; for a survey extended by lmve-plan where its regions were large)")
+    p.add_argument("--site-boundary", type=Path, default=None, metavar="FILE",
+                   help="with --calibrate-for site: the site's polygon in target coordinates (a GeoJSON Polygon, or "
+                        "a CSV of its vertices with the target columns); default: the surveyed positions' convex "
+                        "hull widened by half their spacing")
     p.add_argument("--group-rule", choices=("subsample", "pooled"), default="subsample",
                    help="with groups: one calibration score per group drawn at random (subsample, default: P >= "
                         "coverage at new groups, exactly) or every score with each group weighted equally (pooled: "
@@ -208,6 +217,18 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
     return p
 
 
+def _site_boundary(args):
+    """``--site-boundary`` read (in target coordinates: a GeoJSON Polygon, or a CSV of vertices), or None."""
+    if args.site_boundary is None:
+        return None
+    if args.calibrate_for != "site":
+        raise InputError("--site-boundary is the site of --calibrate-for site", field="--site-boundary",
+                         expected="--calibrate-for site", received=f"--calibrate-for {args.calibrate_for}")
+    from training.commands.plan import read_polygon
+
+    return read_polygon(args.site_boundary, args.targets)
+
+
 def config_from_args(args) -> TrainConfig:
     """The :class:`~training.pipeline.config.TrainConfig` of parsed flags; an :class:`InputError` naming the flag
     when two do not go together or a candidate is unknown. GE and NLE are always fitted (the fallbacks)."""
@@ -228,7 +249,8 @@ def config_from_args(args) -> TrainConfig:
     config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
                          method_params={"lmve": lmve_params}, centre=args.centre or "auto", progress=not args.quiet,
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
-                         calibration_mode=args.calibration,
+                         calibration_mode=args.calibration, calibrate_for=args.calibrate_for,
+                         site_boundary=_site_boundary(args),
                          calibration=None if args.group_rule == "subsample" else "group-pooled",
                          rssi="off" if args.no_rssi else "auto", not_detected=args.not_detected,
                          rssi_floor=args.rssi_floor, rssi_representation=args.rssi_representation,

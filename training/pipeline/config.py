@@ -15,6 +15,8 @@ from training.pipeline.served_volume import check_folds, check_primary, check_to
 
 #: every shape method, in the registry's order
 METHODS = tuple(registry.METHODS)
+#: whom the guarantee is for (TrainConfig.calibrate_for)
+CALIBRATE_FOR = ("survey", "site")
 
 
 @dataclass
@@ -124,6 +126,14 @@ class TrainConfig:
     floor_classifier: str = "auto"
     """The floor classifier: "auto" (the candidate of smallest cross-validated Brier score) or one of
     models.floors.CLASSIFIERS."""
+    calibrate_for: str = "survey"
+    """Whom the guarantee is for (training.pipeline.site_weights): "survey", a reading at a new position drawn as the
+    surveyed ones were (every calibration position weighs the same); "site", a reading at a position uniform over
+    the site (each calibration position weighted by the share of the site nearest it: for a survey whose positions
+    are not spread like its users, e.g. one extended by lmve-plan where the regions were large)."""
+    site_boundary: object = None
+    """With calibrate_for="site": the site's polygon ((v, 2) target coordinates); None: the surveyed positions'
+    convex hull widened by half their spacing."""
     centre_context: dict = field(default_factory=dict, repr=False, compare=False)
     """Set by train(), not by a user: per centre kind, what the train part decided before any centre of that kind
     was fitted (the fingerprint centre's reading space and configuration, training.pipeline.centre); every
@@ -271,6 +281,12 @@ def check_config(config: TrainConfig) -> None:
     from training.calibration.cross_fit import check_mode
 
     check_mode(config.calibration_mode)
+    lookup(CALIBRATE_FOR, config.calibrate_for, "calibrate_for", field="calibrate_for")
+    if config.calibrate_for == "site" and (config.calibrate_across or config.floor_column):
+        raise InputError("calibrate_for='site' weighs a survey's positions; it does not combine with "
+                         f"{'calibrate_across' if config.calibrate_across else 'floor_column'}",
+                         field="calibrate_for", expected="survey with calibrate_across or floor_column",
+                         received="site")
     check_primary(config.primary, config.methods)
     check_folds(config.primary_folds)
     check_tolerance(config.primary_tolerance)

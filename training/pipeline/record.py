@@ -20,6 +20,15 @@ def record_stage(s: TrainState) -> None:
 
     model, config = s.model, s.config
     s.calibration = guarantee(s)
+    if s.site_weights:
+        w = s.site_weights
+        s.calibration["weights"] = w
+        s.calibration["guarantee"] += (f"; each of the {w['positions']} calibration positions weighted by the share of "
+                                       f"the site nearest it ({w['extent']}; {w['effective_positions']:.1f} effective "
+                                       "positions): for a reading at a position uniform over the site, approximate")
+        s.calibration["terms"].update(holds_for="a reading at a position uniform over the site", form="approximate",
+                                      bound=None, bound_of=None)
+        s.calibration["exact"] = False
     with s.meter.stage("scale"):
         areas = served_areas(model, s.dataset, seed=config.seed) if is_survey(s.dataset) else None
         scale = survey_scale(model, s.dataset, seed=config.seed, size=s.survey_size, areas=areas)

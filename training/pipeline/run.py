@@ -113,6 +113,7 @@ class TrainState:
     model: RegionModel | None = None
     metrics: dict = field(default_factory=dict)
     survey_size: dict | None = None
+    site_weights: dict | None = None
     crs: Any = None
     calibration: dict = field(default_factory=dict)
     training: dict = field(default_factory=dict)

@@ -36,6 +36,7 @@ from training.pipeline.config import METHODS, TrainConfig, check_config, check_c
 from training.pipeline.meter import StageMeter
 from training.pipeline.record import record_stage
 from training.pipeline.run import TrainResult, TrainState
+from training.pipeline.site_weights import site_weights_stage
 from training.pipeline.served import choose_served
 
 #: what other modules import from here (the configuration, the split helpers and the centre's figures live in
@@ -81,6 +82,7 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     with _progress(s):
         centre_stage(s)
         methods_stage(s)
+    site_weights_stage(s)
     model_stage(s)
     if s.floor_classes is not None:
         floors_stage(s)

@@ -143,3 +143,47 @@ def test_level_of_inverts_the_quantile():
         q = cal.quantile(eta)
         assert cal.level_of(q) >= eta and cal.level_of(q) - eta < 1 / 20 + 1e-12
     assert cal.level_of(0.5) == 0.0 and cal.level_of(1e9) == pytest.approx(19 / 20)
+
+
+def weighted_quantile(scores, weights, target) -> float:
+    """The smallest score whose cumulative weight (sorted by score) reaches ``target``, by brute force."""
+    order = np.argsort(scores, kind="stable")
+    cum = np.cumsum(np.asarray(weights, dtype=float)[order]) / np.sum(weights)
+    return float(np.asarray(scores)[order][np.flatnonzero(cum >= target - 1e-12)[0]])
+
+
+@pytest.mark.parametrize("rule", ["group-pooled", "group-subsample"])
+def test_reweighed_groups_move_the_threshold_to_the_weighted_quantile(rule):
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(12), rng.integers(1, 6, size=12))
+    scores = rng.exponential(size=groups.size) * (1 + groups)  # later groups score higher
+    cal = SplitConformalCalibrator(rule, random_state=3).fit(scores, groups)
+    same = cal.quantile(0.8)
+    cal.reweighed(np.ones(12))  # equal weights: the rule's own threshold (the k-th smallest for subsample)
+    assert cal.quantile(0.8) == same
+    w = np.linspace(3.0, 0.25, 12)  # the hard groups weigh little
+    cal.reweighed(w)
+    m = 12
+    if rule == "group-pooled":
+        row_w = w[groups] / np.bincount(groups)[groups]
+        want = weighted_quantile(scores, row_w, 0.8 * (m + 1) / m)
+    else:
+        kept = cal.scores_  # one score per group, sorted; their groups' weights in the same order
+        want = weighted_quantile(kept, w[cal._codes], 0.8 * (m + 1) / m)
+    assert cal.quantile(0.8) == want
+    assert cal.quantile(0.8) < same * (1 + 1e-12)
+
+
+def test_only_a_grouped_fit_of_this_process_can_be_reweighed_by_a_weight_per_group():
+    rows = SplitConformalCalibrator("rows").fit(np.arange(10.0))
+    with pytest.raises(InputError, match="only a grouped calibrator") as info:
+        rows.reweighed(np.ones(10))
+    assert info.value.field == "rule"
+    loaded = SplitConformalCalibrator.from_arrays("group-pooled", np.arange(4.0), np.full(4, 0.25), 4, 4)
+    with pytest.raises(InputError, match="only a grouped calibrator"):
+        loaded.reweighed(np.ones(4))
+    cal = SplitConformalCalibrator("group-pooled").fit(np.arange(8.0), np.repeat(np.arange(4), 2))
+    for bad in (np.ones(3), [1, 1, -1, 1], np.zeros(4), [1, np.nan, 1, 1]):
+        with pytest.raises(InputError, match="group_weights must be 4 non-negative numbers") as info:
+            cal.reweighed(bad)
+        assert info.value.field == "group_weights"
