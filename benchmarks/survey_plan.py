@@ -307,6 +307,65 @@ def run(dataset: str, seed: int, strategy: str, data_dir: str | None) -> dict:
     return cached(path, make)
 
 
+# ---------------------------------------------------------------------------------------------- 200 positions
+def cost(seed: int) -> dict:
+    """A 200-position synthetic survey (``make_survey(200, 5, 8)``, its bundle cached): the map and a plan of 30
+    timed in process (the median of 5 after a warm-up; the bundle loaded), ``lmve-plan --add 30`` timed end to
+    end in a fresh process (its imports included) and whether it imported torch, and the map's error against
+    600 uniform test positions, cell by cell (as ``map_error``)."""
+    import subprocess
+    import sys
+
+    def make() -> dict:
+        from models.bundle import load_bundle
+        from models.survey_map import survey_map
+        from models.survey_plan import plan
+        from training.data.synthetic import make_new_positions, make_survey
+
+        X, Y, _, _, names, _ = make_survey(n_points=200, readings=READINGS, n_beacons=BEACONS, seed=seed)
+        site = synthetic_site(seed)
+        path = CACHE / "cost" / f"seed{seed:03d}" / "bundle"
+        if not (path / "manifest.json").is_file():
+            from training.commands.train_args import build_parser, config_from_args
+            from training.data.datasets import Dataset, group_by_position
+            from training.pipeline import train
+
+            config = config_from_args(build_parser("").parse_args(["--quiet", "--seed", str(seed)]))
+            train(group_by_position(Dataset("survey200", X, Y, names, ["x", "y"], "-"), auto=True), config).save(path)
+        model = load_bundle(path)
+        seconds = []
+        for _ in range(6):
+            t0 = time.perf_counter()
+            plan(survey_map(model.survey, method=model.primary_method), ADD, seed=seed)
+            seconds.append(time.perf_counter() - t0)
+        code = ("import sys, time; t0 = time.perf_counter(); from training.commands.plan import main; "
+                f"main(['--bundle', {str(path)!r}, '--add', '{ADD}', '--out', {str(path.parent / 'plan.csv')!r}]); "
+                "print(time.perf_counter() - t0, 'torch' in sys.modules)")
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t0
+        inside, torch = done.stdout.strip().splitlines()[-1].split()
+        Xt, Yt, gt, _ = make_new_positions(NEW_POSITIONS, READINGS, BEACONS, survey_seed=seed, seed=7)
+        regions = model.predict_region(Xt, typicality=False).regions
+        return {"seed": seed, "positions": len(model.survey.positions), "method": model.primary_method,
+                "map_plan_s": float(np.median(seconds[1:])), "command_s": wall, "command_inside_s": float(inside),
+                "torch_imported": torch == "True", "map_error": map_error(model, site, regions.volume(), Yt, gt),
+                "map_loo": survey_map(model.survey).accuracy["area"]["median_abs_rel_error"]}
+
+    return cached(CACHE / "cost" / f"seed{seed:03d}.json", make)
+
+
+def cost_table(costs: list[dict]) -> list[str]:
+    lines = ["| seed | positions | served | map + plan of 30, in process (s) | "
+             "`lmve-plan --add 30`, whole command (s) | torch imported | map error (cells) | map's own estimate |",
+             "|---:|---:|---|---:|---:|---|---:|---:|"]
+    for c in costs:
+        lines.append(f"| {c['seed']} | {c['positions']} | {c['method']} | {c['map_plan_s']:.3f} | "
+                     f"{c['command_s']:.2f} | {'yes' if c['torch_imported'] else 'no'} | {_num(c['map_error'])} | "
+                     f"{_num(c['map_loo'])} |")
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------- the tables
 def means(rows: list[dict], dataset: str, strategy: str, model: str) -> dict | None:
     """Means over seeds of one (dataset, strategy, model)."""
@@ -368,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="", help="the plan's other weights to run too (plan-<weight>)")
     parser.add_argument("--site", action="store_true", help="also retrain every strategy with --calibrate-for site "
                         "(<strategy>@site; the synthetic site only, whose test positions are uniform over it)")
+    parser.add_argument("--cost-seeds", default="0-2", help="seeds of the 200-position survey timed and mapped")
     args = parser.parse_args(argv)
     runs = [("synthetic", s) for s in (parse_seeds(args.seeds) if args.seeds else [])]
     runs += [(f"uji_b{b}", s) for b in (args.buildings.split(",") if args.buildings else [])
@@ -379,8 +439,9 @@ def main(argv: list[str] | None = None) -> int:
                             if "@" not in st or d == "synthetic"], args.jobs,
                       "added surveys")
     rows = [r for rec in starts + others for r in rec["rows"]]
+    costs = [cost(seed) for seed in (parse_seeds(args.cost_seeds) if args.cost_seeds else [])]
     write_rows(RESULTS / "survey_plan.csv", rows, COLUMNS, extra="ignore")
-    write_text(RESULTS / "survey_plan.md", "\n".join(report(rows, argv)) + "\n")
+    write_text(RESULTS / "survey_plan.md", "\n".join(report(rows, argv, costs)) + "\n")
     print("\n".join(table(rows)))
     return 0
 
@@ -408,9 +469,16 @@ DESCRIPTION = ("Per site and seed a survey of 30 positions is trained with lmve-
                "`benchmarks/cache/survey_plan/`.")
 
 
-def report(rows: list[dict], argv) -> list[str]:
-    return ["## Where to survey next: the plan against random and grid additions", "",
-            f"Command: `{command('survey_plan', argv)}` at commit `{commit()}`. {DESCRIPTION}", "", *table(rows)]
+def report(rows: list[dict], argv, costs: list[dict] = ()) -> list[str]:
+    out = ["## Where to survey next: the plan against random and grid additions", "",
+           f"Command: `{command('survey_plan', argv)}` at commit `{commit()}`. {DESCRIPTION}", "", *table(rows)]
+    if costs:
+        out += ["", "### The map and the plan on a 200-position survey", "",
+                "`make_survey(200, readings=5, n_beacons=8, seed)` trained as lmve-train trains it; the map and a plan "
+                "of 30 from the loaded bundle; the command in a fresh Python process (imports, reading the bundle, "
+                "writing the CSV); the map's error against 600 uniform test positions, cell by cell.", "",
+                *cost_table(costs)]
+    return out
 
 
 if __name__ == "__main__":

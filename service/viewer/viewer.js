@@ -156,7 +156,8 @@ async function drawMap() {
   legend.hidden = true;
   document.body.dataset.mapCells = "0";
   document.body.dataset.planDrawn = "0";
-  if (!$("survey-map").checked || !view.model) return;
+  const field = $("survey-map").value;  // "area", "error" or "" (off)
+  if (!field || !view.model) return;
   const add = Math.max(0, Math.floor(Number($("plan").value) || 0));
   const chosen = $("floor").value;
   const labels = (view.survey.floor_labels || []).map(floorText);
@@ -168,16 +169,21 @@ async function drawMap() {
     if (err.status === 409) { status(err.message, false); return; }
     throw err;
   }
-  const areas = map.features.filter((f) => f.properties.kind === "cell").map((f) => f.properties.expected_area_m2);
-  const lo = Math.log(Math.min(...areas)), hi = Math.log(Math.max(...areas));
+  const key = field === "error" ? "expected_error_m" : "expected_area_m2";
+  const values = map.features.filter((f) => f.properties.kind === "cell" && f.properties[key] !== null)
+    .map((f) => f.properties[key]);
+  if (!values.length) { status(`this bundle keeps no ${field === "error" ? "centre errors" : "areas"} to map`, false); return; }
+  const lo = Math.log(Math.min(...values)), hi = Math.log(Math.max(...values));
+  const flat = hi - lo < 1e-6;  // one value everywhere (a global shape): one colour, not rounding noise
   widen(map.features.filter((f) => f.properties.kind === "cell").flatMap((f) => f.geometry.coordinates[0].map(toXY)));
   let drawn = 0;
   for (const f of map.features) {
     const p = f.properties;
     if (p.kind === "cell") {
-      const t = hi > lo ? (Math.log(p.expected_area_m2) - lo) / (hi - lo) : 0.5;
+      const t = flat || p[key] === null ? 0.5 : (Math.log(p[key]) - lo) / (hi - lo);
       const points = f.geometry.coordinates[0].map((c) => toXY(c).join(",")).join(" ");
-      const cell = el("polygon", { points: points, fill: ramp(t), "data-area": p.expected_area_m2 }, cells);
+      const cell = el("polygon", { points: points, fill: ramp(t), "data-area": p.expected_area_m2,
+        "data-error": p.expected_error_m }, cells);
       el("title", {}, cell).textContent = `expected area ${p.expected_area_m2.toPrecision(3)}` +
         (p.expected_error_m === null ? "" : `, centre error ${p.expected_error_m.toPrecision(3)}`);
       drawn += 1;
@@ -194,11 +200,14 @@ async function drawMap() {
       String(f.properties.order);
   }
   const unit = view.survey.display.unit || "target units";
-  const loo = map.accuracy.area.median_abs_rel_error;
-  legend.replaceChildren(`expected ${map.method} area: ${Math.exp(lo).toPrecision(3)}`, Object.assign(
-    document.createElement("span"), { className: "ramp" }), `${Math.exp(hi).toPrecision(3)} ${unit}²` +
+  const loo = map.accuracy[field].median_abs_rel_error;
+  const what = field === "error" ? "centre error" : `${map.method} area`, power = field === "error" ? "" : "\u00b2";
+  const length = walk ? walk.properties.length_m.toPrecision(3) : 0;
+  legend.replaceChildren(`expected ${what}: ${Math.exp(lo).toPrecision(3)}`, Object.assign(
+    document.createElement("span"), { className: "ramp" }), `${Math.exp(hi).toPrecision(3)} ${unit}${power}` +
+    (flat ? " (the same everywhere: the served shape is global)" : "") +
     (loo === null ? "" : ` (interpolated; ${(100 * loo).toFixed(0)} % median error at positions left out)`) +
-    (proposals.length ? `; ${proposals.length} positions to survey next, walk ${walk ? walk.properties.length_m.toPrecision(3) : 0} ${unit}` : ""));
+    (proposals.length ? `; ${proposals.length} positions to survey next, walk ${length} ${unit}` : ""));
   legend.hidden = false;
   document.body.dataset.mapCells = String(drawn);
   document.body.dataset.planDrawn = String(proposals.length);

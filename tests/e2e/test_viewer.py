@@ -245,7 +245,7 @@ def test_the_viewer_says_when_the_key_is_refused(served, browser):
 
 
 @pytest.mark.slow
-def test_the_survey_map_layer_draws_the_cells_and_the_plan_in_walking_order(served, browser):
+def test_the_survey_map_layer_draws_the_cells_and_the_plan_in_walking_order(served, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -259,17 +259,25 @@ def test_the_survey_map_layer_draws_the_cells_and_the_plan_in_walking_order(serv
     plan = browser.find_element(By.ID, "plan")
     plan.clear()
     plan.send_keys("6")
-    browser.find_element(By.ID, "survey-map").click()
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element(By.ID, "survey-map")).select_by_value("error")
     doc = served.get("/models/site/survey-map", params={"coordinates": "plane", "add": 6}).json()
     cells = [f for f in doc["features"] if f["properties"]["kind"] == "cell"]
     WebDriverWait(browser, 30).until(lambda d: body(d).get_attribute("data-map-cells") == str(len(cells))
                                      and body(d).get_attribute("data-plan-drawn") == "6")
     drawn = browser.execute_script("""return [...document.querySelectorAll('#cells polygon')].map(p => ({
-        area: Number(p.dataset.area), fill: getComputedStyle(p).fill}));""")
-    areas = [c["properties"]["expected_area_m2"] for c in cells]
-    assert [d["area"] for d in drawn] == pytest.approx(areas)
-    largest, smallest = drawn[int(np.argmax(areas))]["fill"], drawn[int(np.argmin(areas))]["fill"]
-    assert largest != smallest  # red against blue: the ramp's two ends
+        area: Number(p.dataset.area), error: Number(p.dataset.error), fill: getComputedStyle(p).fill}));""")
+    assert [d["area"] for d in drawn] == pytest.approx([c["properties"]["expected_area_m2"] for c in cells])
+    errors = [c["properties"]["expected_error_m"] for c in cells]
+    assert [d["error"] for d in drawn] == pytest.approx(errors)
+    fills = {d["fill"] for d in drawn}
+    import colorsys
+
+    rgb = lambda hue: "rgb({}, {}, {})".format(*(round(255 * c) for c in colorsys.hls_to_rgb(hue / 360, 0.52, 0.72)))  # noqa: E731
+    assert drawn[int(np.argmax(errors))]["fill"] == rgb(0)  # the ramp's red end (service/viewer/viewer.js: ramp)
+    assert drawn[int(np.argmin(errors))]["fill"] == rgb(220)  # its blue end
+    assert len(fills) > 10
     # the plan's numbered positions where the route puts them, in the drawing's coordinates
     origin = [float(v) for v in browser.find_element(By.ID, "map").get_attribute("data-origin").split(",")]
     circles = browser.execute_script("""return [...document.querySelectorAll('#plan-layer circle')].map(c =>
@@ -279,11 +287,13 @@ def test_the_survey_map_layer_draws_the_cells_and_the_plan_in_walking_order(serv
     np.testing.assert_allclose(circles, np.column_stack([P[:, 0] - origin[0], -(P[:, 1] - origin[1])]), atol=1e-3)
     assert labels == ["1", "2", "3", "4", "5", "6"]
     legend = browser.find_element(By.ID, "map-legend").text
-    assert "expected" in legend and "6 positions to survey next" in legend
+    assert "expected centre error" in legend and "6 positions to survey next" in legend
+    shot = Path(os.environ.get("LMVE_VIEWER_MAP_SCREENSHOT") or tmp_path / "viewer-survey-map.png")
+    shot.write_bytes(browser.get_screenshot_as_png())
     # a bundle without a map says so and draws nothing
     browser.get(f"{base}/viewer?model=floors#key={KEY}")
     WebDriverWait(browser, 60).until(lambda d: body(d).get_attribute("data-state") == "drawn")
-    browser.find_element(By.ID, "survey-map").click()
+    Select(browser.find_element(By.ID, "survey-map")).select_by_value("area")
     WebDriverWait(browser, 30).until(lambda d: "retrain" in d.find_element(By.ID, "status").text)
     assert browser.execute_script("return document.querySelectorAll('#cells polygon').length") == 0
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"

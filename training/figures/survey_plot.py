@@ -33,7 +33,9 @@ def plot_survey_map(path: Path, smap, plan=None, target_names=("x", "y"), title:
         values = getattr(smap, field)
         ok = np.isfinite(values) & (values > 0)
         lo, hi = (float(values[ok].min()), float(values[ok].max())) if ok.any() else (1.0, 1.0)
-        norm = LogNorm(lo, hi) if field == "expected_area" and hi > lo else Normalize(lo, hi if hi > lo else lo + 1)
+        flat = hi <= lo * (1 + 1e-6)  # a global shape: one value everywhere, not rounding noise in colour
+        norm = (Normalize(0.9 * lo, 1.1 * hi) if flat else LogNorm(lo, hi) if field == "expected_area"
+                else Normalize(lo, hi))
         cells = PolyCollection(rings[ok], array=values[ok], cmap="viridis", norm=norm, edgecolors="none")
         ax.add_collection(cells)
         fig.colorbar(cells, ax=ax, shrink=0.8, label=words + (" (target units squared)" if field == "expected_area"
