@@ -14,11 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from models.bundle import MANIFEST, REPOSITORY_MANIFEST
 from models.exceptions import InputError
-from training.data import tables
-from training.data.datasets import hash_files
-from training.figures.walk import GroupBy, Walk
+
+if TYPE_CHECKING:  # types only: opening a bundle needs neither pandas nor the walk's figures (lmve-plan)
+    from training.figures.walk import GroupBy, Walk
 
 #: rows read per partition of a walk
 WALK_ROWS = 65536
@@ -77,6 +79,10 @@ def read_walk(path: Path, model, group_by: list[GroupBy] = ()) -> Walk:
     """A labelled walk read with ``model``'s column names (:mod:`training.data.tables` names a missing column, and a bad
     cell's column and line); a floor bundle's walk needs its floor (and building) columns: its guarantee, and so
     its evaluation and recalibration, are joint."""
+    from training.data import tables
+    from training.data.datasets import hash_files
+    from training.figures.walk import Walk
+
     path = Path(path)
     fmt = tables.table_format(path, "--csv")
     names = tables.header(path, fmt)
