@@ -210,7 +210,8 @@ def survey_map(survey, *, boundary=None, margin: float | None = None, cells: int
     """The survey map of a bundle's ``survey`` (:class:`models.survey.Survey` with ``areas``): a grid of about
     ``cells`` cells along the longer side over the hull of its positions widened by ``margin`` (default half
     the :func:`spacing`), or over ``boundary`` (v, 2); ``floor``: only the positions of that floor code (a floor
-    bundle). Raises :class:`InputError` when the survey keeps no per-position areas (retrain) or is too small."""
+    bundle; refused for a survey without floors). Raises :class:`InputError` when the survey keeps no
+    per-position areas (retrain), is too small, or has no such floor."""
     if survey is None or survey.areas is None:
         raise InputError("the bundle keeps no per-position region areas (trained before the survey map): retrain it "
                          "to map it", field="bundle", expected="a bundle with survey areas", received="none")
@@ -218,9 +219,10 @@ def survey_map(survey, *, boundary=None, margin: float | None = None, cells: int
         raise InputError(f"cells must be an integer in [2, 400]; got {cells!r}", field="cells",
                          expected="2 <= cells <= 400", received=repr(cells))
     keep = np.ones(len(survey.positions), bool) if floor is None or survey.floors is None else survey.floors == floor
-    if not keep.any():
-        raise InputError(f"no surveyed position is on floor {floor}", field="floor",
-                         expected="a floor code of the survey", received=repr(floor))
+    if floor is not None and not (survey.floors is not None and keep.any()):
+        raise InputError(f"floor {floor} is not a floor code of this survey", field="floor",
+                         expected="a floor code of the survey" if survey.floors is not None
+                         else "no floor (the bundle has none)", received=str(floor))
     P = survey.positions[keep][:, :2]
     h = spacing(P)
     extent = Extent.of_polygon(boundary) if boundary is not None else Extent.of_survey(P, 0.5 * h if margin is None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models._validation import lookup
 from models.exceptions import InputError
 from models.survey_map import SurveyMap, interpolate
 
@@ -54,9 +55,7 @@ class Plan:
 def demand(smap: SurveyMap, weight: str = "error-area") -> np.ndarray:
     """(c,) each map cell's demand under ``weight`` (:data:`WEIGHTS`); where the bundle kept no honest error,
     ``error-area`` falls back to ``area``."""
-    if weight not in WEIGHTS:
-        raise InputError(f"weight must be one of {', '.join(WEIGHTS)}; got {weight!r}", field="weight",
-                         expected=" | ".join(WEIGHTS), received=repr(weight))
+    lookup(WEIGHTS, weight, "weight")
     if weight == "uniform":
         return np.ones(len(smap.centres))
     area = np.nan_to_num(smap.expected_area, nan=float(np.nanmedian(smap.expected_area)))

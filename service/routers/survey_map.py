@@ -12,7 +12,6 @@ from __future__ import annotations
 import anyio
 from fastapi import APIRouter, Query
 
-from models.exceptions import InputError
 from service.deps import CurrentModel
 from service.error_handlers import FastJSONResponse
 from service.exceptions import APIError
@@ -37,22 +36,14 @@ def survey_map_collection(model, cells: int, floor: int | None, add: int, seed: 
     if survey is None or survey.areas is None:
         raise APIError(409, "No survey map", "this bundle keeps no per-position region areas (not a survey grouped "
                        "by position, or trained before the survey map): retrain it with lmve-train to map it")
-    if floor is not None and (survey.floors is None or floor not in set(survey.floors.tolist())):
-        raise APIError(422, "Invalid input", f"floor {floor} is not a floor code of this survey", field="floor",
-                       expected="a floor code of GET /models/{name}/survey" if survey.floors is not None
-                       else "no floor (the bundle has none)", received=str(floor))
     smap = survey_map(survey, cells=cells, floor=floor, method=model.primary_method)
     chosen = plan(smap, add, seed=seed) if add else None
     return feature_collection(smap, model.crs, chosen, plane=plane)
 
 
 async def _answer(loaded, cells: int, floor: int | None, add: int, seed: int, coordinates: str):
-    try:
-        out = await anyio.to_thread.run_sync(survey_map_collection, loaded.model, cells, floor, add, seed,
-                                             coordinates == "plane")
-    except InputError as exc:
-        raise APIError(422, "Invalid input", str(exc), field=exc.field, expected=exc.expected,
-                       received=exc.received) from None
+    out = await anyio.to_thread.run_sync(survey_map_collection, loaded.model, cells, floor, add, seed,
+                                         coordinates == "plane")  # an InputError: 422, as every route answers it
     return FastJSONResponse({"model": loaded.name, "bundle_id": loaded.version, **out}, media_type=MEDIA_TYPE)
 
 
