@@ -428,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", action="store_true", help="also retrain every strategy with --calibrate-for site "
                         "(<strategy>@site; the synthetic site only, whose test positions are uniform over it)")
     parser.add_argument("--cost-seeds", default="0-2", help="seeds of the 200-position survey timed and mapped")
+    parser.add_argument("--out", default="survey_plan", help="the results' stem under benchmarks/results/ (a "
+                        "partial run, e.g. of --variants, written to variants/survey_plan/<name> keeps the main one)")
     args = parser.parse_args(argv)
     runs = [("synthetic", s) for s in (parse_seeds(args.seeds) if args.seeds else [])]
     runs += [(f"uji_b{b}", s) for b in (args.buildings.split(",") if args.buildings else [])
@@ -440,8 +442,9 @@ def main(argv: list[str] | None = None) -> int:
                       "added surveys")
     rows = [r for rec in starts + others for r in rec["rows"]]
     costs = [cost(seed) for seed in (parse_seeds(args.cost_seeds) if args.cost_seeds else [])]
-    write_rows(RESULTS / "survey_plan.csv", rows, COLUMNS, extra="ignore")
-    write_text(RESULTS / "survey_plan.md", "\n".join(report(rows, argv, costs)) + "\n")
+    (RESULTS / args.out).parent.mkdir(parents=True, exist_ok=True)
+    write_rows(RESULTS / f"{args.out}.csv", rows, COLUMNS, extra="ignore")
+    write_text(RESULTS / f"{args.out}.md", "\n".join(report(rows, argv, costs)) + "\n")
     print("\n".join(table(rows)))
     return 0
 
