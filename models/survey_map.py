@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models._validation import check_matrix
 from models.exceptions import InputError
 
 #: the grid's cells along the extent's longer side, by default
@@ -70,10 +71,7 @@ class Extent:
     @classmethod
     def of_polygon(cls, vertices) -> "Extent":
         """A boundary polygon (simple, in target units, either orientation; a closing vertex is dropped)."""
-        V = np.asarray(vertices, dtype=np.float64)
-        if V.ndim != 2 or V.shape[1] != 2 or not np.isfinite(V).all():
-            raise InputError(f"a boundary is (v, 2) finite target coordinates; got shape {V.shape}",
-                             field="boundary", expected="(v, 2) finite coordinates", received=str(V.shape))
+        V = check_matrix(vertices, "boundary", n_columns=2, describe="target coordinates")
         if len(V) > 1 and np.array_equal(V[0], V[-1]):
             V = V[:-1]
         if len(V) < 3 or abs(_signed_area(V)) == 0:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models._validation import lookup
+from models._validation import check_matrix, lookup
 from models.exceptions import InputError
 from models.survey_map import SurveyMap, interpolate
 
@@ -76,10 +76,7 @@ def plan(smap: SurveyMap, add: int, *, candidates=None, seed: int = 0, weight: s
     if candidates is None:
         C = smap.centres + rng.uniform(-0.5, 0.5, size=smap.centres.shape) * smap.cell
     else:
-        C = np.asarray(candidates, dtype=np.float64)
-        if C.ndim != 2 or C.shape[1] != 2 or not np.isfinite(C).all():
-            raise InputError(f"candidates are (m, 2) finite target coordinates; got shape {C.shape}",
-                             field="candidates", expected="(m, 2) finite coordinates", received=str(C.shape))
+        C = check_matrix(candidates, "candidates", n_columns=2, describe="target coordinates")
     offered, inside = len(C), smap.extent.contains(C)
     _, first = np.unique(C[inside], axis=0, return_index=True)  # a position offered twice is one candidate
     origin = np.flatnonzero(inside)[np.sort(first)]

@@ -58,6 +58,9 @@ def test_a_boundary_polygon_is_non_convex_and_either_orientation():
     with pytest.raises(InputError, match="3 or more vertices") as info:
         Extent.of_polygon([[0, 0], [1, 1]])
     assert info.value.field == "boundary"
+    with pytest.raises(InputError, match="boundary\\[2\\] has 3 values, but expected 2") as info:
+        Extent.of_polygon([[0, 0], [1, 0], [1, 1, 5]])
+    assert info.value.field == "boundary[2]"
     with pytest.raises(InputError, match="span no area"):
         Extent.of_survey([[0, 0], [1, 1], [2, 2]], 1.0)
 

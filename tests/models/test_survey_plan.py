@@ -97,6 +97,9 @@ def test_bad_requests_are_refused_by_name():
     with pytest.raises(InputError, match="weight must be one of") as info:
         plan(m, 3, weight="most")
     assert info.value.field == "weight"
-    with pytest.raises(InputError, match="candidates are") as info:
+    with pytest.raises(InputError, match="candidates has 3 columns, but expected 2") as info:
         plan(m, 3, candidates=np.zeros((4, 3)))
     assert info.value.field == "candidates"
+    with pytest.raises(InputError, match="first at row 1") as info:
+        plan(m, 3, candidates=[[1.0, 2.0], [np.nan, 3.0]])
+    assert info.value.field == "candidates[1][0]"

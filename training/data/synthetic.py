@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from models._validation import check_matrix
 from models.exceptions import InputError
 
 FLOOR = (40.0, 25.0)
@@ -122,10 +123,7 @@ def survey_at(points, readings: int = 20, n_beacons: int = 16, n_devices: int = 
     """Readings at the given ``points`` (m, 2) metres of the floor, ``readings`` at each, read by the devices of
     :func:`make_survey` ``(..., seed=survey_seed)`` through its beacons: a walk to positions someone chose (a survey
     plan's). Returns ``(X, Y, point_id, device_id)``."""
-    P = np.asarray(points, dtype=np.float64)
-    if P.ndim != 2 or P.shape[1] != 2 or not np.isfinite(P).all():
-        raise InputError(f"points are (m, 2) finite metres; got shape {P.shape}", field="points",
-                         expected="(m, 2) finite", received=str(P.shape))
+    P = check_matrix(points, "points", n_columns=2, describe="metres on the floor")
     if readings < 1 or n_beacons < 1 or n_devices < 1:
         raise InputError(f"readings, n_beacons and n_devices must be positive; got {readings}, {n_beacons}, "
                          f"{n_devices}")

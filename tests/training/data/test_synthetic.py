@@ -62,3 +62,18 @@ def test_new_positions_are_fresh_positions_of_the_same_site():
     assert (np.abs(Yg - surveyed) <= 0.6 * cell + 0.01).all()
     with pytest.raises(InputError, match="where must be 'floor' or 'grid'"):
         make_new_positions(5, 1, where="walls")
+
+
+def test_readings_at_chosen_points_are_taken_there_and_bad_points_are_refused_by_row():
+    from training.data.synthetic import survey_at
+
+    P = np.array([[1.0, 2.0], [30.5, 20.25]])
+    X, Y, point, device = survey_at(P, readings=3, n_beacons=8, survey_seed=0, seed=1)
+    assert X.shape == (6, 8) and np.array_equal(point, [0, 0, 0, 1, 1, 1])
+    assert np.array_equal(Y, P[point]) and ((device >= 0) & (device < 5)).all()
+    assert np.array_equal(X, survey_at(P, readings=3, n_beacons=8, survey_seed=0, seed=1)[0])
+    with pytest.raises(InputError, match="first at row 1") as info:
+        survey_at([[1.0, 2.0], [np.inf, 3.0]])
+    assert info.value.field == "points[1][0]"
+    with pytest.raises(InputError, match="points has 3 columns, but expected 2"):
+        survey_at(np.zeros((2, 3)))
