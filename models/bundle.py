@@ -315,6 +315,32 @@ def write_atomic(path: Path, files: dict[str, bytes]) -> None:
         raise
 
 
+def write_file_atomic(path: Path, data: bytes) -> None:
+    """Write one file through a temporary sibling, flushed to disk, then renamed over ``path``.
+
+    A failure at any point removes the temporary file and leaves ``path`` as it was.
+
+    Parameters
+    ----------
+    path : Path
+        The file to write (its folder is made); an existing one is replaced.
+    data : bytes
+        The file's contents.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 # ------------------------------------------------------------------------------ read
 def read_manifest(path, schema_version: int = SCHEMA_VERSION) -> dict:
     """Read and check a bundle's ``manifest.json``.

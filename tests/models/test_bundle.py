@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.bundle import SCHEMA_VERSION, load_bundle, read_manifest, save_bundle
+from models.bundle import SCHEMA_VERSION, load_bundle, read_manifest, save_bundle, write_file_atomic
 from models.exceptions import BundleError
 
 
@@ -108,6 +108,17 @@ def test_overwrite_replaces_atomically(trained_synthetic, copy_of):
     save_bundle(trained_synthetic[0].model, copy_of, dataset={"name": "again"})
     assert read_manifest(copy_of)["dataset"]["name"] == "again"
     assert [p.name for p in copy_of.parent.iterdir()] == ["bundle"]
+
+
+def test_a_single_file_is_replaced_whole_or_left_as_it_was(tmp_path):
+    path = tmp_path / "deep" / "plan.csv"
+    write_file_atomic(path, b"x,y\n1,2\n")
+    write_file_atomic(path, b"x,y\n3,4\n")
+    assert path.read_bytes() == b"x,y\n3,4\n"
+    with pytest.raises(TypeError):  # fails inside the write, after the temporary file exists
+        write_file_atomic(path, "not bytes")
+    assert path.read_bytes() == b"x,y\n3,4\n"
+    assert [p.name for p in path.parent.iterdir()] == ["plan.csv"]
 
 
 @pytest.mark.slow

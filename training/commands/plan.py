@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    from models.bundle import write_file_atomic
     from models.survey_geojson import feature_collection
     from models.survey_map import survey_map
     from models.survey_plan import plan
@@ -80,7 +81,7 @@ def _run(args) -> int:
                         f"next, in walking order ({model.primary_method} regions)")
         files[args.plot] = buf.getvalue()
     for path, data in files.items():
-        write_atomic(path, data)
+        write_file_atomic(path, data)
     unit = "target units" if crs is None else f"target units ({crs.to_manifest()['unit']} x {crs.scale:g})"
     print(f"{len(chosen.positions)} positions to survey next, walk {chosen.walk_length:.4g} {unit}: they cover "
           f"{100 * chosen.gain.sum():.0f} % of the map's weight the survey leaves uncovered"
@@ -188,23 +189,6 @@ def _numbers(path: Path, flag: str, columns: list[str], rows: list[list[str]]) -
         raise InputError(f"{flag} {path}: every coordinate must be finite", field=flag, expected="finite numbers",
                          received="inf or nan")
     return out
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """``data`` at ``path`` through a temporary file in the same folder, renamed into place."""
-    import os
-    import tempfile
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 if __name__ == "__main__":

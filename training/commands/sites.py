@@ -17,15 +17,13 @@ written atomically; a model that fails leaves the others.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from models.bundle import REPOSITORY_MANIFEST
+from models.bundle import REPOSITORY_MANIFEST, write_file_atomic
 from models.exceptions import InputError, LMVEError
 from training.data.datasets import Dataset, subset
 
@@ -84,11 +82,7 @@ def _is_number(text: str) -> bool:
 
 def write_manifest(out: Path, manifest: dict) -> Path:
     """``out/repository.json``, written to a temporary file first and renamed over the old one."""
-    out.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".repository-", suffix=".json", dir=out)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(manifest, fh, indent=2)
-    os.replace(tmp, out / REPOSITORY_MANIFEST)
+    write_file_atomic(out / REPOSITORY_MANIFEST, json.dumps(manifest, indent=2).encode())
     return out / REPOSITORY_MANIFEST
 
 
