@@ -70,7 +70,7 @@ def synthetic_site(seed: int) -> dict:
 
 def uji_site(building: int, seed: int, data_dir: str | None) -> dict:
     """Building ``building`` of UJIIndoorLoc: start units, candidate units, test units."""
-    from models.survey_map import Extent, spacing
+    from models.survey_map import Extent
     from training.data.datasets import load_dataset
 
     full = load_dataset("indoor_localization", data_dir)
@@ -82,7 +82,7 @@ def uji_site(building: int, seed: int, data_dir: str | None) -> dict:
     start, rest = order[:START], order[START:]
     pool, test = rest[: len(rest) // 2], rest[len(rest) // 2:]
     xy = keys[:, :2]
-    boundary = Extent.of_survey(xy, 0.5 * spacing(xy)).polygon
+    boundary = Extent.of_survey(xy).polygon
 
     def readings(units):
         take = np.isin(unit, units)

@@ -29,6 +29,8 @@ from models.exceptions import InputError
 
 #: the grid's cells along the extent's longer side, by default
 CELLS = 40
+#: the site's default margin beyond the surveyed positions' hull, in survey spacings (:func:`spacing`)
+MARGIN = 0.5
 #: neighbours each interpolated value draws on (the kernel's weight beyond is below exp(-8) at the spacing's width)
 NEIGHBOURS = 32
 
@@ -55,11 +57,13 @@ class Extent:
     margin: float
 
     @classmethod
-    def of_survey(cls, positions, margin: float) -> "Extent":
-        """The convex hull of ``positions`` with each edge moved ``margin`` outwards (its corners bevelled)."""
+    def of_survey(cls, positions, margin: float | None = None) -> "Extent":
+        """The convex hull of ``positions`` with each edge moved ``margin`` outwards (its corners bevelled; default
+        :data:`MARGIN` times their :func:`spacing`)."""
         from scipy.spatial import ConvexHull, QhullError
 
         P = np.unique(np.asarray(positions, dtype=np.float64), axis=0)
+        margin = MARGIN * spacing(P) if margin is None else margin
         try:
             hull = P[ConvexHull(P).vertices]  # counter-clockwise
         except (QhullError, ValueError):
@@ -85,6 +89,15 @@ class Extent:
         if self.convex:
             return (_edge_distances(self.polygon, P) <= 1e-9 * self.size).all(axis=1)
         return _inside(self.polygon, P)
+
+    def cells(self, step: float) -> np.ndarray:
+        """(g, 2) the centres of the square cells ``step`` wide tiling the polygon's bounding box from its lower
+        corner that lie inside."""
+        lo, hi = self.polygon.min(axis=0), self.polygon.max(axis=0)
+        nx, ny = np.maximum(np.ceil((hi - lo) / step).astype(int), 1).tolist()
+        gx, gy = lo[0] + (np.arange(nx) + 0.5) * step, lo[1] + (np.arange(ny) + 0.5) * step
+        G = np.stack(np.meshgrid(gx, gy), axis=-1).reshape(-1, 2)
+        return G[self.contains(G)]
 
     @property
     def size(self) -> float:
@@ -139,10 +152,7 @@ def site_shares(positions, extent: Extent, points: int = 40_000) -> np.ndarray:
 
     P = np.asarray(positions, dtype=np.float64)
     lo, hi = extent.polygon.min(axis=0), extent.polygon.max(axis=0)
-    step = float(np.sqrt(np.prod(hi - lo) / points))
-    gx, gy = np.arange(lo[0] + step / 2, hi[0], step), np.arange(lo[1] + step / 2, hi[1], step)
-    G = np.stack(np.meshgrid(gx, gy), axis=-1).reshape(-1, 2)
-    G = G[extent.contains(G)]
+    G = extent.cells(float(np.sqrt(np.prod(hi - lo) / points)))
     if not len(G):
         return np.full(len(P), 1.0 / len(P))
     return np.bincount(cKDTree(P).query(G)[1], minlength=len(P)) / len(G)
@@ -206,10 +216,10 @@ class SurveyMap:
 def survey_map(survey, *, boundary=None, margin: float | None = None, cells: int = CELLS,
                floor: int | None = None, method: str | None = None) -> SurveyMap:
     """The survey map of a bundle's ``survey`` (:class:`models.survey.Survey` with ``areas``): a grid of about
-    ``cells`` cells along the longer side over the hull of its positions widened by ``margin`` (default half
-    the :func:`spacing`), or over ``boundary`` (v, 2); ``floor``: only the positions of that floor code (a floor
-    bundle; refused for a survey without floors). Raises :class:`InputError` when the survey keeps no
-    per-position areas (retrain), is too small, or has no such floor."""
+    ``cells`` cells along the longer side over the hull of its positions widened by ``margin`` (default
+    :data:`MARGIN` times the :func:`spacing`), or over ``boundary`` (v, 2); ``floor``: only the positions of that
+    floor code (a floor bundle; refused for a survey without floors). Raises :class:`InputError` when the survey
+    keeps no per-position areas (retrain), is too small, or has no such floor."""
     if survey is None or survey.areas is None:
         raise InputError("the bundle keeps no per-position region areas (trained before the survey map): retrain it "
                          "to map it", field="bundle", expected="a bundle with survey areas", received="none")
@@ -223,14 +233,10 @@ def survey_map(survey, *, boundary=None, margin: float | None = None, cells: int
                          else "no floor (the bundle has none)", received=str(floor))
     P = survey.positions[keep][:, :2]
     h = spacing(P)
-    extent = Extent.of_polygon(boundary) if boundary is not None else Extent.of_survey(P, 0.5 * h if margin is None
+    extent = Extent.of_polygon(boundary) if boundary is not None else Extent.of_survey(P, MARGIN * h if margin is None
                                                                                        else float(margin))
-    lo, hi = extent.polygon.min(axis=0), extent.polygon.max(axis=0)
-    cell = float((hi - lo).max()) / cells
-    nx, ny = (np.ceil((hi - lo) / cell).astype(int)).tolist()
-    gx, gy = lo[0] + (np.arange(max(nx, 1)) + 0.5) * cell, lo[1] + (np.arange(max(ny, 1)) + 0.5) * cell
-    G = np.stack(np.meshgrid(gx, gy), axis=-1).reshape(-1, 2)
-    G = G[extent.contains(G)]
+    cell = extent.size / cells
+    G = extent.cells(cell)
     areas = survey.areas[keep]
     errors = np.full(len(P), np.nan) if survey.errors is None else survey.errors[keep]
     from scipy.spatial import cKDTree

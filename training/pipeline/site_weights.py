@@ -28,7 +28,7 @@ def site_weights_stage(s) -> None:
     record (``by``, ``extent``, ``positions``, ``effective_positions``, ``largest_share``)."""
     if s.config.calibrate_for != "site":
         return
-    from models.survey_map import Extent, site_shares, spacing
+    from models.survey_map import Extent, site_shares
 
     grouping = (s.dataset.grouping or {}).get("by")
     if grouping != "position" or s.Y.shape[1] != 2 or s.groups is None:
@@ -43,8 +43,7 @@ def site_weights_stage(s) -> None:
     positions = np.column_stack([np.bincount(codes, weights=s.Y[cal, j]) / counts for j in range(2)])
     surveyed = np.unique(s.Y[np.concatenate([s.split.train, cal])], axis=0)
     boundary = s.config.site_boundary
-    extent = Extent.of_polygon(boundary) if boundary is not None else Extent.of_survey(surveyed,
-                                                                                       0.5 * spacing(surveyed))
+    extent = Extent.of_polygon(boundary) if boundary is not None else Extent.of_survey(surveyed)
     shares = site_shares(positions, extent)
     for name, reg in s.methods.items():
         if reg.calibrator_.n_calibration_ != len(labels):
