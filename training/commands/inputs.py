@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-
-from typing import TYPE_CHECKING
 
 from models.bundle import MANIFEST, REPOSITORY_MANIFEST
 from models.exceptions import InputError

@@ -28,9 +28,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from models.exceptions import InputError
 from training import run_command
 
 
@@ -62,11 +59,13 @@ def _run(args) -> int:
     from models.survey_map import survey_map
     from models.survey_plan import plan
     from training.commands.inputs import open_model
+    from training.commands.positions import read_points, read_polygon
 
     model = open_model(args.bundle, args.model)
     crs = model.crs
     candidates = None if args.candidates is None else read_points(args.candidates, model, "--candidates")
-    boundary = None if args.boundary is None else read_boundary(args.boundary, model)
+    boundary = None if args.boundary is None else read_polygon(args.boundary, list(model.target_names), model.crs,
+                                                               "--boundary")
     smap = survey_map(model.survey, boundary=boundary, cells=args.cells, floor=args.floor,
                       method=model.primary_method)
     chosen = plan(smap, args.add, candidates=candidates, seed=args.seed, weight=args.weight)
@@ -107,88 +106,6 @@ def plan_csv(chosen, model) -> bytes:
         row += [] if chosen.index is None else [int(chosen.index[i]) + 2]  # the header is line 1
         w.writerow(row)
     return buf.getvalue().encode()
-
-
-def read_points(path: Path, model, flag: str) -> np.ndarray:
-    """(m, 2) target coordinates from a CSV with the bundle's target columns, or ``lon,lat`` with a CRS."""
-    names = list(model.target_names)
-    columns, rows, geo = _csv_columns(path, flag, names, lonlat=model.crs is not None)
-    out = _numbers(path, flag, columns, rows)
-    return model.crs.from_lonlat(out) if geo else out
-
-
-def read_polygon(path: Path, target_names=None, crs=None, flag: str = "--site-boundary") -> np.ndarray:
-    """A site's polygon (v, 2) in target coordinates: a GeoJSON Polygon (or the first in a Feature or
-    FeatureCollection; WGS84 with ``crs``, else in target coordinates), or a CSV of its vertices in order (the
-    ``target_names`` columns, or with ``crs`` ``lon,lat``; without names, the first two columns)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{flag} {path} does not exist", field=flag, expected="a GeoJSON or CSV file",
-                         received=str(path))
-    if path.suffix.lower() in (".geojson", ".json"):
-        ring = _geojson_ring(path, flag)
-        return crs.from_lonlat(ring) if crs is not None else ring
-    columns, rows, geo = _csv_columns(path, flag, target_names, lonlat=crs is not None)
-    out = _numbers(path, flag, columns, rows)
-    return crs.from_lonlat(out) if geo else out
-
-
-def read_boundary(path: Path, model) -> np.ndarray:
-    """``lmve-plan --boundary``: :func:`read_polygon` in the bundle's targets and CRS."""
-    return read_polygon(path, list(model.target_names), model.crs, "--boundary")
-
-
-def _geojson_ring(path: Path, flag: str) -> np.ndarray:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{flag} {path}: not readable GeoJSON: {exc}", field=flag, expected="a GeoJSON Polygon",
-                         received=str(path)) from None
-    for item in [doc, *(doc.get("features") or [])] if isinstance(doc, dict) else []:
-        geometry = item.get("geometry", item) if isinstance(item, dict) else None
-        if isinstance(geometry, dict) and geometry.get("type") == "Polygon":
-            return np.asarray(geometry["coordinates"][0], dtype=np.float64)
-    raise InputError(f"{flag} {path} holds no Polygon", field=flag, expected="a GeoJSON Polygon",
-                     received=str(doc.get("type") if isinstance(doc, dict) else type(doc).__name__))
-
-
-def _csv_columns(path: Path, flag: str, names, lonlat: bool) -> tuple[list[str], list[list[str]], bool]:
-    """(the two columns to read, the data rows, whether they are lon/lat) of a CSV of positions."""
-    if not path.is_file():
-        raise InputError(f"{flag} {path} does not exist", field=flag, expected="a CSV file", received=str(path))
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        raise InputError(f"{flag} {path} is empty", field=flag, expected="a header and rows", received="nothing")
-    header = [h.strip() for h in rows[0]]
-    if names and all(n in header for n in names):
-        return list(names), rows, False
-    if lonlat and {"lon", "lat"} <= set(header):
-        return ["lon", "lat"], rows, True
-    if not names and len(header) >= 2:
-        return header[:2], rows, False
-    want = ", ".join(names or ["two coordinate columns"]) + (" (or lon, lat)" if lonlat else "")
-    raise InputError(f"{flag} {path} has columns {', '.join(header)}; the positions need {want}", field=flag,
-                     expected=want, received=", ".join(header))
-
-
-def _numbers(path: Path, flag: str, columns: list[str], rows: list[list[str]]) -> np.ndarray:
-    """The ``columns`` of the data ``rows`` (the header first) as finite numbers, a bad cell named by line."""
-    header = [h.strip() for h in rows[0]]
-    at = [header.index(c) for c in columns]
-    out = np.empty((len(rows) - 1, 2))
-    for line, row in enumerate(rows[1:], start=2):
-        for j, (c, k) in enumerate(zip(columns, at)):
-            try:
-                out[line - 2, j] = float(row[k])
-            except (ValueError, IndexError):
-                cell = row[k] if k < len(row) else "nothing"
-                raise InputError(f"{flag} {path}, line {line}, column {c}: expected a number, got {cell!r}",
-                                 field=c, expected="a number", received=cell) from None
-    if not np.isfinite(out).all():
-        raise InputError(f"{flag} {path}: every coordinate must be finite", field=flag, expected="finite numbers",
-                         received="inf or nan")
-    return out
 
 
 if __name__ == "__main__":

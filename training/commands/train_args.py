@@ -224,7 +224,7 @@ def _site_boundary(args):
     if args.calibrate_for != "site":
         raise InputError("--site-boundary is the site of --calibrate-for site", field="--site-boundary",
                          expected="--calibrate-for site", received=f"--calibrate-for {args.calibrate_for}")
-    from training.commands.plan import read_polygon
+    from training.commands.positions import read_polygon
 
     return read_polygon(args.site_boundary, args.targets)
 
