@@ -170,27 +170,23 @@ async function drawMap() {
     throw err;
   }
   const key = field === "error" ? "expected_error_m" : "expected_area_m2";
-  const values = map.features.filter((f) => f.properties.kind === "cell" && f.properties[key] !== null)
-    .map((f) => f.properties[key]);
+  const cellFeatures = map.features.filter((f) => f.properties.kind === "cell");
+  const values = cellFeatures.map((f) => f.properties[key]).filter((v) => v !== null);
   if (!values.length) { status(`this bundle keeps no ${field === "error" ? "centre errors" : "areas"} to map`, false); return; }
   const lo = Math.log(Math.min(...values)), hi = Math.log(Math.max(...values));
   const flat = hi - lo < 1e-6;  // one value everywhere (a global shape): one colour, not rounding noise
-  widen(map.features.filter((f) => f.properties.kind === "cell").flatMap((f) => f.geometry.coordinates[0].map(toXY)));
-  let drawn = 0;
-  for (const f of map.features) {
+  widen(cellFeatures.flatMap((f) => f.geometry.coordinates[0].map(toXY)));
+  const svgPoints = (coordinates) => coordinates.map((c) => toXY(c).join(",")).join(" ");
+  for (const f of cellFeatures) {
     const p = f.properties;
-    if (p.kind === "cell") {
-      const t = flat || p[key] === null ? 0.5 : (Math.log(p[key]) - lo) / (hi - lo);
-      const points = f.geometry.coordinates[0].map((c) => toXY(c).join(",")).join(" ");
-      const cell = el("polygon", { points: points, fill: ramp(t), "data-area": p.expected_area_m2,
-        "data-error": p.expected_error_m }, cells);
-      el("title", {}, cell).textContent = `expected area ${p.expected_area_m2.toPrecision(3)}` +
-        (p.expected_error_m === null ? "" : `, centre error ${p.expected_error_m.toPrecision(3)}`);
-      drawn += 1;
-    }
+    const t = flat || p[key] === null ? 0.5 : (Math.log(p[key]) - lo) / (hi - lo);
+    const cell = el("polygon", { points: svgPoints(f.geometry.coordinates[0]), fill: ramp(t),
+      "data-area": p.expected_area_m2, "data-error": p.expected_error_m }, cells);
+    el("title", {}, cell).textContent = `expected area ${p.expected_area_m2.toPrecision(3)}` +
+      (p.expected_error_m === null ? "" : `, centre error ${p.expected_error_m.toPrecision(3)}`);
   }
   const walk = map.features.find((f) => f.properties.kind === "walk");
-  if (walk) el("polyline", { points: walk.geometry.coordinates.map((c) => toXY(c).join(",")).join(" ") }, layer);
+  if (walk) el("polyline", { points: svgPoints(walk.geometry.coordinates) }, layer);
   const r = dotRadius() * 3;
   const proposals = map.features.filter((f) => f.properties.kind === "proposal");
   for (const f of proposals) {
@@ -209,7 +205,7 @@ async function drawMap() {
     (loo === null ? "" : ` (interpolated; ${(100 * loo).toFixed(0)} % median error at positions left out)`) +
     (proposals.length ? `; ${proposals.length} positions to survey next, walk ${length} ${unit}` : ""));
   legend.hidden = false;
-  document.body.dataset.mapCells = String(drawn);
+  document.body.dataset.mapCells = String(cellFeatures.length);
   document.body.dataset.planDrawn = String(proposals.length);
 }
 
