@@ -79,7 +79,7 @@ def read_walk(path: Path, model, group_by: list[GroupBy] = ()) -> Walk:
     cell's column and line); a floor bundle's walk needs its floor (and building) columns: its guarantee, and so
     its evaluation and recalibration, are joint."""
     from training.data import tables
-    from training.data.datasets import hash_files
+    from training.data.location import hash_files
     from training.figures.walk import Walk
 
     path = Path(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,71 +17,21 @@ import numpy as np
 from models.calibration.grouping import position_codes
 from models.exceptions import InputError
 from training.data import synthetic
-from training.data.location import TrainingSettings
+from training.data.dataset import Dataset, subset
+from training.data.location import data_dir as _data_dir, hash_files, need as _need
 
 PAPER_DATASETS = ("enb", "ble_rssi", "indoor_localization", "residential_building")
 #: built-in data that needs no download: the default survey, a follow-up study of 35 subjects
 #: (few groups: lmve-train moves whole subjects into calibration to reach the level), a survey of a
 #: three-floor building (its ``floor`` column: lmve-train --floor-column floor), and a smooth task whose
 #: smallest regions are known (``synthetic_oracle``: its ``meta["sqrt_det_cov"]``, see :func:`oracle_volume`, and
-#: ``meta["true_mean"]``)
-DATASETS = ("synthetic", "visits", "floors", "synthetic_oracle", *PAPER_DATASETS)
+#: ``meta["true_mean"]``); and ``uji_longterm``, month 1 of the UJI library survey walked again for 25 months
+#: (:mod:`training.data.longterm`)
+DATASETS = ("synthetic", "visits", "floors", "synthetic_oracle", *PAPER_DATASETS, "uji_longterm")
 
 #: rows needed for the split protocol: NLE needs floor(0.81 m / 20) >= 1 neighbour and
 #: LMVE 20 fitting + 10 held-out train rows; the calibration part then has >= 5 rows.
 MIN_ROWS = 60
-
-
-@dataclass
-class Dataset:
-    """Features ``X`` (m, d) and targets ``Y`` (m, n), their names and the source's hash.
-
-    ``groups`` (m,), when set, labels the rows' groups (a surveyed position, a patient, a device):
-    the grouped protocol then splits and calibrates over whole groups. ``grouping`` says how they
-    were formed; ``meta`` holds other per-row columns kept for shift protocols (never features).
-    """
-
-    name: str
-    X: np.ndarray
-    Y: np.ndarray
-    feature_names: list[str]
-    target_names: list[str]
-    sha256: str
-    groups: np.ndarray | None = None
-    grouping: dict = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
-    #: (m, n) the client's own position estimate per row (``--centre-columns``), or None
-    centers: np.ndarray | None = None
-    centre_columns: list[str] = field(default_factory=list)
-    #: columns of the source left out of the features without --features, each with why
-    #: (:func:`training.data.columns.infer_features`); they are kept in ``meta``
-    left_out: dict = field(default_factory=dict)
-    #: the CRS the targets are in, as the source declares it (:func:`models.geo.parse_crs`'s ``default``:
-    #: ``crs``, ``axes``, ``scale``), or None; ``lmve-train --crs`` overrides it
-    crs: dict | None = None
-
-    @property
-    def info(self) -> dict:
-        info = {"name": self.name, "sha256": self.sha256, "rows": int(self.X.shape[0]),
-                "d": int(self.X.shape[1]), "n": int(self.Y.shape[1])}
-        if self.groups is not None:
-            info["grouping"] = self.grouping
-        if self.left_out:
-            info["left_out"] = dict(self.left_out)
-        return info
-
-
-def subset(ds: Dataset, rows: np.ndarray, name: str | None = None) -> Dataset:
-    """The rows ``rows`` (a boolean mask or indices) of ``ds``: features, targets, groups, labels and
-    estimates alike; the grouping's count of groups is recounted."""
-    rows = np.asarray(rows)
-    groups = None if ds.groups is None else ds.groups[rows]
-    grouping = dict(ds.grouping)
-    if groups is not None and "n_groups" in grouping:
-        grouping["n_groups"] = int(len(np.unique(groups)))
-    return replace(ds, name=name or ds.name, X=ds.X[rows], Y=ds.Y[rows], groups=groups, grouping=grouping,
-                   meta={k: np.asarray(v)[rows] for k, v in ds.meta.items()},
-                   centers=None if ds.centers is None else ds.centers[rows])
 
 
 def group_codes_of(columns: dict) -> np.ndarray:
@@ -114,32 +64,6 @@ def survey_groups(ds: Dataset) -> Dataset:
     if ds.groups is None and position_codes(ds.Y) is not None:
         return group_by_position(ds, auto=True)
     return ds
-
-
-def hash_files(*paths: Path) -> str:
-    """The sha256 of the files' bytes, one after the other (read in 1 MiB blocks)."""
-    h = hashlib.sha256()
-    for p in paths:
-        with open(p, "rb") as f:
-            while block := f.read(1 << 20):
-                h.update(block)
-    return h.hexdigest()
-
-
-def _data_dir(data_dir) -> Path:
-    d = Path(data_dir) if data_dir is not None else TrainingSettings().data_dir
-    if d is None:
-        raise InputError("no data directory: set LMVE_DATA_DIR (or pass data_dir) to the folder holding "
-                         "enb/, ble_rssi/, indoor_localization/ and residential_building/")
-    if not Path(d).is_dir():
-        raise InputError(f"data directory {d} does not exist (LMVE_DATA_DIR)")
-    return Path(d)
-
-
-def _need(path: Path) -> Path:
-    if not path.is_file():
-        raise InputError(f"dataset file {path} is missing; check LMVE_DATA_DIR")
-    return path
 
 
 def _pipe_csv(folder: Path, target_scale: float) -> tuple[np.ndarray, np.ndarray, list[str], list[str], str]:
@@ -175,6 +99,10 @@ def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int =
         X, Y, sqrt_det, fn, tn = synthetic.make_oracle(n_samples=n_samples, seed=seed)
         digest = hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()
         return Dataset(name, X, Y, fn, tn, digest, meta={"sqrt_det_cov": sqrt_det, "true_mean": synthetic.oracle_mean(X)})
+    if name == "uji_longterm":  # a site surveyed once: month 1's 15 survey sets (training.data.longterm)
+        from training.data.longterm import load_sets
+
+        return load_sets(1, "trn", data_dir=data_dir)
     if name not in PAPER_DATASETS:
         raise InputError(f"dataset must be one of {', '.join(DATASETS)}; got {name!r}")
     root = _data_dir(data_dir) / name
