@@ -1,0 +1,140 @@
+"""The radio watch (models/radio.py): gone and new transmitters and the signal offset, decided without labels."""
+
+import json
+
+import numpy as np
+import pytest
+
+from models.exceptions import InputError
+from models.radio import ALL, RadioBaseline, RadioView, RadioWatch
+
+CODE = 100.0
+D = 40
+
+
+def survey(rng, m=2000, d=D, heard=0.5, mean=-70.0):
+    """Rows where each transmitter is heard with probability ``heard`` at ``mean`` +- 5 dB, else the code."""
+    X = np.where(rng.random((m, d)) < heard, np.round(mean + 5 * rng.standard_normal((m, d))), CODE)
+    X[:, -5:] = CODE  # five transmitters the survey never heard
+    return X
+
+
+def baseline(X):
+    return RadioBaseline.of(X, np.ones(X.shape[1], bool), np.full(X.shape[1], CODE))
+
+
+def feed(watch, X, device=None, batch=10):
+    for i in range(0, len(X), batch):
+        watch.observe(X[i:i + batch], device)
+
+
+def test_baseline_rates_and_means():
+    X = np.array([[-60.0, CODE], [-70.0, CODE], [CODE, -50.0], [CODE, CODE]])
+    b = baseline(X)
+    np.testing.assert_array_equal(b.rate, [0.5, 0.25])
+    np.testing.assert_allclose(b.mean, [-65.0, -50.0])
+
+
+def test_an_exchangeable_stream_changes_nothing():
+    rng = np.random.default_rng(0)
+    watch = RadioWatch(baseline(survey(rng)))
+    feed(watch, survey(rng, m=5000))
+    view = watch.view()
+    assert view.empty and view.gone == () and view.new == ()
+
+
+def test_nothing_is_decided_before_min_queries():
+    rng = np.random.default_rng(1)
+    X = survey(rng)
+    watch = RadioWatch(baseline(X), min_queries=200)
+    walk = survey(rng, m=190)
+    walk[:, :10] = CODE  # ten transmitters gone at once
+    feed(watch, walk)
+    assert watch.view().empty
+
+
+def test_replaced_transmitters_are_gone_and_new_within_the_stated_queries():
+    rng = np.random.default_rng(2)
+    watch = RadioWatch(baseline(survey(rng)))
+    walk = survey(rng, m=400)
+    walk[:, :8] = CODE                      # eight transmitters replaced ...
+    walk[:, -5:-2] = np.where(rng.random((400, 3)) < 0.5, -60.0, CODE)  # ... and three the survey never heard
+    # decayed queries reach min_queries = 200 after 215 at half-life 1000; e = 0.5 n >= 20 and heard 0 < 0.1 e
+    # already then: the first decision has them
+    feed(watch, walk[:210])
+    assert watch.view().empty
+    feed(watch, walk[210:220])
+    view = watch.view()
+    assert view.gone == tuple(range(8)) and view.new == (D - 5, D - 4, D - 3)
+    assert view.offset(None) == 0.0
+
+
+def test_gone_comes_back_with_hysteresis_and_reset_forgets():
+    rng = np.random.default_rng(3)
+    watch = RadioWatch(baseline(survey(rng)), half_life=200)
+    walk = survey(rng, m=400)
+    walk[:, :3] = CODE
+    feed(watch, walk)
+    assert watch.view().gone == (0, 1, 2)
+    feed(watch, survey(rng, m=1200))  # heard again as in the survey: back
+    assert watch.view().gone == ()
+    feed(watch, walk)  # the survey rows still weigh: heard above 0.1 e, not gone yet
+    assert watch.view().gone == ()
+    feed(watch, walk)
+    assert watch.view().gone == (0, 1, 2)
+    watch.reset()
+    assert watch.view().empty and watch.seen == 0
+
+
+def test_never_more_than_the_share_gone():
+    rng = np.random.default_rng(4)
+    watch = RadioWatch(baseline(survey(rng)), max_gone_share=0.5)
+    walk = survey(rng, m=500)
+    walk[:, :30] = CODE  # 30 of the 35 heard transmitters silent
+    feed(watch, walk)
+    assert len(watch.view().gone) == int(0.5 * (D - 5))
+
+
+@pytest.mark.parametrize("offset", [-8.0, 3.0])
+def test_a_device_offset_is_measured_and_kept_per_device(offset):
+    rng = np.random.default_rng(5)
+    watch = RadioWatch(baseline(survey(rng)))
+    plain = survey(rng, m=1000)
+    weak = survey(rng, m=600)
+    weak = np.where(weak != CODE, weak + offset, CODE)
+    feed(watch, plain, device="good")
+    feed(watch, weak, device="odd")
+    view = watch.view()
+    assert view.offset("odd") == pytest.approx(offset, abs=1.0)  # 5 dB noise over 35 x 300 readings: well inside
+    assert view.offset("good") == 0.0  # inside the dead band: not corrected
+    assert view.offset("unseen") == view.offset(None) == view.offsets[ALL]
+
+
+def test_apply_takes_the_offset_off_and_masks():
+    X = np.array([[-60.0, CODE, -70.0, -50.0]])
+    b = baseline(np.array([[-60.0, -60.0, -70.0, CODE]]))
+    view = RadioView(gone=(0,), new=(3,), offsets={ALL: 2.0, "a": -4.0})
+    out = view.apply(X.copy(), b)
+    np.testing.assert_array_equal(out, [[CODE, CODE, -72.0, CODE]])
+    np.testing.assert_array_equal(view.apply(X.copy(), b, device="a"), [[CODE, CODE, -66.0, CODE]])
+
+
+def test_state_round_trip_through_json():
+    rng = np.random.default_rng(6)
+    b = baseline(survey(rng))
+    watch = RadioWatch(b)
+    walk = survey(rng, m=500)
+    walk[:, :4] = CODE
+    feed(watch, walk, device="p")
+    again = RadioWatch(b).restore(json.loads(json.dumps(watch.state())))
+    assert again.view() == watch.view() and again.seen == watch.seen
+    with pytest.raises(InputError, match="the model has 10"):
+        RadioWatch(baseline(survey(rng, d=10))).restore(watch.state())
+
+
+def test_bad_settings_are_refused():
+    b = baseline(survey(np.random.default_rng(7), m=50))
+    with pytest.raises(InputError, match="half_life"):
+        RadioWatch(b, half_life=0)
+    with pytest.raises(InputError, match="gone_ratio"):
+        RadioWatch(b, gone_ratio=0.5, back_ratio=0.3)
