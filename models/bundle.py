@@ -22,6 +22,9 @@ Layout (schema version 2)::
       readings.npz      (optional) what the survey saw of each feature: RSSI or not, its weakest and
                         strongest reading, its not-detected code and what a missing reading becomes
                         (:mod:`models.readings`)
+      radio.npz         (optional) the radio map: the survey's reference and calibration rows as read, their
+                        positions and units (:mod:`models.radio_map`), what the served model is re-scored on
+                        under a live transmitter set
 
 The manifest's optional ``crs`` declares the targets' coordinate reference system (:mod:`models.geo`).
 
@@ -58,6 +61,7 @@ from models.geo import TargetCRS
 from models.model import RegionModel
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.radio_map import RadioMap
 from models.readings import ReadingRanges
 from models.typicality import Typicality
 from models.survey import Survey
@@ -238,6 +242,10 @@ def _optional_parts(model: RegionModel, files: dict) -> dict:
         params, arrays = model.readings.to_arrays()
         files["readings.npz"] = npz_bytes(arrays)
         parts["readings"] = {"params": params, "file": "readings.npz", "rssi_features": model.readings.n_rssi}
+    if model.radio_map is not None:
+        info, arrays = model.radio_map.to_arrays()
+        files["radio.npz"] = npz_bytes(arrays)
+        parts["radio"] = {**info, "file": "radio.npz"}
     return parts
 
 
@@ -534,9 +542,9 @@ def _load_methods(manifest: dict, arrays, centre, coverage: float, path: Path) -
 
 
 def _load_extras(manifest: dict, arrays, scaler, methods: dict, path: Path) -> dict:
-    """The optional parts (``floors``, ``crs``, ``survey``, ``typicality``, ``readings``; ``None`` when the
-    manifest has none), each checked against the rest of the bundle."""
-    out = dict.fromkeys(("floors", "crs", "survey", "typicality", "readings"))
+    """The optional parts (``floors``, ``crs``, ``survey``, ``typicality``, ``readings``, ``radio_map``; ``None``
+    when the manifest has none), each checked against the rest of the bundle."""
+    out = dict.fromkeys(("floors", "crs", "survey", "typicality", "readings", "radio_map"))
     if manifest.get("floors"):
         floors = out["floors"] = FloorModel.from_arrays(manifest["floors"], arrays(manifest["floors"]["file"]))
         unknown = set(floors.joint) - set(methods)
@@ -565,6 +573,9 @@ def _load_extras(manifest: dict, arrays, scaler, methods: dict, path: Path) -> d
         if readings.rssi_.shape != (int(manifest["d"]),):
             raise BundleError(f"{path / manifest['readings']['file']}: it describes {readings.rssi_.shape[0]} "
                               f"features; the bundle has {manifest['d']}", path=str(path / manifest["readings"]["file"]))
+    if manifest.get("radio"):
+        file = manifest["radio"]["file"]
+        out["radio_map"] = RadioMap.from_arrays(arrays(file), int(manifest["d"]), int(manifest["n"]), str(path / file))
     return out
 
 

@@ -25,6 +25,8 @@ from models.floors import FloorAnswer, FloorModel
 from models.geo import TargetCRS
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
+from models.radio import RadioBaseline, RadioView
+from models.radio_map import RadioMap
 from models.readings import ReadingRanges
 from models.survey import Survey
 from models.typicality import Typicality
@@ -105,6 +107,12 @@ class RegionModel:
         What the survey saw of each feature (:mod:`models.readings`): a missing reading of an RSSI feature is
         "not heard", a reading the survey never saw is warned about (or refused, ``strict``). ``None`` in
         bundles trained before it: missing values are refused.
+    radio_map : RadioMap or None
+        The survey's rows as they were read (:mod:`models.radio_map`): what :meth:`adapted` re-scores under a
+        live transmitter set. ``None`` in bundles trained before it, or without RSSI features.
+    view : RadioView or None
+        The live radio this model answers under (:meth:`adapted`): every row's gone and new transmitters read
+        "not heard" and its device's offset is taken off, before anything else reads it. ``None``: the survey's.
     """
 
     feature_names: list[str]
@@ -121,6 +129,8 @@ class RegionModel:
     survey: Survey | None = None
     typicality: Typicality | None = None
     readings: ReadingRanges | None = None
+    radio_map: RadioMap | None = None
+    view: RadioView | None = None
 
     @property
     def n_features(self) -> int:
@@ -195,9 +205,11 @@ class RegionModel:
             self.readings.prepare()
 
     # ------------------------------------------------------------------ checks (once per call)
-    def _features(self, features, strict: bool = False, warnings: list | None = None) -> np.ndarray:
+    def _features(self, features, strict: bool = False, warnings: list | None = None,
+                  device: str | None = None) -> np.ndarray:
         """Checked raw ``features``, missing readings resolved (:mod:`models.readings`; what it says is appended
-        to ``warnings``), preprocessed and on the training scale."""
+        to ``warnings``), read under the live radio (:attr:`view`, ``device``'s offset), preprocessed and on the
+        training scale."""
         X = check_matrix(features, "features", n_columns=self.n_features, owner="the bundle",
                          describe=lambda: "one per feature: " + ", ".join(self.feature_names[:4])
                          + (", ..." if self.n_features > 4 else ""), missing=self.readings is not None)
@@ -207,7 +219,62 @@ class RegionModel:
             X, said = self.readings.check(X, self.feature_names, strict)
             if warnings is not None:
                 warnings.extend(said)
+        if self.view is not None and not self.view.empty:
+            if X is features:
+                X = X.copy()
+            X = self.view.apply(X, self.radio_baseline, device)
         return in_parts(self._scaled, X)
+
+    @property
+    def radio_baseline(self) -> RadioBaseline | None:
+        """What the survey heard of each transmitter (:class:`models.radio.RadioBaseline`), from the radio map;
+        ``None`` without one. Built once."""
+        if self.radio_map is None or self.readings is None:
+            return None
+        cached = self.__dict__.get("_baseline")
+        if cached is None:
+            cached = self.radio_map.baseline(self.readings.rssi_, self.readings.unheard_)
+            self.__dict__["_baseline"] = cached
+        return cached
+
+    def adapted(self, view: RadioView) -> "RegionModel":
+        """This model under the live radio ``view``; this one is left untouched.
+
+        Gone transmitters: the centre searches the radio map's reference rows with them "not heard" on both
+        sides, and every method's calibration is re-scored on the map's calibration rows under the live set
+        (:meth:`models.radio_map.RadioMap.adapt`). New transmitters and offsets: the rows are read under the view
+        (:attr:`view`); nothing is refitted. An empty view gives the model as trained.
+
+        Parameters
+        ----------
+        view : RadioView
+
+        Returns
+        -------
+        RegionModel
+            Sharing this one's parts, with :attr:`view` set (and its centre and calibrations when transmitters
+            are gone).
+
+        Raises
+        ------
+        InputError
+            A view of transmitters gone for a bundle without a radio map, or one naming features it lacks.
+        """
+        import copy
+
+        bad = [j for j in (*view.gone, *view.new) if not 0 <= j < self.n_features]
+        if bad:
+            raise InputError(f"the radio view names feature {bad[0]}; the model has {self.n_features}",
+                             field="radio", expected=f"features 0..{self.n_features - 1}", received=str(bad[0]))
+        out = copy.copy(self)
+        out.view = None if view.empty else view
+        if view.gone:
+            if self.radio_baseline is None:
+                raise InputError("this bundle keeps no radio map (trained before it, or without RSSI readings): "
+                                 "transmitters gone from the traffic cannot leave its centre; retrain with lmve-train",
+                                 field="radio", expected="a bundle with radio.npz", received="none")
+            _, out.methods = self.radio_map.adapt(self, view, self.radio_baseline)
+        return out
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:
         """Checked rows preprocessed and on the training scale (row by row)."""
@@ -293,7 +360,7 @@ class RegionModel:
     # ------------------------------------------------------------------ public, checked
     def predict_region(self, features, method: str | None = None, coverage: float | None = None, *,
                        kind: str | None = None, centers=None, thresholds: dict | None = None,
-                       typicality: bool = True, strict: bool = False) -> RegionAnswer:
+                       typicality: bool = True, strict: bool = False, device: str | None = None) -> RegionAnswer:
         """Calibrated regions for raw features, from one method, falling back as the module says.
 
         Parameters
@@ -316,6 +383,8 @@ class RegionModel:
             Also give the rows' typicality p-values and scores (a bundle with the step).
         strict : bool, default=False
             Refuse a reading the survey never saw instead of warning.
+        device : str, default=None
+            The device that read the rows: its offset under :attr:`view` (``None``: the traffic's).
 
         Returns
         -------
@@ -334,7 +403,7 @@ class RegionModel:
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         said: list[str] = []
-        X = self._features(features, strict, said)
+        X = self._features(features, strict, said, device)
         with shared_distances():  # a kNN centre and kNN floors on the same rows search once
             mu = self._centers(centers, X)
             name, reason, parts = self._first_finite(candidates, X)
@@ -362,7 +431,8 @@ class RegionModel:
 
     def assess(self, features, points, method: str | None = None, coverage: float | None = None, *,
                kind: str | None = None, centers=None, thresholds: dict | None = None, floors=None,
-               buildings=None, typicality: bool = True, strict: bool = False) -> Assessment:
+               buildings=None, typicality: bool = True, strict: bool = False,
+               device: str | None = None) -> Assessment:
         """Score candidate points once, with the method :meth:`predict_region` would use.
 
         A floor bundle's region is the ellipse of the joint threshold. With ``floors`` each row's floor is
@@ -393,6 +463,8 @@ class RegionModel:
             As :meth:`predict_region`.
         strict : bool, default=False
             As :meth:`predict_region`.
+        device : str, default=None
+            As :meth:`predict_region`.
 
         Returns
         -------
@@ -411,7 +483,7 @@ class RegionModel:
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         said: list[str] = []
-        X = self._features(features, strict, said)
+        X = self._features(features, strict, said, device)
         P = self._points(points, X)
         codes = self._floor_codes(floors, buildings, X)
         with shared_distances():
@@ -565,7 +637,7 @@ class RegionModel:
                            coverage=self.coverage, manifest={}, preprocess=self.preprocess,
                            selection=dict(self.selection), floors=floor_model, crs=self.crs, survey=self.survey,
                            typicality=None if self.typicality is None else self.typicality.recalibrated(X),
-                           readings=self.readings)
+                           readings=self.readings, radio_map=self.radio_map)
 
     def predict_center(self, features, centers=None) -> np.ndarray:
         """The centres of raw features.

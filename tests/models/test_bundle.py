@@ -37,7 +37,9 @@ def test_manifest_records_what_the_issue_asks(bundle_dir, trained_synthetic):
     assert m["dataset"]["name"] == "synthetic" and len(m["dataset"]["sha256"]) == 64
     assert m["d"] == 16 and m["n"] == 2 and m["coverage"] == 0.9
     assert set(m["files"]) == {"scaler.npz", "centre.npz", "calibration.npz", "ge.npz", "nle.npz", "lmve.npz",
-                               "ball.npz", "copula.npz", "typicality.npz", "readings.npz", "survey.npz"}
+                               "ball.npz", "copula.npz", "typicality.npz", "readings.npz", "survey.npz",
+                               "radio.npz"}
+    assert m["radio"]["file"] == "radio.npz" and m["radio"]["rows"] > 0
     assert m["readings"]["rssi_features"] == 16 and m["readings"]["file"] == "readings.npz"
     for name, entry in m["methods"].items():
         assert entry["alpha_q"] == pytest.approx(trained_synthetic[0].model.methods[name].alpha_q_)

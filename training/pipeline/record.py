@@ -6,6 +6,8 @@ and survey-size estimate, the training record, the targets' CRS and the survey t
 
 from __future__ import annotations
 
+import numpy as np
+
 from models.calibration.conformal import APPROXIMATE_RULES, guarantee_terms, guarantee_words
 from training.calibration.cross_fit import cross_fit_guarantee
 from training.pipeline.run import TrainState
@@ -48,7 +50,23 @@ def record_stage(s: TrainState) -> None:
     codes = None if s.floor_classes is None else floor_labels(s.dataset, config.floor_column,
                                                               config.building_column)[1]
     model.crs = s.crs
+    model.radio_map = radio_map_of(s)
     model.survey = survey_of(s.dataset, s.split, codes, seed=config.seed, **_position_figures(s, areas))
+
+
+def radio_map_of(s: TrainState):
+    """The survey's reference and calibration rows as read (:class:`models.radio_map.RadioMap`), for a model whose
+    features hold RSSI readings (at least two); ``None`` otherwise, or for the client's own centres."""
+    from models.radio_map import RadioMap
+
+    model = s.model
+    if model.readings is None or model.readings.n_rssi < 2 or s.dataset.centers is not None:
+        return None
+    m = len(s.dataset.X)
+    reference, calibration = np.zeros(m, bool), np.zeros(m, bool)
+    reference[s.split.train] = True
+    calibration[s.split.calibration] = True
+    return RadioMap.of(s.dataset.X, s.dataset.Y, s.groups, reference, calibration, seed=s.config.seed)
 
 
 def _position_figures(s: TrainState, areas) -> dict:
