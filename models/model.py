@@ -203,6 +203,7 @@ class RegionModel:
             self.typicality.prepare()
         if self.readings is not None:
             self.readings.prepare()
+        self.radio_baseline  # built once, before the first query is counted
 
     # ------------------------------------------------------------------ checks (once per call)
     def _features(self, features, strict: bool = False, warnings: list | None = None,

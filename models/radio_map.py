@@ -34,6 +34,13 @@ from models.exceptions import BundleError
 from models.predictor import SplitConformalRegressor
 from models.radio import RadioBaseline, RadioView
 
+#: what an adapted model's regions promise, in the words the README, ``GET /model`` and the report share
+GUARANTEE = ("The regions follow the radio the service is sent: transmitters it no longer hears leave the position "
+             "search, and each region's size is re-measured on the survey's own labelled readings with them left "
+             "out, so it grows with the position's error. Exact: where the only changes are those transmitters "
+             "switched off and a constant signal offset (taken off), a split-calibrated bundle keeps its stated "
+             "level. Approximate: any other change of the radio (new transmitters are ignored), and a cross-fit "
+             "bundle, whose shapes learned from the rows that re-measure them.")
 #: reference rows kept at most (a seeded subset beyond), as the k-NN centre caps its own
 MAX_ROWS = 16384
 #: query rows per block of the leave-unit-out search (a block's float32 distances to 16,384 rows: 32 MB)

@@ -35,6 +35,7 @@ from service.monitor import FeedbackCollector, Monitor
 from service.openapi import document
 from service.routing import HotRoutes, documented
 from service.settings import ServiceSettings
+from service.radio import RadioFollower
 from service.shift import ShiftAlarm, ShiftCollector
 from service.state import open_state
 from service.repository import ModelRepository
@@ -160,6 +161,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
     metrics.registry.register(FeedbackCollector(monitor, repository))
     shift = ShiftAlarm(state, settings)
     metrics.registry.register(ShiftCollector(shift, repository))
+    radio = RadioFollower(state, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -172,7 +174,8 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         gc.freeze()
         _install_sighup(follower)
         grpc_server = await grpc_endpoint.start(app.state.plane, settings)
-        tasks = [asyncio.create_task(shift.run(repository, settings.sync_interval_s))]
+        tasks = [asyncio.create_task(shift.run(repository, settings.sync_interval_s)),
+                 asyncio.create_task(radio.run(repository, settings.sync_interval_s))]
         if state.shared:
             tasks.append(asyncio.create_task(follower.follow(settings.sync_interval_s)))
         try:
@@ -189,15 +192,15 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
                      **_telemetry(settings))
     app.state.settings, app.state.repository, app.state.metrics = settings, repository, metrics
     app.state.service_state, app.state.monitor, app.state.follower = state, monitor, follower
-    app.state.shift = shift
+    app.state.shift, app.state.radio = shift, radio
     install_error_handlers(app)
 
-    app.state.plane = DataPlane(repository, settings, metrics, monitor, shift, follower)
+    app.state.plane = DataPlane(repository, settings, metrics, monitor, shift, follower, radio)
 
     _include_routers(app, settings)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Content-Type", "X-API-Key", "Authorization"])
+                           allow_headers=["Content-Type", "X-API-Key", "Authorization", "X-LMVE-Device"])
     # the last added runs first: the guards before CORS and the routes
     guards = Guards(metrics=metrics, max_bytes=settings.max_body_bytes, in_flight=app.state.plane.in_flight,
                     seconds=settings.request_timeout_s,

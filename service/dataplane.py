@@ -27,6 +27,7 @@ from service.monitor import Monitor
 from service.open_inference.tensors import TYPICALITY, InferCall, InferResult
 from service.repository import ModelRepository, UnknownModelError
 from service.settings import ServiceSettings
+from service.radio import RadioFollower
 from service.shift import NO_STEP, ShiftAlarm
 from service.state import StateUnavailable
 from service.store import Loaded, ModelStore
@@ -100,12 +101,14 @@ class DataPlane:
         The shift test over each model's queries.
     follower : Follower
         Loads, unloads and publishes bundles on every worker.
+    radio : RadioFollower
+        The radio watch: what each model's queries still hear, and the model served under it.
     """
 
     def __init__(self, repository: ModelRepository, settings: ServiceSettings, metrics: Metrics, monitor: Monitor,
-                 shift: ShiftAlarm, follower: Follower):
+                 shift: ShiftAlarm, follower: Follower, radio: RadioFollower):
         self.repository, self.settings, self.metrics = repository, settings, metrics
-        self.monitor, self.shift, self.follower = monitor, shift, follower
+        self.monitor, self.shift, self.follower, self.radio = monitor, shift, follower, radio
         self.in_flight = InFlight(settings.max_concurrency)
 
     # ------------------------------------------------------------------------------------------ lookup
@@ -179,8 +182,9 @@ class DataPlane:
 
     def loaded(self, name: str | None = None, version: str | None = None, labels: dict | None = None,
                field: str = "model") -> Loaded:
-        """The snapshot a request computes with: :meth:`current` of :meth:`store`, the model's name recorded in
-        ``labels`` for the request metrics.
+        """The snapshot a request computes with: :meth:`current` of :meth:`store` under the radio it is sent
+        (:meth:`service.radio.RadioFollower.serving`), the model's name recorded in ``labels`` for the request
+        metrics.
 
         Parameters
         ----------
@@ -206,7 +210,7 @@ class DataPlane:
         store = self.store(name, field)
         if labels is not None:
             labels[MODEL_LABEL] = store.name
-        return self.current(store, version)
+        return self.radio.serving(self.current(store, version))
 
     # ------------------------------------------------------------------------------------------ readiness
     def unready(self) -> dict[str, str]:
@@ -512,7 +516,8 @@ class DataPlane:
         t0 = time.perf_counter()
         level, adaptive, thresholds = self._level(body.coverage, loaded, method)
         answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers,
-                                      thresholds=thresholds, strict=settings.strict_inputs)
+                                      thresholds=thresholds, strict=settings.strict_inputs, device=body.device)
+        self.radio.observe(loaded, body.features, body.device)
         return self._reply("predict-region", loaded, answer, body.coverage, len(body.features), t0, level, adaptive,
                            thresholds)
 
@@ -545,7 +550,8 @@ class DataPlane:
         level, adaptive, thresholds = self._level(body.coverage, loaded, method)
         answer = model.assess(body.features, body.points, method, level, kind="ellipsoid", centers=body.centers,
                               thresholds=thresholds, floors=body.floors, buildings=body.buildings,
-                              strict=settings.strict_inputs)
+                              strict=settings.strict_inputs, device=body.device)
+        self.radio.observe(loaded, body.features, body.device)
         return self._reply("contains", loaded, answer, body.coverage, len(body.features), t0, level, adaptive,
                            thresholds)
 
@@ -591,6 +597,7 @@ class DataPlane:
         if call.containment:
             assessed = model.assess(call.features, call.points, call.method, level, kind="ellipsoid",
                                     centers=call.centers, thresholds=thresholds, strict=strict)
+        self.radio.observe(loaded, call.features)
         regions = None if answer is None else answers.Batch(answer)
         results = None if assessed is None else answers.Batch(assessed)
         outputs = []

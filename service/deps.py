@@ -17,6 +17,7 @@ from service.exceptions import APIError
 from service.metrics import Metrics
 from service.monitor import Monitor
 from service.settings import ServiceSettings
+from service.radio import RadioFollower
 from service.shift import ShiftAlarm
 from service.repository import ModelRepository
 from service.store import Loaded
@@ -92,6 +93,10 @@ async def get_shift(request: Request) -> ShiftAlarm:
     return request.app.state.shift
 
 
+async def get_radio(request: Request) -> RadioFollower:
+    return request.app.state.radio
+
+
 async def require_admin_key(request: Request, settings: Annotated[ServiceSettings, Depends(get_settings)]) -> None:
     """Admin routes always need the key; with none configured they are disabled."""
     if settings.api_key is None:
@@ -108,3 +113,4 @@ CurrentModel = Annotated[Loaded, Depends(current_model)]
 AppMetrics = Annotated[Metrics, Depends(get_metrics)]
 AppMonitor = Annotated[Monitor, Depends(get_monitor)]
 AppShift = Annotated[ShiftAlarm, Depends(get_shift)]
+AppRadio = Annotated[RadioFollower, Depends(get_radio)]

@@ -41,6 +41,9 @@ class PredictRegionRequest(BaseModel):
                                    "by a bundle trained with --centre-columns and refused by the others")
     model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
                               "/models/{name}/...); default: the default model")
+    device: str | None = Field(default=None, max_length=200, description="the device that read the rows (a phone "
+                               "model, a sensor id; or the header X-LMVE-Device): its own signal offset is followed "
+                               "(service.radio); default: the traffic's")
     format: Literal["json", "geojson"] | None = Field(
         default=None, description="geojson: an RFC 7946 FeatureCollection (as `Accept: application/geo+json`), one "
                                   "Feature per row: the ellipse as a Polygon (WGS84 when the bundle declares a CRS), "
@@ -110,6 +113,9 @@ class ContainsRequest(BaseModel):
                                               "`floors`, for a bundle trained with --building-column")
     model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
                               "/models/{name}/...); default: the default model")
+    device: str | None = Field(default=None, max_length=200, description="the device that read the rows (a phone "
+                               "model, a sensor id; or the header X-LMVE-Device): its own signal offset is followed "
+                               "(service.radio); default: the traffic's")
 
 
 ContainsResult = answer_schema(answers.CONTAINS, "ContainsResult",
@@ -189,7 +195,13 @@ class ModelInfo(BaseModel):
                         "against queries exchangeable with the calibration rows (1 at the start), `alarm` (true once "
                         "it reached `threshold` = 1/`delta`, until a recalibration or reload), `queries` tested, "
                         "`delta` (LMVE_SHIFT_DELTA), `tolerance`, `alarm_at` (the query that raised it), `available` "
-                        "(false for a bundle without the typicality step, with a `reason`)")
+                        "(false for a bundle without the typicality step, with a `reason`); `drift`: which change "
+                        "of the radio the radio watch sees, in words")
+    radio: dict = Field(default_factory=dict, description="the radio watch (LMVE_RADIO; concepts/radio-drift): the "
+                        "survey's transmitters (`surveyed`), those the queries no longer hear (`gone`, "
+                        "`gone_names`), new ones (`new`, `new_names`), the signal offsets in dB (`offsets_db`, "
+                        "`*` for the traffic as a whole, else per device), `queries_counted`, whether this worker "
+                        "serves under it (`followed`), `drift` in words and the `guarantee` of that form")
     worker_pid: int = Field(description="the worker process that answered (several workers share one state)")
 
 
@@ -218,6 +230,13 @@ class ModelsResponse(BaseModel):
     default: str | None = Field(description="the model the plain routes serve (null: none; name one)")
     ready: bool = Field(description="every model that should serve does (as /readyz)")
     repository: str | None = Field(description="the repository directory (null: one bundle, LMVE_BUNDLE)")
+
+
+class RadioReset(BaseModel):
+    name: str = Field(description="the model")
+    reset: bool = Field(description="whether there was a watch to forget")
+    radio: dict = Field(description="the watch now (as GET /model's `radio`): the survey's radio until the queries "
+                        "decide again")
 
 
 class ModelAction(BaseModel):

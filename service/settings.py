@@ -82,6 +82,10 @@ class ServiceSettings(BaseSettings):
     shift_delta: float = Field(default=0.01, gt=0, lt=1, description="the shift alarm's false-alarm level: while "
                                "the queries stay exchangeable with the calibration rows, each model's test sounds "
                                "with probability at most this (its evidence reaching 1/delta)")
+    radio: Literal["adapt", "watch", "off"] = Field(
+        default="adapt", description="the radio watch (service.radio): adapt follows what the queries' readings show "
+        "(transmitters no longer heard leave the centre's distance, the regions are re-scored on the survey's rows, "
+        "a device's signal offset is corrected); watch only reports it (GET /model); off neither counts nor reports")
     recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "
                                           "default: beside the served bundle")
     strict_inputs: bool = Field(default=False, description="refuse (422, naming the feature) a reading outside what "

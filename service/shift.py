@@ -21,11 +21,9 @@ arrival alone, never on their scores, so the tested queries stay exchangeable wh
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 
-import anyio
 import numpy as np
 from prometheus_client.core import GaugeMetricFamily
 
@@ -36,6 +34,7 @@ from service.repository import ModelRepository
 from service.settings import ServiceSettings
 from service.state import ServiceState, ShiftRecord, StateUnavailable
 from service.store import Loaded
+from service.sync import flush_every
 
 log = logging.getLogger("lmve.service")
 
@@ -135,12 +134,7 @@ class ShiftAlarm:
 
     async def run(self, repository: ModelRepository, interval: float) -> None:
         """Flush every ``interval`` seconds until cancelled (at shutdown); never fatal."""
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await anyio.to_thread.run_sync(self.flush, repository)
-            except Exception:  # pragma: no cover - a bug: log it, keep going
-                log.exception("shift alarm: flush failed; retrying in %.1f s", interval)
+        await flush_every(interval, self.flush, repository, "shift alarm")
 
 
 def describe(rec: ShiftRecord | None, delta: float) -> dict:

@@ -30,6 +30,17 @@ from service.store import Loaded, ModelStore
 log = logging.getLogger("lmve.service")
 
 
+async def flush_every(interval: float, flush, repository: ModelRepository, what: str) -> None:
+    """``flush(repository)`` in a thread every ``interval`` seconds until cancelled (at shutdown); never fatal
+    (``what`` names it in the log)."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await anyio.to_thread.run_sync(flush, repository)
+        except Exception:  # pragma: no cover - a bug: log it, keep going
+            log.exception("%s: flush failed; retrying in %.1f s", what, interval)
+
+
 class Follower:
     def __init__(self, repository: ModelRepository, state: ServiceState, monitor: Monitor, metrics: Metrics):
         self.repository, self.state, self.monitor, self.metrics = repository, state, monitor, metrics

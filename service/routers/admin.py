@@ -1,6 +1,6 @@
-"""Admin routes (the API key is always required): ``POST /admin/reload`` and ``POST /admin/recalibrate``
-for the default model, and per model ``POST /admin/models/{name}/load``, ``.../unload`` and
-``.../recalibrate``.
+"""Admin routes (the API key is always required): ``POST /admin/reload``, ``POST /admin/recalibrate`` and
+``POST /admin/radio/reset`` for the default model, and per model ``POST /admin/models/{name}/load``,
+``.../unload``, ``.../recalibrate`` and ``.../radio/reset``.
 
 Both verify the new bundle before it serves; on any error the old one keeps serving and the
 answer says why. A bundle that one worker swapped in is published in the shared state, and
@@ -24,8 +24,9 @@ from models.calibration.grouping import AUTO, parse_groups
 from models.exceptions import BundleError
 from service.deps import Settings, json_body, json_body_openapi, require_admin_key
 from service.exceptions import APIError
-from service.state import PublishConflict
-from service.schemas import ModelAction, RecalibrateRequest, RecalibrateResponse, ReloadRequest, ReloadResponse
+from service.state import PublishConflict, StateUnavailable
+from service.schemas import (ModelAction, RadioReset, RecalibrateRequest, RecalibrateResponse, ReloadRequest,
+                             ReloadResponse)
 from service.tabular import read_fresh_csv
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin_key)])
@@ -81,6 +82,42 @@ async def unload(request: Request, name: str) -> ModelAction:
     store, previous = await request.app.state.plane.unload(name)
     return ModelAction(name=name, state=store.state, bundle_id=None,
                        previous_bundle_id=None if previous is None else previous.version, reason=store.reason)
+
+
+RADIO_RESET = {"response_model": RadioReset, "responses": {
+    401: {"description": "bad key"}, 403: {"description": "no key configured"},
+    404: {"description": "no model of that name"}, 503: {"description": "the state cannot be reached; nothing reset"}}}
+
+
+@router.post("/admin/radio/reset", **RADIO_RESET,
+             summary="Forget the default model's radio watch: every worker serves the bundle as trained until the "
+                     "queries decide again")
+async def radio_reset(request: Request):
+    return await reset_radio(request, None)
+
+
+@router.post("/admin/models/{name}/radio/reset", **RADIO_RESET,
+             summary="Forget the model `name`'s radio watch (as POST /admin/radio/reset)")
+async def radio_reset_model(name: str, request: Request):
+    return await reset_radio(request, name)
+
+
+async def reset_radio(request: Request, name: str | None) -> RadioReset:
+    """Forget model ``name``'s radio watch on every worker (:meth:`service.radio.RadioFollower.reset`)."""
+    plane = request.app.state.plane
+    loaded = plane.current(plane.store(name))
+    radio = request.app.state.radio
+
+    def work():
+        existed = radio.reset(loaded.name)
+        return existed, radio.summary(loaded)
+
+    try:
+        existed, summary = await anyio.to_thread.run_sync(work)
+    except StateUnavailable as exc:
+        raise APIError(503, "Service Unavailable", f"the state is unreachable: {exc.reason}; nothing was reset",
+                       headers={"Retry-After": "5"}) from None
+    return RadioReset(name=loaded.name, reset=existed, radio=summary)
 
 
 CSV_DOC = {"requestBody": {"required": True, "content": {

@@ -5,9 +5,10 @@ import os
 import anyio
 from fastapi import APIRouter
 
-from service.deps import AppMonitor, AppShift, CurrentModel, Repository
+from service.deps import AppMonitor, AppRadio, AppShift, CurrentModel, Repository
 from service.monitor import Monitor
 from service.repository import ModelRepository
+from service.radio import RadioFollower
 from service.schemas import ModelInfo
 from service.shift import ShiftAlarm
 from service.state import StateUnavailable
@@ -18,9 +19,13 @@ NOT_SERVED = {404: {"description": "no model of that name (problem+json listing 
               503: {"description": "the model has no verified bundle (problem+json with the reason)"}}
 
 
-async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, repository: ModelRepository) -> ModelInfo:
-    """A served model's metadata: its bundle's manifest, the selection, the feedback summary and the shift
-    alarm (this worker's pending queries tested first)."""
+async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, repository: ModelRepository,
+                   radio: RadioFollower) -> ModelInfo:
+    """A served model's metadata: its bundle's manifest, the selection, the feedback summary, the shift
+    alarm and the radio watch (this worker's pending queries counted first)."""
+    watch = await anyio.to_thread.run_sync(_radio, radio, repository, loaded)
+    shifted = await anyio.to_thread.run_sync(_shift, shift, repository, loaded)
+    shifted["drift"] = watch.get("drift")
     model = loaded.model
     m = model.manifest
     return ModelInfo(name=loaded.name, version=loaded.version, dataset=m.get("dataset", {}),
@@ -38,7 +43,7 @@ async def describe(loaded: Loaded, monitor: Monitor, shift: ShiftAlarm, reposito
                      preprocess=(m.get("preprocess") or {}).get("description"),
                      created_at=m.get("created_at"), versions=m.get("versions", {}),
                      feedback=await anyio.to_thread.run_sync(monitor.summary, loaded),
-                     shift=await anyio.to_thread.run_sync(_shift, shift, repository, loaded), worker_pid=os.getpid())
+                     shift=shifted, radio=watch, worker_pid=os.getpid())
 
 
 #: the manifest's calibration keys GET /model serves elsewhere (the guarantee at the top, the scale on its own)
@@ -74,17 +79,28 @@ def _shift(shift: ShiftAlarm, repository: ModelRepository, loaded: Loaded) -> di
         return {"available": False, "reason": f"the state is unreachable: {exc.reason}", "delta": shift.delta}
 
 
+def _radio(radio: RadioFollower, repository: ModelRepository, loaded: Loaded) -> dict:
+    """The radio watch, this worker's pending queries counted first (their decision is followed at the next
+    periodic flush); with the state unreachable, why."""
+    try:
+        radio.flush(repository, follow=False)
+        return radio.summary(loaded)
+    except StateUnavailable as exc:
+        return {"available": False, "mode": radio.mode, "reason": f"the state is unreachable: {exc.reason}"}
+
+
 @router.get("/model", response_model=ModelInfo, responses=NOT_SERVED,
             summary="The default model's bundle: version, dims, coverage, alpha_q, metrics")
-async def model_info(loaded: CurrentModel, monitor: AppMonitor, shift: AppShift, repository: Repository):
-    return await describe(loaded, monitor, shift, repository)
+async def model_info(loaded: CurrentModel, monitor: AppMonitor, shift: AppShift, repository: Repository,
+                     radio: AppRadio):
+    return await describe(loaded, monitor, shift, repository, radio)
 
 
 @router.get("/models/{name}", response_model=ModelInfo, responses=NOT_SERVED,
             summary="One model's bundle: version, dims, coverage, alpha_q, metrics (as GET /model)")
 async def named_model_info(name: str, loaded: CurrentModel, monitor: AppMonitor, shift: AppShift,
-                           repository: Repository):
-    return await describe(loaded, monitor, shift, repository)
+                           repository: Repository, radio: AppRadio):
+    return await describe(loaded, monitor, shift, repository, radio)
 
 
 def _centre_choice(manifest: dict) -> dict:

@@ -15,6 +15,7 @@ from models import answers
 from service import geojson, inference
 from service.deps import json_body, json_body_openapi, model_name
 from service.error_handlers import FastJSONResponse
+from service.exceptions import APIError
 from service.routing import HotRoute
 from service.schemas import ContainsRequest, ContainsResponse, PredictRegionRequest, PredictRegionResponse
 
@@ -36,8 +37,25 @@ def _results(reply, loaded, body):
     return FastJSONResponse({"results": inference.result_rows(reply.answer), **reply.meta})
 
 
+#: the header that names the device, where the body does not (``device``)
+DEVICE_HEADER = "x-lmve-device"
+
+
+def _device(request: Request, body):
+    """The body's ``device``, else the :data:`DEVICE_HEADER` header's (at most 200 characters: 422 beyond)."""
+    if body.device is None:
+        named = request.headers.get(DEVICE_HEADER)
+        if named is not None:
+            if len(named) > 200:
+                raise APIError(422, "Invalid input", f"the header X-LMVE-Device has {len(named)} characters; at most "
+                               "200", field="X-LMVE-Device", expected="at most 200 characters",
+                               received=f"{len(named)} characters")
+            body.device = named
+    return body
+
+
 async def predict_region(request: Request):
-    body = await _parse_predict(request)
+    body = _device(request, await _parse_predict(request))
     geo = geojson.wants_geojson(request, body)
     return await request.app.state.plane.predict_region(model_name(request, body.model), body,
                                                         request.path_params.get("method"), geo, labels=request.scope,
@@ -45,7 +63,7 @@ async def predict_region(request: Request):
 
 
 async def contains(request: Request):
-    body = await _parse_contains(request)
+    body = _device(request, await _parse_contains(request))
     return await request.app.state.plane.contains(model_name(request, body.model), body,
                                                   request.path_params.get("method"), labels=request.scope,
                                                   encode=_results)

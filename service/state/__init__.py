@@ -20,11 +20,12 @@ restart) or ``postgresql://user@host/db``.
 
 from __future__ import annotations
 
-from service.state.base import (ANY, COUNTERS, AdaptStep, MethodFeedback, PublishConflict, Served, ServiceState,
-                                ShiftRecord, ShiftStep, StateUnavailable, WindowStats)
+from service.state.base import (ANY, COUNTERS, AdaptStep, MethodFeedback, PublishConflict, RadioRecord, RadioStep,
+                                Served, ServiceState, ShiftRecord, ShiftStep, StateUnavailable, WindowStats)
 from service.state.sqlite import SQLiteState
 
-__all__ = ["ANY", "COUNTERS", "AdaptStep", "MethodFeedback", "PublishConflict", "Served", "ServiceState", "ShiftRecord",
+__all__ = ["ANY", "COUNTERS", "AdaptStep", "MethodFeedback", "PublishConflict", "RadioRecord", "RadioStep", "Served",
+           "ServiceState", "ShiftRecord",
            "ShiftStep", "SQLiteState", "StateUnavailable", "WindowStats", "open_state", "sqlite_path"]
 
 

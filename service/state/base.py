@@ -74,6 +74,20 @@ class ShiftRecord:
     at: float
 
 
+@dataclass(frozen=True)
+class RadioRecord:
+    """A model's radio watch, as last stepped (:meth:`ServiceState.step_radio`): the view it decided (a
+    :meth:`models.radio.RadioView.to_dict`), the rows it counted, when it started and was last stepped."""
+
+    view: dict
+    seen: int
+    started_at: float
+    at: float
+
+
+#: ``(stored watch state or None) -> (new watch state, its view)``, both json-able dicts
+RadioStep = Callable[["dict | None"], "tuple[dict, dict]"]
+
 #: ``(stored test state or None) -> new test state`` (a json-able dict with ``evidence``, ``queries``,
 #: ``alarm_at`` and ``delta`` beside the test's own arrays)
 ShiftStep = Callable[["dict | None"], dict]
@@ -311,3 +325,34 @@ class ServiceState:
         rows = self._read(sql + " WHERE model = ?", (model,)) if model is not None else self._read(sql)
         return {(m, b): ShiftRecord(b, float(e), int(q), None if a is None else int(a), float(d), float(st), float(at))
                 for m, b, e, q, a, d, st, at in rows}
+
+    # ------------------------------------------------------------------ the radio watch
+    def step_radio(self, model: str, step: RadioStep) -> RadioRecord:
+        """Step ``model``'s radio watch in one transaction: ``step(stored)`` gets the stored watch (``None``: a new
+        one, started now) and returns the new watch and its view, written back. The row is upserted first, so
+        that every other worker's step of the same watch waits until this one commits (as :meth:`step_shift`)."""
+        now = time.time()
+        with self._transaction() as tx:
+            tx.execute("INSERT INTO model_radio (model, state, view, seen, started_at, at) VALUES (?, NULL, NULL, 0, "
+                       "?, ?) ON CONFLICT (model) DO UPDATE SET at = excluded.at", (model, now, now))
+            text, started = tx.execute("SELECT state, started_at FROM model_radio WHERE model = ?",
+                                       (model,)).fetchone()
+            watch, view = step(None if text is None else json.loads(text))
+            seen = int(watch.get("seen", 0))
+            tx.execute("UPDATE model_radio SET state = ?, view = ?, seen = ?, at = ? WHERE model = ?",
+                       (json.dumps(watch), json.dumps(view), seen, now, model))
+        return RadioRecord(view, seen, float(started), now)
+
+    def radio(self, model: str) -> RadioRecord | None:
+        """``model``'s radio watch as last stepped; ``None`` before its first step (or after a reset)."""
+        rows = self._read("SELECT view, seen, started_at, at FROM model_radio WHERE model = ?", (model,))
+        if not rows or rows[0][0] is None:
+            return None
+        view, seen, started, at = rows[0]
+        return RadioRecord(json.loads(view), int(seen), float(started), float(at))
+
+    def reset_radio(self, model: str) -> bool:
+        """Forget ``model``'s radio watch (the survey's radio again, for every worker at its next step); whether
+        there was one."""
+        with self._transaction() as tx:
+            return tx.execute("DELETE FROM model_radio WHERE model = ? RETURNING model", (model,)).fetchone() is not None

@@ -39,6 +39,9 @@ SQLITE = {
     2: ["CREATE TABLE model_shift (model TEXT NOT NULL, bundle_id TEXT NOT NULL, state TEXT, evidence REAL NOT NULL, "
         "queries INTEGER NOT NULL, alarm_at INTEGER, delta REAL NOT NULL, started_at REAL NOT NULL, at REAL NOT NULL, "
         "PRIMARY KEY (model, bundle_id))"],
+    # the radio watch per model (service.radio): its decayed counts and the view they decided
+    3: ["CREATE TABLE model_radio (model TEXT PRIMARY KEY, state TEXT, view TEXT, seen INTEGER NOT NULL, "
+        "started_at REAL NOT NULL, at REAL NOT NULL)"],
 }
 
 POSTGRESQL = {
@@ -57,6 +60,8 @@ POSTGRESQL = {
     2: ["CREATE TABLE model_shift (model TEXT NOT NULL, bundle_id TEXT NOT NULL, state TEXT, "
         "evidence DOUBLE PRECISION NOT NULL, queries BIGINT NOT NULL, alarm_at BIGINT, delta DOUBLE PRECISION NOT NULL, "
         "started_at DOUBLE PRECISION NOT NULL, at DOUBLE PRECISION NOT NULL, PRIMARY KEY (model, bundle_id))"],
+    3: ["CREATE TABLE model_radio (model TEXT PRIMARY KEY, state TEXT, view TEXT, seen BIGINT NOT NULL, "
+        "started_at DOUBLE PRECISION NOT NULL, at DOUBLE PRECISION NOT NULL)"],
 }
 
 MIGRATIONS = {"sqlite": SQLITE, "postgresql": POSTGRESQL}

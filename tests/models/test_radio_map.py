@@ -1,8 +1,6 @@
 """The radio map (models/radio_map.py): the survey's rows kept in the bundle, the masked centre and the calibration
 re-scored under a live transmitter set; and the drift it answers on the project's site simulator."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
@@ -12,51 +10,16 @@ from models.calibration.conformal import conformal_quantile
 from models.exceptions import InputError
 from models.radio import RadioView, RadioWatch
 from models.radio_map import leave_unit_out, masked_centre
-from training.data.datasets import Dataset, group_by_position
-from training.data.synthetic import make_new_positions, make_survey
-from training.pipeline import TrainConfig, train
-
-#: the survey's beacons: 0-11 on, 12-15 not yet installed (the survey never hears them)
-BEACONS, LATER = 16, (12, 13, 14, 15)
-#: replaced after the survey: gone, their places taken by 12-15
-REPLACED = (0, 3, 5, 9)
-#: a phone's not-detected code (as UJIIndoorLoc's), and the weakest reading it reports
-NOT_HEARD, SENSITIVITY_DB = 100.0, -95.0
-
-
-def read(X):
-    """The simulator's readings as a phone reports them: below its sensitivity, not detected."""
-    return np.where(X < SENSITIVITY_DB, NOT_HEARD, X)
-
-
-def site_rows(X):
-    X = X.copy()
-    X[:, list(LATER)] = NOT_HEARD
-    return X
+from tests.radio_site import LATER, REPLACED, train_site, walk
 
 
 @pytest.fixture(scope="module")
 def drift_site(tmp_path_factory):
-    """A split-calibrated site bundle (GE and the ball, grouped by position) of a survey whose beacons 12-15 were
-    not yet on; saved and loaded back. Returns ``(model, dataset)``."""
-    X, Y, _, _, fn, tn = make_survey(n_points=60, readings=10, n_beacons=BEACONS, seed=5)
-    ds = group_by_position(Dataset("site", site_rows(read(X)), Y, fn, tn, "-"), auto=True)
-    result = train(ds, TrainConfig(seed=0, methods=("ge", "ball"), calibration_mode="split", rssi="auto",
-                                   progress=False))
+    """The site's bundle (tests/radio_site.py), saved and loaded back: ``(loaded, dataset, trained)``."""
+    result, ds = train_site()
     path = tmp_path_factory.mktemp("radio") / "site"
     result.save(path)
     return load_bundle(path), ds, result.model
-
-
-def walk(n_points, seed, replaced=(), offset_db=0.0):
-    """Readings at new positions of the site: ``replaced`` beacons off, 12-15 on once any is replaced, every
-    heard reading ``offset_db`` off."""
-    X, Y, _, _ = make_new_positions(n_points=n_points, readings=5, n_beacons=BEACONS, survey_seed=5, seed=seed)
-    X = read(X + offset_db)
-    if not replaced:
-        X = site_rows(X)
-    X[:, list(replaced)] = NOT_HEARD
-    return X, Y
 
 
 def covered(model, X, Y, device=None):
