@@ -17,14 +17,11 @@ Layout (schema version 2)::
                         the manifest's ``floors`` names the columns, the classifier and the guarantee
       survey.npz        (optional) the surveyed positions and a few held-out rows, for the viewer
                         (:mod:`models.survey`); the manifest's ``survey`` counts them
-      typicality.npz    (optional) the queries' typicality step: projection, reference rows, the shift
-                        test's bins, the calibration rows' scores (:mod:`models.typicality`)
+      typicality.npz    (optional) the queries' typicality step (:mod:`models.typicality`)
       readings.npz      (optional) what the survey saw of each feature: RSSI or not, its weakest and
                         strongest reading, its not-detected code and what a missing reading becomes
                         (:mod:`models.readings`)
-      radio.npz         (optional) the radio map: the survey's reference and calibration rows as read, their
-                        positions and units (:mod:`models.radio_map`), what the served model is re-scored on
-                        under a live transmitter set
+      radio.npz         (optional) the radio map: the survey's rows as read (:mod:`models.radio_map`)
 
 The manifest's optional ``crs`` declares the targets' coordinate reference system (:mod:`models.geo`).
 

@@ -88,9 +88,8 @@ class RegionModel:
     preprocess : RSSIFloor or None
         Applied to the raw features before the scaler (fingerprint "not detected" codes).
     selection : dict
-        How the served method was chosen (``order``: the ellipsoid methods the plain routes
-        serve, best first, then the fallbacks; the held-out figures that ranked them). Empty: the
-        registry's order, LMVE then NLE then GE.
+        How the served method was chosen (``order``: the ellipsoid methods the plain routes serve, best
+        first, then the fallbacks). Empty: the registry's order, LMVE then NLE then GE.
     floors : FloorModel or None
         A floor bundle's classifier and joint calibration (:mod:`models.floors`): its ellipsoid regions come
         with floor sets, and region and floor set together hold the truth with the level's probability.
@@ -104,15 +103,12 @@ class RegionModel:
         How unlike the calibration rows a query's features are (:mod:`models.typicality`): its conformal
         p-value and the shift test's scores. ``None`` in bundles trained before it.
     readings : ReadingRanges or None
-        What the survey saw of each feature (:mod:`models.readings`): a missing reading of an RSSI feature is
-        "not heard", a reading the survey never saw is warned about (or refused, ``strict``). ``None`` in
-        bundles trained before it: missing values are refused.
+        What the survey saw of each feature (:mod:`models.readings`): a missing RSSI reading is "not heard".
+        ``None`` in bundles trained before it: missing values are refused.
     radio_map : RadioMap or None
-        The survey's rows as they were read (:mod:`models.radio_map`): what :meth:`adapted` re-scores under a
-        live transmitter set. ``None`` in bundles trained before it, or without RSSI features.
+        The survey's rows as read (:mod:`models.radio_map`), for :meth:`adapted` and :meth:`updated`.
     view : RadioView or None
-        The live radio this model answers under (:meth:`adapted`): every row's gone and new transmitters read
-        "not heard" and its device's offset is taken off, before anything else reads it. ``None``: the survey's.
+        The live radio the rows are read under (:meth:`adapted`); ``None``: the survey's.
     """
 
     feature_names: list[str]
@@ -208,9 +204,18 @@ class RegionModel:
     # ------------------------------------------------------------------ checks (once per call)
     def _features(self, features, strict: bool = False, warnings: list | None = None,
                   device: str | None = None) -> np.ndarray:
+        """:meth:`_raw` rows read under the live radio (:attr:`view`, ``device``'s offset), preprocessed and on
+        the training scale."""
+        X = self._raw(features, strict, warnings)
+        if self.view is not None and not self.view.empty:
+            if X is features:
+                X = X.copy()
+            X = self.view.apply(X, self.radio_baseline, device)
+        return in_parts(self._scaled, X)
+
+    def _raw(self, features, strict: bool = False, warnings: list | None = None) -> np.ndarray:
         """Checked raw ``features``, missing readings resolved (:mod:`models.readings`; what it says is appended
-        to ``warnings``), read under the live radio (:attr:`view`, ``device``'s offset), preprocessed and on the
-        training scale."""
+        to ``warnings``); never the caller's array changed."""
         X = check_matrix(features, "features", n_columns=self.n_features, owner="the bundle",
                          describe=lambda: "one per feature: " + ", ".join(self.feature_names[:4])
                          + (", ..." if self.n_features > 4 else ""), missing=self.readings is not None)
@@ -220,11 +225,7 @@ class RegionModel:
             X, said = self.readings.check(X, self.feature_names, strict)
             if warnings is not None:
                 warnings.extend(said)
-        if self.view is not None and not self.view.empty:
-            if X is features:
-                X = X.copy()
-            X = self.view.apply(X, self.radio_baseline, device)
-        return in_parts(self._scaled, X)
+        return X
 
     @property
     def radio_baseline(self) -> RadioBaseline | None:
@@ -274,8 +275,52 @@ class RegionModel:
                 raise InputError("this bundle keeps no radio map (trained before it, or without RSSI readings): "
                                  "transmitters gone from the traffic cannot leave its centre; retrain with lmve-train",
                                  field="radio", expected="a bundle with radio.npz", received="none")
-            _, out.methods = self.radio_map.adapt(self, view, self.radio_baseline)
+            _, out.methods, _ = self.radio_map.adapt(self, view, self.radio_baseline)
         return out
+
+    def updated(self, features, points, units=None) -> tuple["RegionModel", np.ndarray]:
+        """This model with a re-survey's labelled rows learned: added to the radio map as reference and
+        calibration rows, the centre a k-NN search of the map (the bundle's own fingerprint or k-NN
+        configuration, else the textbook one), every method re-scored on the map's calibration rows, each
+        centred on the other units' rows (:meth:`models.radio_map.RadioMap.adapt`). The shapes are kept.
+        This one is left untouched.
+
+        Parameters
+        ----------
+        features : array-like of shape (k, d)
+            Raw features of the new rows (``NaN``: not heard).
+        points : array-like of shape (k, n)
+            Their true positions.
+        units : array-like of shape (k,), default=None
+            Each row's unit (a position, a walk); ``None``: each row its own.
+
+        Returns
+        -------
+        (RegionModel, ndarray of shape (k, n))
+            The new model, and each new row's centre from the other units' rows (its honest error).
+
+        Raises
+        ------
+        InputError
+            A bundle without a radio map, or rows that do not fit it.
+        """
+        import copy
+
+        if self.radio_map is None or self.readings is None:
+            raise InputError("this bundle keeps no radio map (trained before it, or without RSSI readings): it "
+                             "cannot learn new rows; retrain with lmve-train on the survey and the re-survey",
+                             field="bundle", expected="a bundle with radio.npz", received="none")
+        X = self._raw(features)
+        Y = self._points(points, X)
+        if units is not None and len(units) != len(X):
+            raise InputError(f"units has {len(units)} entries for {len(X)} rows", field="units",
+                             expected=f"{len(X)} entries", received=str(len(units)))
+        out = copy.copy(self)
+        out.view, out.readings = None, self.readings.extended(X)
+        out.radio_map = self.radio_map.extended(X, Y, units)
+        out.__dict__.pop("_baseline", None)
+        _, out.methods, held_out = out.radio_map.adapt(out, RadioView(), out.radio_baseline)
+        return out, held_out[-len(X):]
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:
         """Checked rows preprocessed and on the training scale (row by row)."""

@@ -81,9 +81,10 @@ class RadioMap:
         return RadioBaseline.of(self.features, rssi, unheard)
 
     # ------------------------------------------------------------------ the model under a live set
-    def adapt(self, model, view: RadioView, baseline: RadioBaseline) -> tuple[object, dict]:
-        """``(centre, methods)`` of ``model`` (a :class:`~models.model.RegionModel`) under ``view``'s gone
-        transmitters: the masked k-NN centre and every method re-scored (see the module)."""
+    def adapt(self, model, view: RadioView, baseline: RadioBaseline) -> tuple[object, dict, np.ndarray]:
+        """``(centre, methods, held_out)`` of ``model`` (a :class:`~models.model.RegionModel`) under ``view``'s gone
+        transmitters: the masked k-NN centre, every method re-scored (see the module), and the calibration rows'
+        centres from the reference rows of other units (q, n) that re-scored them."""
         mask = RadioView(gone=view.gone, new=view.new)
         ref, cal = np.flatnonzero(self.reference), np.flatnonzero(self.calibration)
         X = mask.apply(self.features.astype(np.float64), baseline)
@@ -99,7 +100,31 @@ class RadioMap:
             grouped = reg.calibration != "rows"
             methods[name] = new.conformalize(Xs[cal], self.positions[cal], centers=mu,
                                              groups=self.units[cal] if grouped else None)
-        return centre, methods
+        return centre, methods, mu
+
+    def extended(self, features: np.ndarray, positions: np.ndarray, units: np.ndarray | None) -> "RadioMap":
+        """This map with labelled rows added, each both a reference and a calibration row (at most
+        :data:`MAX_ROWS` reference rows: the newest kept). ``units``: each new row's unit (``None``: each row
+        alone); a new unit at one of the map's positions joins that position's unit, so that a row is never
+        centred on readings taken where it was."""
+        features, positions = np.asarray(features), np.asarray(positions, dtype=np.float64)
+        k = len(features)
+        fresh = np.arange(k) if units is None else np.unique(np.asarray(units), return_inverse=True)[1].ravel()
+        codes = fresh + int(self.units.max(initial=-1)) + 1
+        where = {tuple(np.round(p, 6)): u for p, u in zip(self.positions, self.units)}
+        for code in np.unique(codes):
+            rows = codes == code
+            at = {tuple(np.round(p, 6)) for p in positions[rows]}
+            if len(at) == 1 and next(iter(at)) in where:
+                codes[rows] = where[next(iter(at))]
+        reference = np.concatenate([self.reference, np.ones(k, bool)])
+        ref = np.flatnonzero(reference)
+        if len(ref) > MAX_ROWS:  # the oldest reference rows go first
+            reference[ref[:len(ref) - MAX_ROWS]] = False
+        return RadioMap(features=np.concatenate([self.features, features.astype(np.float32)]),
+                        positions=np.concatenate([self.positions, positions]),
+                        units=np.concatenate([self.units, codes.astype(np.int64)]), reference=reference,
+                        calibration=np.concatenate([self.calibration, np.ones(k, bool)]))
 
     # ------------------------------------------------------------------ the stored form
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:

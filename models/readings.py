@@ -185,6 +185,23 @@ class ReadingRanges:
     def n_rssi(self) -> int:
         return int(self.rssi_.sum())
 
+    def extended(self, X: np.ndarray) -> "ReadingRanges":
+        """These ranges widened to hold the raw rows ``X`` (N, d) too (a re-survey's): each feature's weakest
+        and strongest reading; which features are RSSI, their codes and what a missing value becomes are
+        kept. This one is left untouched."""
+        import copy
+
+        X = np.asarray(X, dtype=np.float64)
+        lo, hi = READING_RANGE
+        real = (X >= lo) & (X <= hi) | ~self.rssi_[None, :]
+        with np.errstate(invalid="ignore"):
+            low = np.where(real.any(axis=0), np.where(real, X, np.inf).min(axis=0), np.nan)
+            high = np.where(real.any(axis=0), np.where(real, X, -np.inf).max(axis=0), np.nan)
+        out = copy.copy(self)
+        out.low_, out.high_ = np.fmin(self.low_, low), np.fmax(self.high_, high)
+        out._prepare()
+        return out
+
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         return ({"min_columns": int(self.min_columns)},
                 {"rssi": self.rssi_.astype(np.int8), "low": self.low_, "high": self.high_, "code": self.code_,

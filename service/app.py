@@ -35,7 +35,7 @@ from service.monitor import FeedbackCollector, Monitor
 from service.openapi import document
 from service.routing import HotRoutes, documented
 from service.settings import ServiceSettings
-from service.radio import RadioFollower
+from service.radio_follower import RadioFollower
 from service.shift import ShiftAlarm, ShiftCollector
 from service.state import open_state
 from service.repository import ModelRepository

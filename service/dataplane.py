@@ -27,7 +27,7 @@ from service.monitor import Monitor
 from service.open_inference.tensors import TYPICALITY, InferCall, InferResult
 from service.repository import ModelRepository, UnknownModelError
 from service.settings import ServiceSettings
-from service.radio import RadioFollower
+from service.radio_follower import RadioFollower
 from service.shift import NO_STEP, ShiftAlarm
 from service.state import StateUnavailable
 from service.store import Loaded, ModelStore
@@ -183,7 +183,7 @@ class DataPlane:
     def loaded(self, name: str | None = None, version: str | None = None, labels: dict | None = None,
                field: str = "model") -> Loaded:
         """The snapshot a request computes with: :meth:`current` of :meth:`store` under the radio it is sent
-        (:meth:`service.radio.RadioFollower.serving`), the model's name recorded in ``labels`` for the request
+        (:meth:`service.radio_follower.RadioFollower.serving`), the model's name recorded in ``labels`` for the request
         metrics.
 
         Parameters

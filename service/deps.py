@@ -17,7 +17,7 @@ from service.exceptions import APIError
 from service.metrics import Metrics
 from service.monitor import Monitor
 from service.settings import ServiceSettings
-from service.radio import RadioFollower
+from service.radio_follower import RadioFollower
 from service.shift import ShiftAlarm
 from service.repository import ModelRepository
 from service.store import Loaded

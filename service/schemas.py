@@ -43,7 +43,7 @@ class PredictRegionRequest(BaseModel):
                               "/models/{name}/...); default: the default model")
     device: str | None = Field(default=None, max_length=200, description="the device that read the rows (a phone "
                                "model, a sensor id; or the header X-LMVE-Device): its own signal offset is followed "
-                               "(service.radio); default: the traffic's")
+                               "(service.radio_follower); default: the traffic's")
     format: Literal["json", "geojson"] | None = Field(
         default=None, description="geojson: an RFC 7946 FeatureCollection (as `Accept: application/geo+json`), one "
                                   "Feature per row: the ellipse as a Polygon (WGS84 when the bundle declares a CRS), "
@@ -115,7 +115,7 @@ class ContainsRequest(BaseModel):
                               "/models/{name}/...); default: the default model")
     device: str | None = Field(default=None, max_length=200, description="the device that read the rows (a phone "
                                "model, a sensor id; or the header X-LMVE-Device): its own signal offset is followed "
-                               "(service.radio); default: the traffic's")
+                               "(service.radio_follower); default: the traffic's")
 
 
 ContainsResult = answer_schema(answers.CONTAINS, "ContainsResult",

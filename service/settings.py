@@ -83,7 +83,7 @@ class ServiceSettings(BaseSettings):
                                "the queries stay exchangeable with the calibration rows, each model's test sounds "
                                "with probability at most this (its evidence reaching 1/delta)")
     radio: Literal["adapt", "watch", "off"] = Field(
-        default="adapt", description="the radio watch (service.radio): adapt follows what the queries' readings show "
+        default="adapt", description="the radio watch (service.radio_follower): adapt follows what the queries' readings show "
         "(transmitters no longer heard leave the centre's distance, the regions are re-scored on the survey's rows, "
         "a device's signal offset is corrected); watch only reports it (GET /model); off neither counts nor reports")
     recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "

@@ -52,3 +52,11 @@ def walk(n_points, seed, replaced=(), offset_db=0.0):
         X = site_rows(X)
     X[:, list(replaced)] = NOT_HEARD
     return X, Y
+
+
+def saved_site(folder):
+    """:func:`train_site`'s bundle written under ``folder``: its path."""
+    result, _ = train_site()
+    path = folder / "site"
+    result.save(path)
+    return path

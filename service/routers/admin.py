@@ -103,7 +103,7 @@ async def radio_reset_model(name: str, request: Request):
 
 
 async def reset_radio(request: Request, name: str | None) -> RadioReset:
-    """Forget model ``name``'s radio watch on every worker (:meth:`service.radio.RadioFollower.reset`)."""
+    """Forget model ``name``'s radio watch on every worker (:meth:`service.radio_follower.RadioFollower.reset`)."""
     plane = request.app.state.plane
     loaded = plane.current(plane.store(name))
     radio = request.app.state.radio

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from service.deps import AppMonitor, AppRadio, AppShift, CurrentModel, Repository
 from service.monitor import Monitor
 from service.repository import ModelRepository
-from service.radio import RadioFollower
+from service.radio_follower import RadioFollower
 from service.schemas import ModelInfo
 from service.shift import ShiftAlarm
 from service.state import StateUnavailable

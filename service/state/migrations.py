@@ -39,7 +39,7 @@ SQLITE = {
     2: ["CREATE TABLE model_shift (model TEXT NOT NULL, bundle_id TEXT NOT NULL, state TEXT, evidence REAL NOT NULL, "
         "queries INTEGER NOT NULL, alarm_at INTEGER, delta REAL NOT NULL, started_at REAL NOT NULL, at REAL NOT NULL, "
         "PRIMARY KEY (model, bundle_id))"],
-    # the radio watch per model (service.radio): its decayed counts and the view they decided
+    # the radio watch per model (service.radio_follower): its decayed counts and the view they decided
     3: ["CREATE TABLE model_radio (model TEXT PRIMARY KEY, state TEXT, view TEXT, seen INTEGER NOT NULL, "
         "started_at REAL NOT NULL, at REAL NOT NULL)"],
 }

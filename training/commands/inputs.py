@@ -111,3 +111,42 @@ def read_walk(path: Path, model, group_by: list[GroupBy] = ()) -> Walk:
         walk.buildings = lab[floor_cols[0]] if len(floor_cols) == 2 else None
     walk.groups = {g.name: g.labels(lab[g.column]) for g in group_by}
     return walk
+
+
+def derived_parser(prog: str, doc: str, verb: str, rows: str, groups: str) -> argparse.ArgumentParser:
+    """The arguments of a command that derives a new bundle from a bundle and labelled rows: ``bundle``,
+    ``csv`` (``rows`` says what it holds), ``--out`` and ``--groups`` (``groups`` says what a group is for)."""
+    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("bundle", type=Path, help=f"the bundle to {verb} (left untouched)")
+    p.add_argument("csv", type=Path, help=rows)
+    p.add_argument("--out", type=Path, required=True, help="where the new bundle goes (a new directory)")
+    p.add_argument("--groups", default=None, metavar="COL[,COL]|none", help=groups)
+    return p
+
+
+def derived_parent(bundle: Path, out: Path, verb: str):
+    """The bundle a command derives a new one from, loaded; ``out`` must be another directory (the parent
+    stays as it is)."""
+    from models.bundle import load_bundle
+
+    if Path(out).resolve() == Path(bundle).resolve():
+        raise InputError(f"--out must differ from the bundle being {verb} (it stays as it is)", field="--out",
+                         expected="a new directory", received=str(out))
+    return load_bundle(bundle)
+
+
+def read_grouped_walk(path: Path, model, groups: str | None):
+    """``(walk, groups, columns)``: a labelled walk read for ``model`` and its rows' groups as a ``--groups``
+    value says: ``"auto"`` (:data:`~models.calibration.grouping.AUTO`, the caller groups by position), ``None``
+    (``none``: every row its own), or one label per row joined over the named ``columns``."""
+    from models.calibration.grouping import AUTO, parse_groups
+    from training.figures.walk import GroupBy
+
+    setting = parse_groups(groups, "--groups")
+    columns = setting if isinstance(setting, list) else None
+    walk = read_walk(path, model, [GroupBy(c) for c in columns or []])
+    labels = AUTO if setting == AUTO else None
+    if columns:  # one group per combination of the columns' values
+        labels = np.asarray(["|".join(parts) for parts in zip(*(walk.groups[c] for c in columns))], dtype=object)
+    return walk, labels, columns

@@ -23,23 +23,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from models.exceptions import InputError
 from training import run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lmve-recalibrate", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("bundle", type=Path, help="the bundle to recalibrate (left untouched)")
-    p.add_argument("csv", type=Path, help="fresh labelled rows (a validation walk: .csv, .csv.gz or .parquet): the "
-                   "bundle's feature and target columns, and a floor bundle's floor column(s)")
-    p.add_argument("--out", type=Path, required=True, help="where the new bundle goes (a new directory)")
-    p.add_argument("--groups", default=None, metavar="COL[,COL]|none",
-                   help="columns labelling each row's group: one calibration score per group (a guarantee for "
-                        "rows from new groups). Default: each position a group when most rows repeat a "
-                        "position (as lmve-train groups a survey), else rows; none: every row its own draw")
+    from training.commands.inputs import derived_parser
+
+    p = derived_parser("lmve-recalibrate", __doc__, "recalibrate", "fresh labelled rows (a validation walk: .csv, "
+                       ".csv.gz or .parquet): the bundle's feature and target columns, and a floor bundle's floor "
+                       "column(s)", "columns labelling each row's group: one calibration score per group (a "
+                       "guarantee for rows from new groups). Default: each position a group when most rows "
+                       "repeat a position (as lmve-train groups a survey), else rows; none: every row its own draw")
     p.add_argument("--group-rule", choices=("subsample", "pooled"), default="subsample",
                    help="with groups: subsample draws one row per group (exact P >= level; default), pooled "
                         "weighs every row by its group's size (approximate, tighter with few groups)")
@@ -52,25 +47,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    import numpy as np
-
-    from models.bundle import load_bundle, save_recalibrated
-    from models.calibration.grouping import AUTO, parse_groups
+    from models.bundle import save_recalibrated
     from models.calibration.recalibration import recalibrate, stated_guarantee, threshold_changes
-    from training.figures.walk import GroupBy
-    from training.commands.inputs import read_walk
+    from training.commands.inputs import derived_parent, read_grouped_walk
 
-    if args.out.resolve() == args.bundle.resolve():
-        raise InputError("--out must differ from the bundle being recalibrated (it stays as it is)", field="--out",
-                         expected="a new directory", received=str(args.out))
-    parent = load_bundle(args.bundle)
+    parent = derived_parent(args.bundle, args.out, "recalibrated")
     m = parent.manifest
-    setting = parse_groups(args.groups, "--groups")
-    group_cols = setting if isinstance(setting, list) else None
-    fresh = read_walk(args.csv, parent, [GroupBy(c) for c in group_cols or []])
-    groups = AUTO if setting == AUTO else None
-    if group_cols:  # one group per combination of the columns' values
-        groups = np.asarray(["|".join(parts) for parts in zip(*(fresh.groups[c] for c in group_cols))], dtype=object)
+    fresh, groups, group_cols = read_grouped_walk(args.csv, parent, args.groups)
     result = recalibrate(parent, fresh.X, fresh.Y, groups=groups, grouping=group_cols, centers=fresh.centers,
                          group_rule=args.group_rule, seed=args.seed, floors=fresh.floors, buildings=fresh.buildings,
                          source={"file": args.csv.name, "sha256": fresh.sha256})

@@ -356,7 +356,7 @@ def evaluate(model, walk: Walk, *, method: str | None = None, levels: list[float
     counted = interval_units(walk, unit)
     answer, rows = answer_rows(model, walk, method)
     out = {"n_rows": int(walk.X.shape[0]), "level": level, "method": answer.method,
-           "fallback_reason": answer.fallback_reason, "units": _units(model), "interval_over": counted.record(),
+           "fallback_reason": answer.fallback_reason, "units": units_of(model), "interval_over": counted.record(),
            **summarise(rows, level, units=counted)}
     insides = level_insides(model, walk, answer.method, rows, levels or parse_levels(DEFAULT_LEVELS))
     out["reliability"] = curve(insides, units=counted)
@@ -391,7 +391,8 @@ def _natural(v: str):
         return (1, 0.0, v)
 
 
-def _units(model) -> dict:
+def units_of(model) -> dict:
+    """The units of a walk's figures: metres where the bundle declares a CRS, else target units."""
     if model.crs is not None and model.n_targets == 2:
         return {"error": "m", "area": "m^2", "accuracy": "m", "ground": True}
     unit = "target units"

@@ -1,4 +1,4 @@
-"""The radio watch in the service (``service.radio``): the queries' readings counted into a shared watch, the
+"""The radio watch in the service (``service.radio_follower``): the queries' readings counted into a shared watch, the
 model every worker serves under its decision, its report in ``GET /model``, its reset, its life across restarts
 and replicas, and a request never waiting for an adaptation."""
 
@@ -13,7 +13,7 @@ from models.bundle import load_bundle
 from models.model import RegionModel
 from models.radio import RadioView
 from service import inference
-from tests.radio_site import LATER, REPLACED, train_site, walk
+from tests.radio_site import LATER, REPLACED, saved_site, walk
 from tests.service.conftest import features
 
 KEY = {"x-api-key": "k"}
@@ -22,10 +22,7 @@ KEY = {"x-api-key": "k"}
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The site's bundle (tests/radio_site.py) on disk: its path."""
-    result, _ = train_site()
-    path = tmp_path_factory.mktemp("radio-site") / "site"
-    result.save(path)
-    return path
+    return saved_site(tmp_path_factory.mktemp("radio-site"))
 
 
 def post(client, X, batch=10, headers=None, Y=None):
