@@ -86,6 +86,8 @@ ISSUE_113 = {("default", "/predict-region", "single_over_noop"): (0.6, "min"),
              ("default", "ModelInfer", "grpc_single_over_rest"): (1.0, "min")}
 #: the bundles measured over binary REST and gRPC too
 PROTOCOL_BUNDLES = ("default", "uji-knn", "uji-fingerprint")
+#: the bundles whose radio watch is measured against the same server without it
+RADIO_BUNDLES = ("default", "uji-knn")
 GRPC_ROUTE = "ModelInfer"
 
 
@@ -146,12 +148,13 @@ def _wait(base: str, proc: subprocess.Popen, path: str) -> None:
 
 
 def serve_bundle(path: Path, repository: bool = False, default: str | None = None,
-                 grpc_port: int = 0) -> tuple[subprocess.Popen, str]:
+                 grpc_port: int = 0, settings: dict | None = None) -> tuple[subprocess.Popen, str]:
     """``lmve-serve`` on ``path``: a bundle, or (``repository``) a model repository whose default is ``default``;
-    gRPC on ``grpc_port`` (0: off)."""
+    gRPC on ``grpc_port`` (0: off); ``settings``: more ``LMVE_*`` variables."""
     port = free_port()
     env = {**os.environ, "LMVE_API_KEY": KEY, "LMVE_LOG_LEVEL": "warning", "LMVE_MAX_BODY_BYTES": "50000000",
-           "LMVE_MAX_ROWS": "4096", "LMVE_GRPC_PORT": str(grpc_port), **({"LMVE_DEFAULT_MODEL": default} if default else {})}
+           "LMVE_MAX_ROWS": "4096", "LMVE_GRPC_PORT": str(grpc_port), **({"LMVE_DEFAULT_MODEL": default} if default else {}),
+           **(settings or {})}
     env.pop("LMVE_BUNDLE", None), env.pop("LMVE_MODEL_REPOSITORY", None)
     proc = subprocess.Popen([str(Path(sys.executable).parent / "lmve-serve"),
                              "--model-repository" if repository else "--bundle", str(path), "--port",
@@ -259,6 +262,33 @@ def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args, repo
     return out
 
 
+def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[dict]:
+    """``radio_over_off``: single-row ``/predict-region`` requests/s with the radio watch on (``LMVE_RADIO=adapt``,
+    the default) over the same server with it off, in paired rounds after a warm-up that lets the watch decide
+    (the body repeats one row, so its transmitters are all the traffic hears)."""
+    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode}) for mode in ("adapt", "off")}
+    body = tmp / f"{name}-one.json"
+    try:
+        for _, base in servers.values():
+            wrk(base + "/predict-region", body, 5, 8)  # warm-up: the watch counts, decides and follows
+        ratios = []
+        for _ in range(args.rounds):
+            off = wrk(servers["off"][1] + "/predict-region", body, args.seconds, 8)
+            on = wrk(servers["adapt"][1] + "/predict-region", body, args.seconds, 8)
+            if on["errors"] or off["errors"]:
+                raise RuntimeError(f"{name} radio: {on['errors']} errors (off {off['errors']})")
+            ratios.append((on["rps"], off["rps"]))
+    finally:
+        for proc, _ in servers.values():
+            proc.terminate()
+            proc.wait(timeout=30)
+    row = {"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "radio_over_off",
+           "value": round(statistics.median(b / a for b, a in ratios), 3), "rounds": [round(b / a, 3) for b, a in ratios],
+           "rps": [round(b) for b, _ in ratios], "noop_rps": [round(a) for _, a in ratios]}
+    print(f"{name:<18} {'/predict-region':<20} radio_over_off       {row['value']}", flush=True)
+    return [row]
+
+
 def _binary_body(X: np.ndarray) -> tuple[bytes, int]:
     """A V2 binary request of the rows ``X`` (FP64 raw bytes after a JSON header) asking for binary outputs, and
     the header's length."""
@@ -348,6 +378,8 @@ def target_of(row: dict) -> tuple[float, str, int] | None:
     Issue 113, stricter still: the default single row at 0.6, both UJIIndoorLoc bundles' binary and gRPC
     1,024-row rows/s at 40,000."""
     key = (row["bundle"], row["route"], row["scenario"])
+    if row["scenario"] == "radio_over_off":  # the watch costs at most 5 % of single-row throughput
+        return 0.95, "min", 129
     if key in ISSUE_113:
         return (*ISSUE_113[key], 113)
     if key in ISSUE_98:
@@ -382,7 +414,8 @@ def write(rows: list[dict], line: str, args) -> None:
              "contents) rows are issue 98's: their no-op is `benchmarks.noop_app`'s binary route and "
              "`benchmarks.noop_grpc` on the same bodies, the load generators' ceilings; `grpc_single_over_rest` is "
              "single-row gRPC calls/s over JSON `/predict-region` requests/s on the same server, paired rounds "
-             "(8 connections each), its no-op the gRPC no-op's single-row calls/s.", "",
+             "(8 connections each), its no-op the gRPC no-op's single-row calls/s. `radio_over_off`: single-row requests/s "
+             "with the radio watch on over the same bundle served with `LMVE_RADIO=off`, paired rounds (issue 129).", "",
              "| bundle | centre | route | scenario | value | no-op | target | met |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         goal = target_of(row)
@@ -433,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows += measure(n, path, centre, noop, tmp, args, repository=True)
             if n in PROTOCOL_BUNDLES:
                 rows += measure_protocols(n, path, centre, noop, noop_grpc, tmp, args)
+            if n in RADIO_BUNDLES:
+                rows += measure_radio(n, path, centre, tmp, args)
     finally:
         for proc in (noop_proc, grpc_proc):
             proc.terminate()

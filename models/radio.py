@@ -7,10 +7,12 @@ decayed over about :attr:`~RadioWatch.half_life` queries, overall and per named 
 :class:`RadioView` (:meth:`RadioWatch.view`; nothing before ``min_queries`` decayed queries):
 
 * **gone**: heard in a share ``p`` of the survey's rows, expected ``e = p n >= min_expected`` times in ``n``
-  queries, heard fewer than ``gone_ratio e`` times. A live transmitter falls so far below its mean only by an
-  extreme draw, or where the traffic keeps away from its part of the site. It comes back once heard
-  ``back_ratio e`` times (no flicker). At most ``max_gone_share`` of the survey's transmitters are gone, the
-  least heard first: what is left must still match the survey;
+  queries, heard fewer than ``gone_ratio e`` times; or not heard at all over the last rows in which it was
+  expected ``silent_expected`` times (the decayed counts take a few half lives to fall that far; silence says
+  it sooner). A live transmitter falls so far below its mean only by an extreme draw, or where the traffic
+  keeps away from its part of the site. It comes back once heard ``back_ratio e`` times (no flicker). At most
+  ``max_gone_share`` of the survey's transmitters are gone, the least heard first: what is left must still
+  match the survey;
 * **new**: never heard by the survey, heard in ``new_share`` of the queries (and ``min_new_rows`` rows); the
   survey cannot place it, so it reads "not heard", as in the survey;
 * **offset**: the median, weighted by the traffic's rows, of the traffic's mean reading minus the survey's over
@@ -125,6 +127,7 @@ class RadioWatch:
     min_queries : float, default=200
         Decayed queries before anything is decided (per device: before its own offset).
     min_expected, gone_ratio, back_ratio : float, default=20, 0.1, 0.3
+    silent_expected : float, default=60
     max_gone_share : float, default=0.75
     new_share, min_new_rows : float, default=0.01, 5
     min_heard, min_transmitters : int, default=20, 5
@@ -135,6 +138,7 @@ class RadioWatch:
 
     def __init__(self, baseline: RadioBaseline, half_life: float = 1000.0, min_queries: float = 200.0,
                  min_expected: float = 20.0, gone_ratio: float = 0.1, back_ratio: float = 0.3,
+                 silent_expected: float = 60.0,
                  max_gone_share: float = 0.75, new_share: float = 0.01, min_new_rows: float = 5.0,
                  min_heard: int = 20, min_transmitters: int = 5, deadband_db: float = 1.5,
                  max_offset_db: float = 15.0, max_devices: int = 64):
@@ -148,6 +152,7 @@ class RadioWatch:
         self.baseline = baseline
         self.half_life, self.min_queries, self.min_expected = float(half_life), float(min_queries), float(min_expected)
         self.gone_ratio, self.back_ratio, self.max_gone_share = float(gone_ratio), float(back_ratio), float(max_gone_share)
+        self.silent_expected = float(silent_expected)
         self.new_share, self.min_new_rows = float(new_share), float(min_new_rows)
         self.min_heard, self.min_transmitters = int(min_heard), int(min_transmitters)
         self.deadband_db, self.max_offset_db, self.max_devices = float(deadband_db), float(max_offset_db), int(max_devices)
@@ -159,6 +164,8 @@ class RadioWatch:
         d = len(self.baseline.rssi)
         #: device -> [decayed queries, (d,) decayed heard counts, (d,) decayed sums of heard readings]
         self.counts: dict[str, list] = {ALL: [0.0, np.zeros(d), np.zeros(d)]}
+        #: (d,) rows of the traffic since each feature was last heard
+        self.silent = np.zeros(d)
         self.seen = 0
         self._gone: set[int] = set()
 
@@ -169,6 +176,8 @@ class RadioWatch:
             return
         heard = heard_mask(X, self.baseline.rssi, self.baseline.unheard)
         h, s = heard.sum(axis=0), np.where(heard, X, 0.0).sum(axis=0)
+        since = len(X) - 1 - np.argmax(heard[::-1], axis=0)  # rows after the last one that heard it
+        self.silent = np.where(h > 0, since, self.silent + len(X))
         decay = 0.5 ** (len(X) / self.half_life)
         keys = [ALL] if device is None or device == ALL else [ALL, str(device)]
         for key in keys:
@@ -211,7 +220,8 @@ class RadioWatch:
         ratio = np.where(judged, heard / np.maximum(expected, 1e-12), np.inf)
         was = np.zeros(len(ratio), dtype=bool)
         was[list(self._gone)] = True
-        gone = judged & ((ratio < self.gone_ratio) | (was & (ratio < self.back_ratio)))
+        silent = b.rate * np.minimum(self.silent, self.seen) >= self.silent_expected
+        gone = judged & ((ratio < self.gone_ratio) | silent | (was & (ratio < self.back_ratio)))
         cap = int(np.floor(self.max_gone_share * b.surveyed.sum()))
         chosen = np.flatnonzero(gone)
         if len(chosen) > cap:  # the least heard first
@@ -234,7 +244,7 @@ class RadioWatch:
     # ------------------------------------------------------------------ the stored form
     def state(self) -> dict:
         """The counts and the gone set as plain JSON values."""
-        return {"seen": int(self.seen), "gone": sorted(self._gone),
+        return {"seen": int(self.seen), "gone": sorted(self._gone), "silent": self.silent.astype(int).tolist(),
                 "counts": {k: [float(c[0]), c[1].round(6).tolist(), c[2].round(4).tolist()]
                            for k, c in self.counts.items()}}
 
@@ -250,5 +260,7 @@ class RadioWatch:
             counts[str(key)] = [float(m), h, s]
         counts.setdefault(ALL, [0.0, np.zeros(d), np.zeros(d)])
         self.counts, self.seen = counts, int(state.get("seen", 0))
+        silent = np.asarray(state.get("silent", np.zeros(d)), dtype=np.float64)
+        self.silent = silent if silent.shape == (d,) else np.zeros(d)
         self._gone = {int(j) for j in state.get("gone", ())}
         return self

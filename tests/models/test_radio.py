@@ -78,9 +78,9 @@ def test_gone_comes_back_with_hysteresis_and_reset_forgets():
     assert watch.view().gone == (0, 1, 2)
     feed(watch, survey(rng, m=1200))  # heard again as in the survey: back
     assert watch.view().gone == ()
-    feed(watch, walk)  # the survey rows still weigh: heard above 0.1 e, not gone yet
+    feed(watch, walk[:100])  # heard above 0.1 e still, and silent over 100 rows: 50 expected, under 60
     assert watch.view().gone == ()
-    feed(watch, walk)
+    feed(watch, walk[100:130])  # silent where it was expected 65 times: gone before the counts say it
     assert watch.view().gone == (0, 1, 2)
     watch.reset()
     assert watch.view().empty and watch.seen == 0

@@ -128,3 +128,24 @@ def test_an_exchangeable_stream_leaves_the_model_as_trained(drift_site):
         watch.observe(X[i:i + 10])
     assert watch.view().empty
     assert model.adapted(watch.view()).methods is model.methods
+
+
+def test_the_guarantee_is_stated_in_the_same_words_everywhere(drift_site, tmp_path):
+    """GET /model's ``radio.guarantee`` is GUARANTEE; the README, the concept page and the training report say
+    the same sentence (line breaks and quote marks aside)."""
+    import re
+    from pathlib import Path
+
+    from models.radio_map import GUARANTEE
+    from training.commands.train_report import write_report
+
+    root = Path(__file__).resolve().parents[2]
+
+    def flat(text):
+        return re.sub(r"\s+", " ", re.sub(r"^\s*(> |- )", " ", text, flags=re.M))
+
+    for page in ("README.md", "docs/concepts/radio-drift.md"):
+        assert GUARANTEE in flat((root / page).read_text()), page
+    manifest = {**drift_site[0].manifest, "bundle_id": "b"}
+    write_report(tmp_path, {"name": "site", "rows": 1, "d": 16, "n": 2, "sha256": "0" * 64}, {}, 0.9, manifest, {})
+    assert GUARANTEE in flat((tmp_path / "report.md").read_text())

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from models import registry
+from models.radio_map import GUARANTEE as RADIO_GUARANTEE
 from training.figures.survey_scale import scale_line, size_line
 from training.pipeline import CRITERIA
 from training.pipeline.served_volume import selection_line
@@ -372,6 +373,7 @@ def write_report(out_dir: Path, dataset_info: dict, metrics: dict, coverage: flo
                                                                                 .get("scale")))) if line],
              f"- centre: {centre_line(manifest.get('training', {}).get('centre'))}",
              f"- RSSI preprocessing: {manifest.get('training', {}).get('preprocess', 'none')}",
+             *([f"- when the radio changes: {RADIO_GUARANTEE}"] if manifest.get("radio") else []),
              f"- LMVE configuration: {lmve.get('config')}; {phase_line(lmve.get('history'))}", "",
              "```", metrics_table(metrics, coverage, part), "```", "", f"![{part} regions](test_regions.png)",
              ""]

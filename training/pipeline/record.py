@@ -56,16 +56,23 @@ def record_stage(s: TrainState) -> None:
 
 def radio_map_of(s: TrainState):
     """The survey's reference and calibration rows as read (:class:`models.radio_map.RadioMap`), for a model whose
-    features hold RSSI readings (at least two); ``None`` otherwise, or for the client's own centres."""
+    features hold RSSI readings (at least two); ``None`` otherwise, or for the client's own centres. Reference
+    and calibration rows stay apart where the bundle's are (a split bundle), so that its re-scored calibration
+    keeps the exact form."""
     from models.radio_map import RadioMap
 
     model = s.model
     if model.readings is None or model.readings.n_rssi < 2 or s.dataset.centers is not None:
         return None
-    m = len(s.dataset.X)
+    m, split = len(s.dataset.X), s.split
     reference, calibration = np.zeros(m, bool), np.zeros(m, bool)
-    reference[s.split.train] = True
-    calibration[s.split.calibration] = True
+    reference[split.train] = True
+    calibration[split.calibration] = True
+    # the test part, held out of every fit, calibrates too; where the calibration rows are the training rows
+    # (cross-fit, scored leave-unit-out anyway) it is searched as well
+    calibration[split.test] = True
+    if reference[split.calibration].any():
+        reference[split.test] = True
     return RadioMap.of(s.dataset.X, s.dataset.Y, s.groups, reference, calibration, seed=s.config.seed)
 
 
