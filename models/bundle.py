@@ -572,7 +572,8 @@ def _load_extras(manifest: dict, arrays, scaler, methods: dict, path: Path) -> d
                               f"features; the bundle has {manifest['d']}", path=str(path / manifest["readings"]["file"]))
     if manifest.get("radio"):
         file = manifest["radio"]["file"]
-        out["radio_map"] = RadioMap.from_arrays(arrays(file), int(manifest["d"]), int(manifest["n"]), str(path / file))
+        out["radio_map"] = RadioMap.from_arrays(arrays(file), int(manifest["d"]), int(manifest["n"]), str(path / file),
+                                                knn=manifest["radio"].get("knn"))
     return out
 
 

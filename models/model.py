@@ -242,8 +242,9 @@ class RegionModel:
     def adapted(self, view: RadioView) -> "RegionModel":
         """This model under the live radio ``view``; this one is left untouched.
 
-        Gone transmitters: the centre searches the radio map's reference rows with them "not heard" on both
-        sides, and every method's calibration is re-scored on the map's calibration rows under the live set
+        Gone transmitters that carried enough of the survey's readings (:meth:`models.radio_map.RadioMap.refits`):
+        the centre searches the radio map's reference rows with them "not heard" on both sides, and every
+        method's calibration is re-scored on the map's calibration rows under the live set
         (:meth:`models.radio_map.RadioMap.adapt`). New transmitters and offsets: the rows are read under the view
         (:attr:`view`); nothing is refitted. An empty view gives the model as trained.
 
@@ -275,7 +276,8 @@ class RegionModel:
                 raise InputError("this bundle keeps no radio map (trained before it, or without RSSI readings): "
                                  "transmitters gone from the traffic cannot leave its centre; retrain with lmve-train",
                                  field="radio", expected="a bundle with radio.npz", received="none")
-            _, out.methods, _ = self.radio_map.adapt(self, view, self.radio_baseline)
+            if self.radio_map.refits(view, self.radio_baseline):
+                _, out.methods, _ = self.radio_map.adapt(self, view, self.radio_baseline)
         return out
 
     def updated(self, features, points, units=None) -> tuple["RegionModel", np.ndarray]:

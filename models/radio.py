@@ -13,8 +13,9 @@ decayed over about :attr:`~RadioWatch.half_life` queries, overall and per named 
   keeps away from its part of the site. It comes back once heard ``back_ratio e`` times (no flicker). At most
   ``max_gone_share`` of the survey's transmitters are gone, the least heard first: what is left must still
   match the survey;
-* **new**: never heard by the survey, heard in ``new_share`` of the queries (and ``min_new_rows`` rows); the
-  survey cannot place it, so it reads "not heard", as in the survey;
+* **new**: heard in ``new_share`` of the queries (and ``min_new_rows`` rows), and by the survey (the radio
+  map: the survey and what ``lmve-update`` added) in under ``new_ratio`` of that share: never, or at a few
+  re-walked positions only. The map cannot place it, so it reads "not heard", as in the survey;
 * **offset**: the median, weighted by the traffic's rows, of the traffic's mean reading minus the survey's over
   the live transmitters both heard ``min_heard`` times; decided on ``min_transmitters`` of them, applied from
   ``deadband_db``, at most ``max_offset_db``. Per device with ``min_queries`` of its own, else the traffic's.
@@ -129,7 +130,7 @@ class RadioWatch:
     min_expected, gone_ratio, back_ratio : float, default=20, 0.1, 0.3
     silent_expected : float, default=60
     max_gone_share : float, default=0.75
-    new_share, min_new_rows : float, default=0.01, 5
+    new_share, min_new_rows, new_ratio : float, default=0.01, 5, 0.25
     min_heard, min_transmitters : int, default=20, 5
     deadband_db, max_offset_db : float, default=1.5, 15
     max_devices : int, default=64
@@ -140,6 +141,7 @@ class RadioWatch:
                  min_expected: float = 20.0, gone_ratio: float = 0.1, back_ratio: float = 0.3,
                  silent_expected: float = 60.0,
                  max_gone_share: float = 0.75, new_share: float = 0.01, min_new_rows: float = 5.0,
+                 new_ratio: float = 0.25,
                  min_heard: int = 20, min_transmitters: int = 5, deadband_db: float = 1.5,
                  max_offset_db: float = 15.0, max_devices: int = 64):
         if not half_life > 0:
@@ -153,7 +155,7 @@ class RadioWatch:
         self.half_life, self.min_queries, self.min_expected = float(half_life), float(min_queries), float(min_expected)
         self.gone_ratio, self.back_ratio, self.max_gone_share = float(gone_ratio), float(back_ratio), float(max_gone_share)
         self.silent_expected = float(silent_expected)
-        self.new_share, self.min_new_rows = float(new_share), float(min_new_rows)
+        self.new_share, self.min_new_rows, self.new_ratio = float(new_share), float(min_new_rows), float(new_ratio)
         self.min_heard, self.min_transmitters = int(min_heard), int(min_transmitters)
         self.deadband_db, self.max_offset_db, self.max_devices = float(deadband_db), float(max_offset_db), int(max_devices)
         self.reset()
@@ -203,7 +205,8 @@ class RadioWatch:
             return RadioView()
         gone = self._decide_gone(n, heard)
         b = self.baseline
-        new = np.flatnonzero(b.rssi & (b.rate == 0) & (heard >= max(self.min_new_rows, self.new_share * n)))
+        new = np.flatnonzero(b.rssi & (heard >= max(self.min_new_rows, self.new_share * n))
+                             & (b.rate < self.new_ratio * heard / n))
         offsets = {}
         for key, (m, h, s) in self.counts.items():
             if key != ALL and m < self.min_queries:

@@ -41,6 +41,11 @@ GUARANTEE = ("The regions follow the radio the service is sent: transmitters it 
              "switched off and a constant signal offset (taken off), a split-calibrated bundle keeps its stated "
              "level. Approximate: any other change of the radio (new transmitters are ignored), and a cross-fit "
              "bundle, whose shapes learned from the rows that re-measure them.")
+#: gone transmitters that carried less than this share of the survey's readings leave the bundle's own centre
+#: and calibration as they are (they read "not heard", as the queries read them)
+MIN_GONE_WEIGHT = 0.05
+#: a fingerprint configuration's keys
+KNN_KEYS = ("representation", "cutoff_db", "n_neighbors", "weights")
 #: reference rows kept at most (a seeded subset beyond), as the k-NN centre caps its own
 MAX_ROWS = 16384
 #: query rows per block of the leave-unit-out search (a block's float32 distances to 16,384 rows: 32 MB)
@@ -53,18 +58,23 @@ SPARE = 8
 class RadioMap:
     """``features`` (m, d) raw rows, ``positions`` (m, n), ``units`` (m,) int codes, and two (m,) bool flags:
     ``reference`` (the centre's rows) and ``calibration`` (the rows that calibrated it; both for a cross-fit
-    bundle)."""
+    bundle); ``knn``: the fingerprint configuration (``representation``, ``cutoff_db``, ``n_neighbors``,
+    ``weights``) a centre that is no k-NN search is replaced by (training's fingerprint search, where it ran;
+    ``None``: the textbook one)."""
 
     features: np.ndarray
     positions: np.ndarray
     units: np.ndarray
     reference: np.ndarray
     calibration: np.ndarray
+    knn: dict | None = None
 
     @classmethod
-    def of(cls, features, positions, units, reference, calibration, seed: int = 0) -> "RadioMap":
+    def of(cls, features, positions, units, reference, calibration, seed: int = 0,
+           knn: dict | None = None) -> "RadioMap":
         """The map of the rows ``reference | calibration`` of raw ``features`` and ``positions`` (``units``:
-        each row's unit, ``None``: each row alone), at most :data:`MAX_ROWS` reference rows (seeded)."""
+        each row's unit, ``None``: each row alone), at most :data:`MAX_ROWS` reference rows (seeded); ``knn``
+        as the class says."""
         features, positions = np.asarray(features), np.asarray(positions, dtype=np.float64)
         m = len(features)
         units = np.arange(m) if units is None else np.unique(np.asarray(units), return_inverse=True)[1].ravel()
@@ -75,8 +85,20 @@ class RadioMap:
             reference[:] = False
             reference[keep] = True
         rows = reference | calibration
-        return cls(features=features[rows].astype(np.float32), positions=positions[rows],
+        if knn is not None:  # plain JSON values
+            knn = {"representation": str(knn["representation"]), "cutoff_db": float(knn["cutoff_db"]),
+                   "n_neighbors": int(knn["n_neighbors"]), "weights": str(knn["weights"])}
+        return cls(knn=knn, features=features[rows].astype(np.float32), positions=positions[rows],
                    units=units[rows].astype(np.int64), reference=reference[rows], calibration=calibration[rows])
+
+    def refits(self, view: RadioView, baseline: RadioBaseline) -> bool:
+        """Whether ``view``'s gone transmitters carried :data:`MIN_GONE_WEIGHT` of the survey's readings (the
+        share of its heard readings that were theirs): only then is the centre searched without them and the
+        calibration re-scored."""
+        if not view.gone:
+            return False
+        heard = baseline.rate[baseline.surveyed].sum()
+        return bool(heard > 0 and baseline.rate[list(view.gone)].sum() >= MIN_GONE_WEIGHT * heard)
 
     def baseline(self, rssi: np.ndarray, unheard: np.ndarray) -> RadioBaseline:
         """What the survey heard, over every row of the map."""
@@ -123,7 +145,7 @@ class RadioMap:
         ref = np.flatnonzero(reference)
         if len(ref) > MAX_ROWS:  # the oldest reference rows go first
             reference[ref[:len(ref) - MAX_ROWS]] = False
-        return RadioMap(features=np.concatenate([self.features, features.astype(np.float32)]),
+        return RadioMap(knn=self.knn, features=np.concatenate([self.features, features.astype(np.float32)]),
                         positions=np.concatenate([self.positions, positions]),
                         units=np.concatenate([self.units, codes.astype(np.int64)]), reference=reference,
                         calibration=np.concatenate([self.calibration, np.ones(k, bool)]))
@@ -131,14 +153,18 @@ class RadioMap:
     # ------------------------------------------------------------------ the stored form
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         return ({"rows": int(len(self.features)), "reference": int(self.reference.sum()),
-                 "calibration": int(self.calibration.sum())},
+                 "calibration": int(self.calibration.sum()), "knn": self.knn},
                 {"features": self.features, "positions": self.positions, "units": self.units,
                  "reference": self.reference.astype(np.int8), "calibration": self.calibration.astype(np.int8)})
 
     @classmethod
-    def from_arrays(cls, arrays, d: int, n: int, path: str = "radio.npz") -> "RadioMap":
+    def from_arrays(cls, arrays, d: int, n: int, path: str = "radio.npz", knn: dict | None = None) -> "RadioMap":
+        if knn is not None and (not isinstance(knn, dict) or set(knn) != set(KNN_KEYS)):
+            raise BundleError(f"the manifest's radio.knn must have the keys {', '.join(KNN_KEYS)}; got {knn!r}",
+                              path=path)
         try:
-            out = cls(features=np.asarray(arrays["features"]), positions=np.asarray(arrays["positions"], float),
+            out = cls(knn=knn, features=np.asarray(arrays["features"]),
+                      positions=np.asarray(arrays["positions"], float),
                       units=np.asarray(arrays["units"], np.int64), reference=np.asarray(arrays["reference"]) != 0,
                       calibration=np.asarray(arrays["calibration"]) != 0)
         except KeyError as exc:
@@ -152,8 +178,8 @@ class RadioMap:
 
 def masked_centre(model, Xs: np.ndarray, Y: np.ndarray):
     """``(centre, represent)``: a k-NN centre fitted on the masked standardised reference rows ``Xs`` in the
-    bundle's own configuration (a fingerprint or k-NN centre), else the textbook one on the readings; and the
-    map from standardised rows to what it searches."""
+    bundle's own configuration (a fingerprint or k-NN centre), else the radio map's (:attr:`RadioMap.knn`, or the
+    textbook one) on the readings; and the map from standardised rows to what it searches."""
     own = model.centre
     if isinstance(own, FingerprintCentre):
         c = own.chosen_
@@ -164,11 +190,12 @@ def masked_centre(model, Xs: np.ndarray, Y: np.ndarray):
     if isinstance(own, KNNCentre):
         centre = KNNCentre(n_neighbors=own.n_neighbors, weights=own.weights, max_rows=None).fit(Xs, Y)
         return centre, lambda X: X
+    knn = (model.radio_map.knn if model.radio_map is not None else None) or TEXTBOOK
     space = None if model.preprocess is None else ReadingSpace.of(model.preprocess, _Scaler(model))
-    if space is None:  # no RSSI step: the textbook's k on the standardised features (a masked column adds 0)
-        centre = KNNCentre(n_neighbors=TEXTBOOK["n_neighbors"], weights=TEXTBOOK["weights"], max_rows=None)
+    if space is None:  # no RSSI step: a k-NN search of the standardised features (a masked column adds 0)
+        centre = KNNCentre(n_neighbors=int(knn["n_neighbors"]), weights=knn["weights"], max_rows=None)
         return centre.fit(Xs, Y), lambda X: X
-    centre = FingerprintCentre(**TEXTBOOK, space=space).fit(Xs, Y)
+    centre = FingerprintCentre(**{k: knn[k] for k in KNN_KEYS}, space=space).fit(Xs, Y)
     return centre, centre._represent
 
 

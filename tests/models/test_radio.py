@@ -138,3 +138,19 @@ def test_bad_settings_are_refused():
         RadioWatch(b, half_life=0)
     with pytest.raises(InputError, match="gone_ratio"):
         RadioWatch(b, gone_ratio=0.5, back_ratio=0.3)
+
+
+def test_a_transmitter_the_map_heard_at_a_few_positions_only_is_still_new():
+    """After a re-survey of a few positions the map hears a new transmitter in a few rows: while the traffic
+    hears it four times as often or more, it stays out of the distance; heard as often, it is a survey one."""
+    rng = np.random.default_rng(5)
+    X = survey(rng)
+    X[:10, -1] = -60.0  # ten of the map's 2,000 rows: a re-walked position
+    X[:, -2] = np.where(rng.random(len(X)) < 0.4, -65.0, CODE)  # re-surveyed everywhere
+    watch = RadioWatch(baseline(X))
+    walk = survey(rng, m=600)
+    walk[:, -1] = np.where(rng.random(600) < 0.5, -60.0, CODE)
+    walk[:, -2] = np.where(rng.random(600) < 0.5, -65.0, CODE)
+    feed(watch, walk)
+    new = watch.view().new
+    assert D - 1 in new and D - 2 not in new

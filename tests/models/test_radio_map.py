@@ -149,3 +149,27 @@ def test_the_guarantee_is_stated_in_the_same_words_everywhere(drift_site, tmp_pa
     manifest = {**drift_site[0].manifest, "bundle_id": "b"}
     write_report(tmp_path, {"name": "site", "rows": 1, "d": 16, "n": 2, "sha256": "0" * 64}, {}, 0.9, manifest, {})
     assert GUARANTEE in flat((tmp_path / "report.md").read_text())
+
+
+def test_the_maps_fingerprint_configuration_replaces_a_centre_that_is_no_search(drift_site, tmp_path):
+    """A bundle whose centre is no k-NN search (here the paper's SVR) is searched, under a live set, in the
+    configuration its map records (training's fingerprint search), kept through the bundle on disk."""
+    import copy
+    import dataclasses
+
+    from models.bundle import save_bundle
+
+    model = copy.copy(drift_site[0])
+    knn = {"representation": "dbm", "cutoff_db": 0.0, "n_neighbors": 7, "weights": "uniform"}
+    rm = model.radio_map = dataclasses.replace(model.radio_map, knn=knn)
+    save_bundle(model, tmp_path / "b")
+    again = load_bundle(tmp_path / "b")
+    assert again.radio_map.knn == knn
+    info, arrays = rm.to_arrays()
+    with pytest.raises(Exception, match="radio.knn"):
+        type(rm).from_arrays(arrays, model.n_features, model.n_targets, knn={"n_neighbors": 3})
+    Xs = again._scaled(rm.features[rm.reference].astype(float))
+    centre, _ = masked_centre(again, Xs, rm.positions[rm.reference])
+    assert (centre.representation, centre.n_neighbors, centre.weights) == ("dbm", 7, "uniform")
+    again.radio_map = dataclasses.replace(rm, knn=None)
+    assert masked_centre(again, Xs, rm.positions[rm.reference])[0].n_neighbors == 3  # the textbook's

@@ -73,7 +73,9 @@ def radio_map_of(s: TrainState):
     calibration[split.test] = True
     if reference[split.calibration].any():
         reference[split.test] = True
-    return RadioMap.of(s.dataset.X, s.dataset.Y, s.groups, reference, calibration, seed=s.config.seed)
+    # training's fingerprint search (where it ran) is what replaces a centre that cannot leave a column out
+    searched = s.config.centre_context.get("fingerprint")
+    return RadioMap.of(s.dataset.X, s.dataset.Y, s.groups, reference, calibration, seed=s.config.seed, knn=searched)
 
 
 def _position_figures(s: TrainState, areas) -> dict:
