@@ -230,14 +230,10 @@ class RegionModel:
     @property
     def radio_baseline(self) -> RadioBaseline | None:
         """What the survey heard of each transmitter (:class:`models.radio.RadioBaseline`), from the radio map;
-        ``None`` without one. Built once."""
+        ``None`` without one. Built once per map (:meth:`models.radio_map.RadioMap.baseline`)."""
         if self.radio_map is None or self.readings is None:
             return None
-        cached = self.__dict__.get("_baseline")
-        if cached is None:
-            cached = self.radio_map.baseline(self.readings.rssi_, self.readings.unheard_)
-            self.__dict__["_baseline"] = cached
-        return cached
+        return self.radio_map.baseline(self.readings.rssi_, self.readings.unheard_)
 
     def adapted(self, view: RadioView) -> "RegionModel":
         """This model under the live radio ``view``; this one is left untouched.
@@ -320,7 +316,6 @@ class RegionModel:
         out = copy.copy(self)
         out.view, out.readings = None, self.readings.extended(X)
         out.radio_map = self.radio_map.extended(X, Y, units)
-        out.__dict__.pop("_baseline", None)
         _, out.methods, held_out = out.radio_map.adapt(out, RadioView(), out.radio_baseline)
         return out, held_out[-len(X):]
 

@@ -8,14 +8,11 @@ decayed over about :attr:`~RadioWatch.half_life` queries, overall and per named 
 
 * **gone**: heard in a share ``p`` of the survey's rows, expected ``e = p n >= min_expected`` times in ``n``
   queries, heard fewer than ``gone_ratio e`` times; or not heard at all over the last rows in which it was
-  expected ``silent_expected`` times (the decayed counts take a few half lives to fall that far; silence says
-  it sooner). A live transmitter falls so far below its mean only by an extreme draw, or where the traffic
-  keeps away from its part of the site. It comes back once heard ``back_ratio e`` times (no flicker). At most
-  ``max_gone_share`` of the survey's transmitters are gone, the least heard first: what is left must still
-  match the survey;
-* **new**: heard in ``new_share`` of the queries (and ``min_new_rows`` rows), and by the survey (the radio
-  map: the survey and what ``lmve-update`` added) in under ``new_ratio`` of that share: never, or at a few
-  re-walked positions only. The map cannot place it, so it reads "not heard", as in the survey;
+  expected ``silent_expected`` times (sooner than the decayed counts). It comes back once heard ``back_ratio
+  e`` times (no flicker). At most ``max_gone_share`` of the survey's transmitters are gone, the least heard
+  first: what is left must still match the survey;
+* **new**: heard in ``new_share`` of the queries (and ``min_new_rows`` rows), and by the radio map in under
+  ``new_ratio`` of that share (never, or at a few re-walked positions): it reads "not heard", as in the survey;
 * **offset**: the median, weighted by the traffic's rows, of the traffic's mean reading minus the survey's over
   the live transmitters both heard ``min_heard`` times; decided on ``min_transmitters`` of them, applied from
   ``deadband_db``, at most ``max_offset_db``. Per device with ``min_queries`` of its own, else the traffic's.

@@ -11,7 +11,9 @@ from tests.training.conftest import walk_repository  # noqa: F401
 
 @pytest.fixture(scope="session")
 def walk_server(walk_repository, tmp_path_factory):  # noqa: F811
-    """A real ``lmve-serve`` over :func:`tests.training.conftest.walk_repository`."""
+    """A real ``lmve-serve`` over :func:`tests.training.conftest.walk_repository`, its radio watch off: the tests
+    compare its answers with ``lmve-predict``'s, which score with the bundle as trained (the walk's weak phone
+    would otherwise be followed, as it should be in service)."""
     root, _ = walk_repository
-    with serving_repository(root, "synthetic", tmp_path_factory.mktemp("walk-logs")) as client:
+    with serving_repository(root, "synthetic", tmp_path_factory.mktemp("walk-logs"), LMVE_RADIO="off") as client:
         yield client

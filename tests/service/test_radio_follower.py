@@ -157,7 +157,6 @@ def _without_map(model: RegionModel) -> RegionModel:
 
     out = copy.copy(model)
     out.radio_map = None
-    out.__dict__.pop("_baseline", None)
     return out
 
 
