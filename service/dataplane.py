@@ -593,11 +593,11 @@ class DataPlane:
         strict = self.settings.strict_inputs
         if call.regions:
             answer = model.predict_region(call.features, call.method, level, kind="ellipsoid", centers=call.centers,
-                                          thresholds=thresholds, strict=strict)
+                                          thresholds=thresholds, strict=strict, device=call.device)
         if call.containment:
             assessed = model.assess(call.features, call.points, call.method, level, kind="ellipsoid",
-                                    centers=call.centers, thresholds=thresholds, strict=strict)
-        self.radio.observe(loaded, call.features)
+                                    centers=call.centers, thresholds=thresholds, strict=strict, device=call.device)
+        self.radio.observe(loaded, call.features, call.device)
         regions = None if answer is None else answers.Batch(answer)
         results = None if assessed is None else answers.Batch(assessed)
         outputs = []

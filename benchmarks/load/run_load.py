@@ -61,7 +61,8 @@ def wrk(url: str, body: Path, duration: int, connections: int, delay_ms: int = 0
         raise RuntimeError(f"wrk printed no summary:\n{out.stdout}\n{out.stderr}")
     r = json.loads(line[len("WRKJSON "):])
     return {"rps": r["requests"] / (r["duration_us"] / 1e6), "p50_ms": r["p50_us"] / 1000,
-            "p99_ms": r["p99_us"] / 1000, "errors": r["non2xx"] + r["socket_errors"], "requests": r["requests"]}
+            "p99_ms": r["p99_us"] / 1000,
+            "max_ms": r.get("max_us", 0) / 1000, "errors": r["non2xx"] + r["socket_errors"], "requests": r["requests"]}
 
 
 def main(argv=None) -> int:

@@ -27,7 +27,7 @@ function done(summary, latency, requests)
   for _, t in ipairs(threads) do bad = bad + t:get("non2xx") end
   local e = summary.errors
   io.write(string.format(
-    'WRKJSON {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "non2xx": %d, "socket_errors": %d}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), bad,
+    'WRKJSON {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "max_us": %d, "non2xx": %d, "socket_errors": %d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.max, bad,
     e.connect + e.read + e.write + e.timeout))
 end

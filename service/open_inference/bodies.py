@@ -63,13 +63,16 @@ class InferenceRequest(_Open):
                               -77.7, -69.2, -92.4, -81.3, -73.8, -88.6, -64.1, -70.0]}]}]})
 
     id: str | None = Field(default=None, description="echoed in the response")
-    parameters: dict[str, Any] | None = Field(default=None, description="`coverage` (in (0, 1)) and `method` "
-                                              "(a method of the bundle); `binary_data_output`: true "
-                                              "sends every output as raw bytes; others are ignored",
+    parameters: dict[str, Any] | None = Field(default=None, description="`coverage` (in (0, 1)), `method` "
+                                              "(a method of the bundle) and `device` (the device that read "
+                                              "the rows, for the radio watch's per-device offset); "
+                                              "`binary_data_output`: true sends every output as raw bytes; "
+                                              "others are ignored",
                                               json_schema_extra={"properties": {
                                                   "coverage": {"type": "number", "exclusiveMinimum": 0,
                                                                "exclusiveMaximum": 1},
                                                   "method": {"type": "string"},
+                                                  "device": {"type": "string", "maxLength": 200},
                                                   "binary_data_output": {"type": "boolean"}}})
     inputs: list[RequestInput] = Field(description="`features`, and `points` for containment" + CHECKED,
                                        json_schema_extra={"contains": {"type": "object", "required": ["name"],

@@ -8,7 +8,9 @@ is what the metadata declares); ``BOOL`` and ``BYTES`` are refused. Outputs: the
 answers (:mod:`models.answers`) that declare a tensor: ``center`` ``[rows, n]``, ``shape`` ``[rows, n, n]``,
 ``volume`` ``[rows]``; with ``points``, ``inside`` (BOOL), ``distance`` and ``p_value`` ``[rows]``; with a
 bundle's typicality step, ``typicality`` ``[rows]``. A request's
-``outputs`` picks some; its ``parameters`` ``coverage`` and ``method`` are read, the others ignored.
+``outputs`` picks some; its ``parameters`` ``coverage``, ``method`` and ``device`` (the device that read the
+rows, for the radio watch's per-device offset: a string of at most :data:`DEVICE_CHARS` characters) are read,
+the others ignored.
 Every refusal is a :class:`~service.exceptions.V2Error` (400) naming the input, output or parameter.
 """
 
@@ -25,6 +27,8 @@ from service.exceptions import V2Error
 NUMERIC = frozenset({"FP64", "FP32", "FP16", "BF16", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
                      "UINT32", "UINT64"})
 DATATYPES = NUMERIC | {"BOOL", "BYTES"}
+#: the longest ``device`` parameter (REST's ``device`` field and ``X-LMVE-Device`` header take as many)
+DEVICE_CHARS = 200
 #: the little-endian numpy type of each numeric datatype's raw bytes (BF16: the upper half of a float32)
 RAW_DTYPES = {"FP64": "<f8", "FP32": "<f4", "FP16": "<f2", "BF16": "<u2", "INT8": "i1", "INT16": "<i2",
               "INT32": "<i4", "INT64": "<i8", "UINT8": "u1", "UINT16": "<u2", "UINT32": "<u4", "UINT64": "<u8"}
@@ -55,6 +59,8 @@ class InferCall:
     named: bool = False
     #: the outputs to send as raw bytes (REST's binary extension); gRPC sends every output raw
     binary: frozenset = frozenset()
+    #: the device that read the rows (parameter ``device``), as REST's ``device`` field
+    device: str | None = None
 
     @property
     def rows(self) -> int:
@@ -133,10 +139,14 @@ def call(arrays: list[tuple[str, np.ndarray]], parameters: dict | None, outputs:
         found[name] = arr
     if "features" not in found:
         raise V2Error(400, "input 'features' is missing: FP64 [rows, d], one row per query")
-    coverage = method = None
+    coverage = method = device = None
     if parameters:
         coverage = _parameter(parameters, "coverage", (int, float), "a number in (0, 1)")
         method = _parameter(parameters, "method", str, "a method name, e.g. \"nle\"")
+        device = _parameter(parameters, "device", str, f"a device name of at most {DEVICE_CHARS} characters")
+        if device is not None and len(device) > DEVICE_CHARS:
+            raise V2Error(400, f"parameter 'device': expected at most {DEVICE_CHARS} characters; received "
+                               f"{len(device)}")
     points = found.get("points")
     if not outputs:
         wanted = (OUTPUTS if points is not None else REGION_OUTPUTS + (TYPICALITY,))
@@ -155,7 +165,7 @@ def call(arrays: list[tuple[str, np.ndarray]], parameters: dict | None, outputs:
                      coverage=None if coverage is None else float(coverage), method=method, id=id,
                      outputs=wanted, containment=containment,
                      regions=not REGION_OUTPUTS_SET.isdisjoint(wanted) or (TYPICALITY in wanted and not containment),
-                     named=bool(outputs), binary=binary)
+                     named=bool(outputs), binary=binary, device=device)
 
 
 def check_input_name(name: str) -> None:

@@ -3,6 +3,8 @@
 import json
 from types import SimpleNamespace
 
+import numpy as np
+
 from benchmarks import serving
 
 
@@ -52,3 +54,27 @@ def test_the_table_marks_each_target_and_shows_the_no_ops_floor(tmp_path, monkey
     assert "| default | KNNCentre | `/predict-region` | single_over_noop | 0.56 | - | >= 0.6 (113) | **no** |" in lines
     assert "| synthetic-knn | KNNCentre | `/predict-region` | rows_per_s_1024 | 9 | 10 | - | - |" in lines
     assert json.loads((tmp_path / "serving.json").read_text())["rows"] == rows
+
+
+def test_the_radio_rows_are_held_to_issue_129s_targets():
+    assert serving.target_of(row("uji-knn", "/predict-region", "radio_over_off", 0.9)) == (0.95, "min", 129)
+    # an adaptation in flight keeps the bundle's own 256-row p99 budget
+    assert serving.target_of(row("uji-knn", "/predict-region", "radio_adapting_p99_ms", 9)) == (15.0, "max", 129)
+    assert serving.target_of(row("default", "/predict-region", "radio_adapting_p99_ms", 9)) == (50.0, "max", 129)
+
+
+def test_the_drifted_body_loses_every_other_heard_transmitter(tmp_path):
+    from models.bundle import load_bundle
+    from models.radio import heard_mask
+    from tests.radio_site import saved_site, walk
+
+    site = saved_site(tmp_path)
+    X, _ = walk(20, seed=3)
+    base = load_bundle(site).radio_baseline
+    before, after = heard_mask(X, base.rssi, base.unheard), heard_mask(serving.drifted_rows(site, X), base.rssi,
+                                                                        base.unheard)
+    heard = np.flatnonzero(before.any(axis=0))
+    assert not (after & ~before).any()  # nothing heard that was not
+    kept = np.flatnonzero(after.any(axis=0))
+    assert len(kept) == len(heard) - (len(heard) + 1) // 2 and set(kept) < set(heard)
+    np.testing.assert_array_equal(after[:, kept], before[:, kept])  # the kept ones as they were

@@ -126,6 +126,15 @@ def test_a_device_offset_is_followed_for_that_device(make_client, site):
     np.testing.assert_allclose([r["center"] for r in named], load_bundle(site).predict_center(corrected), atol=1e-9)
     r = c.post("/predict-region", json={"features": features(Q)}, headers={**KEY, "X-LMVE-Device": "x" * 201})
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "X-LMVE-Device"
+    # the Open Inference Protocol names the device in a parameter: the same centres
+    infer = {"parameters": {"device": "phone-b"}, "outputs": [{"name": "center"}],
+             "inputs": [{"name": "features", "shape": list(Q.shape), "datatype": "FP64", "data": Q.ravel().tolist()}]}
+    name = c.get("/model", headers=KEY).json()["name"]
+    out = c.post(f"/v2/models/{name}/infer", json=infer, headers=KEY).json()["outputs"][0]
+    np.testing.assert_array_equal(np.reshape(out["data"], out["shape"]), [r["center"] for r in named])
+    infer["parameters"]["device"] = "x" * 201
+    r = c.post(f"/v2/models/{name}/infer", json=infer, headers=KEY)
+    assert r.status_code == 400 and "parameter 'device'" in r.json()["error"]
 
 
 def test_watch_mode_reports_without_following_and_off_does_neither(make_client, site):

@@ -66,3 +66,16 @@ def test_outputs_go_raw_in_order():
     assert [o.name for o in response.outputs] == ["volume", "inside"] and response.id == ""
     assert np.frombuffer(response.raw_output_contents[0], "<f8").tolist() == [1.0, 2.0]
     assert response.raw_output_contents[1] == b"\x01\x00" and list(response.outputs[0].shape) == [2]
+
+
+def test_the_device_parameter_is_read_and_checked():
+    request = _request(np.zeros((1, 4)), True)
+    request.parameters["device"].string_param = "phone-b"
+    assert grpc_codec.decode(request).device == "phone-b"
+    assert grpc_codec.decode(_request(np.zeros((1, 4)), True)).device is None
+    request.parameters["device"].string_param = "x" * 201
+    with pytest.raises(V2Error, match="parameter 'device': expected at most 200 characters; received 201"):
+        grpc_codec.decode(request)
+    request.parameters["device"].int64_param = 3
+    with pytest.raises(V2Error, match="parameter 'device': expected a device name"):
+        grpc_codec.decode(request)
