@@ -15,6 +15,9 @@ Features = list[list[Annotated[float, AllowInfNan(False)] | None]]
 #: /model`: `d`; the targets: `n`) and whether it takes `centers`, and every matrix has as many rows as `features`
 ROWS_DOC = ("; at least one row, each as long as the bundle's feature count (GET /model: `d`), which the bundle "
             "decides: a row of another length is refused (422) though the schema allows it")
+#: the longest device name a query carries (the body's ``device``, the ``X-LMVE-Device`` header, the Open Inference
+#: Protocol's ``device`` parameter)
+DEVICE_CHARS = 200
 #: a level's bounds, for the schema (the service refuses the others, naming the field)
 LEVEL = {"exclusiveMinimum": 0, "exclusiveMaximum": 1}
 SAME_ROWS = "; as many rows as `features`, each of the bundle's target count (GET /model: `n`)"
@@ -41,7 +44,7 @@ class PredictRegionRequest(BaseModel):
                                    "by a bundle trained with --centre-columns and refused by the others")
     model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
                               "/models/{name}/...); default: the default model")
-    device: str | None = Field(default=None, max_length=200, description="the device that read the rows (a phone "
+    device: str | None = Field(default=None, max_length=DEVICE_CHARS, description="the device that read the rows (a phone "
                                "model, a sensor id; or the header X-LMVE-Device): its own signal offset is followed "
                                "(service.radio_follower); default: the traffic's")
     format: Literal["json", "geojson"] | None = Field(
@@ -113,7 +116,7 @@ class ContainsRequest(BaseModel):
                                               "`floors`, for a bundle trained with --building-column")
     model: str | None = Field(default=None, description="the model to answer (the alternative to the path "
                               "/models/{name}/...); default: the default model")
-    device: str | None = Field(default=None, max_length=200, description="the device that read the rows (a phone "
+    device: str | None = Field(default=None, max_length=DEVICE_CHARS, description="the device that read the rows (a phone "
                                "model, a sensor id; or the header X-LMVE-Device): its own signal offset is followed "
                                "(service.radio_follower); default: the traffic's")
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.exceptions import V2Error, shown
 from service.open_inference.tensors import INPUTS, NUMERIC, OUTPUTS
+from service.schemas import DEVICE_CHARS
 
 
 class _Open(BaseModel):
@@ -72,7 +73,7 @@ class InferenceRequest(_Open):
                                                   "coverage": {"type": "number", "exclusiveMinimum": 0,
                                                                "exclusiveMaximum": 1},
                                                   "method": {"type": "string"},
-                                                  "device": {"type": "string", "maxLength": 200},
+                                                  "device": {"type": "string", "maxLength": DEVICE_CHARS},
                                                   "binary_data_output": {"type": "boolean"}}})
     inputs: list[RequestInput] = Field(description="`features`, and `points` for containment" + CHECKED,
                                        json_schema_extra={"contains": {"type": "object", "required": ["name"],

@@ -9,8 +9,8 @@ answers (:mod:`models.answers`) that declare a tensor: ``center`` ``[rows, n]``,
 ``volume`` ``[rows]``; with ``points``, ``inside`` (BOOL), ``distance`` and ``p_value`` ``[rows]``; with a
 bundle's typicality step, ``typicality`` ``[rows]``. A request's
 ``outputs`` picks some; its ``parameters`` ``coverage``, ``method`` and ``device`` (the device that read the
-rows, for the radio watch's per-device offset: a string of at most :data:`DEVICE_CHARS` characters) are read,
-the others ignored.
+rows, for the radio watch's per-device offset: at most :data:`service.schemas.DEVICE_CHARS` characters) are
+read, the others ignored.
 Every refusal is a :class:`~service.exceptions.V2Error` (400) naming the input, output or parameter.
 """
 
@@ -22,13 +22,12 @@ import numpy as np
 
 from models import answers
 from service.exceptions import V2Error
+from service.schemas import DEVICE_CHARS
 
 #: the V2 datatypes read as float64 (exactly, for the integer ones up to 2**53)
 NUMERIC = frozenset({"FP64", "FP32", "FP16", "BF16", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
                      "UINT32", "UINT64"})
 DATATYPES = NUMERIC | {"BOOL", "BYTES"}
-#: the longest ``device`` parameter (REST's ``device`` field and ``X-LMVE-Device`` header take as many)
-DEVICE_CHARS = 200
 #: the little-endian numpy type of each numeric datatype's raw bytes (BF16: the upper half of a float32)
 RAW_DTYPES = {"FP64": "<f8", "FP32": "<f4", "FP16": "<f2", "BF16": "<u2", "INT8": "i1", "INT16": "<i2",
               "INT32": "<i4", "INT64": "<i8", "UINT8": "u1", "UINT16": "<u2", "UINT32": "<u4", "UINT64": "<u8"}

@@ -17,7 +17,8 @@ from service.deps import json_body, json_body_openapi, model_name
 from service.error_handlers import FastJSONResponse
 from service.exceptions import APIError
 from service.routing import HotRoute
-from service.schemas import ContainsRequest, ContainsResponse, PredictRegionRequest, PredictRegionResponse
+from service.schemas import (DEVICE_CHARS, ContainsRequest, ContainsResponse, PredictRegionRequest,
+                             PredictRegionResponse)
 
 REQUEST_MODELS = (PredictRegionRequest, ContainsRequest)
 _parse_predict = json_body(PredictRegionRequest)
@@ -42,13 +43,13 @@ DEVICE_HEADER = "x-lmve-device"
 
 
 def _device(request: Request, body):
-    """The body's ``device``, else the :data:`DEVICE_HEADER` header's (at most 200 characters: 422 beyond)."""
+    """The body's ``device``, else the :data:`DEVICE_HEADER` header's (at most ``DEVICE_CHARS``: 422 beyond)."""
     if body.device is None:
         named = request.headers.get(DEVICE_HEADER)
         if named is not None:
-            if len(named) > 200:
+            if len(named) > DEVICE_CHARS:
                 raise APIError(422, "Invalid input", f"the header X-LMVE-Device has {len(named)} characters; at most "
-                               "200", field="X-LMVE-Device", expected="at most 200 characters",
+                               f"{DEVICE_CHARS}", field="X-LMVE-Device", expected=f"at most {DEVICE_CHARS} characters",
                                received=f"{len(named)} characters")
             body.device = named
     return body
