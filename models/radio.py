@@ -12,7 +12,10 @@ decayed over about :attr:`~RadioWatch.half_life` queries, overall and per named 
   e`` times (no flicker). At most ``max_gone_share`` of the survey's transmitters are gone, the least heard
   first: what is left must still match the survey;
 * **new**: heard in ``new_share`` of the queries (and ``min_new_rows`` rows), and by the radio map in under
-  ``new_ratio`` of that share (never, or at a few re-walked positions): it reads "not heard", as in the survey;
+  ``new_ratio`` of that share and at most ``new_max_rate`` of its rows (never, or at a few re-walked
+  positions): it reads "not heard", as in the survey. A transmitter the survey heard widely is never new,
+  however much more often the traffic hears it (traffic from one corner hears that corner's transmitters in
+  every query);
 * **offset**: the median, weighted by the traffic's rows, of the traffic's mean reading minus the survey's over
   the live transmitters both heard ``min_heard`` times; decided on ``min_transmitters`` of them, applied from
   ``deadband_db``, at most ``max_offset_db``. Per device with ``min_queries`` of its own, else the traffic's.
@@ -114,6 +117,17 @@ class RadioView:
         return out
 
 
+@dataclass(frozen=True)
+class RadioTally:
+    """What a run of rows adds to a watch (:meth:`RadioWatch.tally`): ``rows``, per key (:data:`ALL` and each
+    named device) ``(rows, weighted rows, (d,) weighted heard counts, (d,) weighted sums of heard readings)``,
+    and ``since`` (d,): rows after the last one that heard each feature (-1: none did)."""
+
+    rows: int
+    counts: dict
+    since: np.ndarray
+
+
 class RadioWatch:
     """Decayed counts of the traffic's readings, and the decision they support (see the module).
 
@@ -127,7 +141,7 @@ class RadioWatch:
     min_expected, gone_ratio, back_ratio : float, default=20, 0.1, 0.3
     silent_expected : float, default=60
     max_gone_share : float, default=0.75
-    new_share, min_new_rows, new_ratio : float, default=0.01, 5, 0.25
+    new_share, min_new_rows, new_ratio, new_max_rate : float, default=0.01, 5, 0.25, 0.02
     min_heard, min_transmitters : int, default=20, 5
     deadband_db, max_offset_db : float, default=1.5, 15
     max_devices : int, default=64
@@ -138,7 +152,7 @@ class RadioWatch:
                  min_expected: float = 20.0, gone_ratio: float = 0.1, back_ratio: float = 0.3,
                  silent_expected: float = 60.0,
                  max_gone_share: float = 0.75, new_share: float = 0.01, min_new_rows: float = 5.0,
-                 new_ratio: float = 0.25,
+                 new_ratio: float = 0.25, new_max_rate: float = 0.02,
                  min_heard: int = 20, min_transmitters: int = 5, deadband_db: float = 1.5,
                  max_offset_db: float = 15.0, max_devices: int = 64):
         if not half_life > 0:
@@ -153,6 +167,7 @@ class RadioWatch:
         self.gone_ratio, self.back_ratio, self.max_gone_share = float(gone_ratio), float(back_ratio), float(max_gone_share)
         self.silent_expected = float(silent_expected)
         self.new_share, self.min_new_rows, self.new_ratio = float(new_share), float(min_new_rows), float(new_ratio)
+        self.new_max_rate = float(new_max_rate)
         self.min_heard, self.min_transmitters = int(min_heard), int(min_transmitters)
         self.deadband_db, self.max_offset_db, self.max_devices = float(deadband_db), float(max_offset_db), int(max_devices)
         self.reset()
@@ -169,25 +184,57 @@ class RadioWatch:
         self._gone: set[int] = set()
 
     def observe(self, X: np.ndarray, device: str | None = None) -> None:
-        """Count raw rows ``X`` (m, d) as sent (before any correction), of ``device`` when named."""
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != len(self.baseline.rssi) or not len(X):
-            return
+        """Count raw rows ``X`` (m, d) as sent (before any correction), of ``device`` when named; the same as
+        :meth:`add` of their :meth:`tally`."""
+        self.add(self.tally([(X, device)]))
+
+    def tally(self, parts) -> "RadioTally":
+        """What the rows of ``parts`` (``(rows, device)`` pairs in arrival order; rows as sent, ``None`` or NaN
+        for not heard) add to the counts, computed without them (outside the state's transaction). Every row
+        weighs as if counted alone: the later of two rows ``j`` rows apart weighs ``2 ** (j / half_life)`` times
+        more, so that a batch counts as the same rows one by one. Parts of another row length are skipped."""
+        d = len(self.baseline.rssi)
+        blocks, devices = [], []
+        for rows, device in parts:
+            X = np.asarray(rows, dtype=np.float64)  # None (not heard) becomes NaN: never a reading
+            if X.ndim == 2 and X.shape[1] == d and len(X):
+                blocks.append(X)
+                devices.append(ALL if device is None else str(device))
+        if not blocks:
+            return RadioTally(rows=0, counts={}, since=np.full(d, -1.0))
+        X = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
         heard = heard_mask(X, self.baseline.rssi, self.baseline.unheard)
-        h, s = heard.sum(axis=0), np.where(heard, X, 0.0).sum(axis=0)
-        since = len(X) - 1 - np.argmax(heard[::-1], axis=0)  # rows after the last one that heard it
-        self.silent = np.where(h > 0, since, self.silent + len(X))
-        decay = 0.5 ** (len(X) / self.half_life)
-        keys = [ALL] if device is None or device == ALL else [ALL, str(device)]
-        for key in keys:
+        values = np.where(heard, X, 0.0)
+        since = np.where(heard.any(axis=0), np.argmax(heard[::-1], axis=0), -1)  # rows after the last that heard it
+        counts = {ALL: self._weighed(heard, values)}
+        owner = np.repeat(np.array(devices, dtype=object), [len(b) for b in blocks])
+        for key in dict.fromkeys(devices):
+            if key != ALL:
+                mine = owner == key
+                counts[key] = self._weighed(heard[mine], values[mine])
+        return RadioTally(rows=len(X), counts=counts, since=since.astype(np.float64))
+
+    def _weighed(self, heard: np.ndarray, values: np.ndarray) -> tuple[int, float, np.ndarray, np.ndarray]:
+        """``(rows, weighted rows, weighted heard counts, weighted sums)`` of a run of rows, the last weighing 1."""
+        m = len(heard)
+        w = 0.5 ** (np.arange(m - 1, -1, -1, dtype=np.float64) / self.half_life)
+        return m, float(w.sum()), w @ heard, w @ values
+
+    def add(self, tally: "RadioTally") -> None:
+        """Add a :meth:`tally` to the counts (the older counts decayed by its rows)."""
+        if not tally.rows:
+            return
+        self.silent = np.where(tally.since >= 0, tally.since, self.silent + tally.rows)
+        for key, (m, weight, h, s) in tally.counts.items():
             if key not in self.counts:
                 self._room()
-                self.counts[key] = [0.0, np.zeros_like(h, dtype=np.float64), np.zeros_like(s)]
+                self.counts[key] = [0.0, np.zeros_like(h), np.zeros_like(s)]
             c = self.counts[key]
-            c[0] = c[0] * decay + len(X)
+            decay = 0.5 ** (m / self.half_life)
+            c[0] = c[0] * decay + weight
             c[1] = c[1] * decay + h
             c[2] = c[2] * decay + s
-        self.seen += len(X)
+        self.seen += tally.rows
 
     def _room(self) -> None:
         devices = [k for k in self.counts if k != ALL]
@@ -203,7 +250,7 @@ class RadioWatch:
         gone = self._decide_gone(n, heard)
         b = self.baseline
         new = np.flatnonzero(b.rssi & (heard >= max(self.min_new_rows, self.new_share * n))
-                             & (b.rate < self.new_ratio * heard / n))
+                             & (b.rate < self.new_ratio * heard / n) & (b.rate <= self.new_max_rate))
         offsets = {}
         for key, (m, h, s) in self.counts.items():
             if key != ALL and m < self.min_queries:

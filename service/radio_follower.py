@@ -26,10 +26,8 @@ import dataclasses
 import logging
 import threading
 
-import numpy as np
-
 from models.exceptions import InputError
-from models.radio import ALL, RadioView, RadioWatch
+from models.radio import ALL, RadioTally, RadioView, RadioWatch
 from models.radio_map import GUARANTEE
 from service.repository import ModelRepository
 from service.settings import ServiceSettings
@@ -107,7 +105,10 @@ class RadioFollower:
             queued = pending.get(name)
             try:
                 if queued is not None and queued[0] == loaded.version:
-                    record = self.state.step_radio(name, lambda stored: self._step(loaded, stored, queued[1]))
+                    # the rows counted here, in a few array operations, before the transaction: a step of
+                    # the shared watch is then a merge of plain values
+                    tally = RadioWatch(loaded.model.radio_baseline).tally(queued[1])
+                    record = self.state.step_radio(name, lambda stored: self._step(loaded, stored, tally))
                 elif follow:
                     record = self.state.radio(name)
                 else:
@@ -124,7 +125,7 @@ class RadioFollower:
             if follow:
                 self.follow(loaded, record)
 
-    def _step(self, loaded: Loaded, stored: dict | None, parts: list) -> tuple[dict, dict]:
+    def _step(self, loaded: Loaded, stored: dict | None, tally: RadioTally) -> tuple[dict, dict]:
         watch = RadioWatch(loaded.model.radio_baseline)
         if stored is not None:
             try:
@@ -132,9 +133,7 @@ class RadioFollower:
             except (InputError, KeyError, TypeError, ValueError) as exc:
                 log.error("model %s: the stored radio watch cannot be read (%s); starting a new one", loaded.name, exc)
                 watch.reset()
-        for rows, device in parts:
-            X = np.asarray(rows, dtype=np.float64)  # None (not heard) becomes NaN: never a reading
-            watch.observe(X, device)
+        watch.add(tally)
         return watch.state(), watch.view().to_dict()
 
     def follow(self, loaded: Loaded, record: RadioRecord | None) -> Loaded:

@@ -43,6 +43,28 @@ def test_an_exchangeable_stream_changes_nothing():
     assert view.empty and view.gone == () and view.new == ()
 
 
+def test_a_batch_counts_as_its_rows_one_by_one():
+    """Rows counted in one tally of several requests (what a worker's flush does) or one by one give the same
+    counts to rounding, per device too, and the rows since each transmitter was last heard are exact."""
+    rng = np.random.default_rng(8)
+    b = baseline(survey(rng))
+    walk = survey(rng, m=600)
+    walk[-250:, 0] = CODE  # transmitter 0 silent over the last 250 rows
+    walk[-2:, 1:4] = [[-70.0, -70.0, CODE], [CODE, CODE, -70.0]]  # 1 and 2 last heard 1 row ago, 3 in the last
+    devices = ["a" if i % 3 else None for i in range(0, 600, 50)]
+    one, batched = RadioWatch(b), RadioWatch(b)
+    for i, dev in zip(range(0, 600, 50), devices):
+        for row in walk[i:i + 50]:
+            one.observe(row[None, :], dev)
+    batched.add(batched.tally([(walk[i:i + 50].tolist(), dev) for i, dev in zip(range(0, 600, 50), devices)]))
+    assert batched.seen == one.seen == 600
+    for key in (ALL, "a"):
+        for got, want in zip(batched.counts[key], one.counts[key]):
+            np.testing.assert_allclose(got, want, rtol=600 * np.finfo(float).eps)
+    assert batched.silent[0] == one.silent[0] == 250 and batched.silent[1] == batched.silent[2] == 1
+    assert batched.silent[3] == 0 and batched.view() == one.view()
+
+
 def test_nothing_is_decided_before_min_queries():
     rng = np.random.default_rng(1)
     X = survey(rng)
@@ -154,3 +176,18 @@ def test_a_transmitter_the_map_heard_at_a_few_positions_only_is_still_new():
     feed(watch, walk)
     new = watch.view().new
     assert D - 1 in new and D - 2 not in new
+
+
+def test_traffic_from_one_corner_makes_no_surveyed_transmitter_new():
+    """A transmitter the survey heard in a tenth of its rows, heard by every query of traffic from its corner,
+    is the survey's, not new; one the map heard in a few rows only (a re-walked position) still is."""
+    rng = np.random.default_rng(9)
+    X = survey(rng)
+    X[:, 0] = np.where(np.arange(len(X)) < 200, -55.0, CODE)  # one corner's transmitter: 10 % of the rows
+    X[:20, -1] = -60.0  # 1 % of the rows: a re-walked position
+    watch = RadioWatch(baseline(X))
+    walk = survey(rng, m=600)
+    walk[:, 0], walk[:, -1] = -55.0, -60.0  # every query from that corner hears both
+    feed(watch, walk)
+    new = watch.view().new
+    assert 0 not in new and D - 1 in new
