@@ -32,7 +32,9 @@ alternate between the bundle's server and the no-op, so that the shared machine'
   (``benchmarks.noop_app``'s binary route, ``benchmarks.noop_grpc``), and ``grpc_single_over_rest``: single-row
   gRPC calls/s over JSON ``/predict-region`` requests/s on the same server, in paired rounds;
 - the radio watch (``default`` and ``uji-knn``, issue 129): ``radio_over_off``, single-row requests/s with the
-  watch on over the same bundle served with ``LMVE_RADIO=off``, paired rounds; ``radio_adapting_p99_ms``, the
+  watch counting, deciding and reporting (``LMVE_RADIO=watch``) over the same bundle served with
+  ``LMVE_RADIO=off``, paired rounds, and ``radio_adapt_over_off`` the same with ``adapt``, which also serves the
+  model the decision builds (:func:`measure_radio`); ``radio_adapting_p99_ms``, the
   p99 of 256-row requests whose rows lost half their transmitters while the server decides and builds the
   adapted model (:func:`measure_radio_adapting`).
 
@@ -268,32 +270,42 @@ def measure(name: str, path: Path, centre: str, noop: str, tmp: Path, args, repo
 
 
 def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[dict]:
-    """``radio_over_off``: single-row ``/predict-region`` requests/s with the radio watch on (``LMVE_RADIO=adapt``,
-    the default) over the same server with it off, in paired rounds after a warm-up that lets the watch decide
-    (the body repeats one row, so its transmitters are all the traffic hears)."""
+    """``radio_over_off``: single-row ``/predict-region`` requests/s with the radio watch counting, deciding and
+    reporting (``LMVE_RADIO=watch``: all the watching, the bundle served as trained) over the same server with it
+    off, in paired rounds after a warm-up that lets the watch decide; ``radio_adapt_over_off``: the same with
+    ``LMVE_RADIO=adapt`` (the default), which also serves the model its decision builds. The body repeats one
+    row, so its transmitters are all the traffic hears: the watch decides that most others are gone, and the
+    adapted model answers a row that then hears almost nothing (every reference row that hears nothing else
+    ties), a different model at a different cost."""
     rows = np.load(CACHE / name / "rows.npz")
     body = tmp / f"{name}-radio-one.json"
     body.write_text(json.dumps({"features": rows["X"][:1].tolist()}))
-    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode}) for mode in ("adapt", "off")}
+    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode}) for mode in ("watch", "adapt", "off")}
     try:
         for _, base in servers.values():
             wrk(base + "/predict-region", body, 5, 8)  # warm-up: the watch counts, decides and follows
-        ratios = []
+        ratios = {"watch": [], "adapt": []}
         for _ in range(args.rounds):
-            off = wrk(servers["off"][1] + "/predict-region", body, args.seconds, 8)
-            on = wrk(servers["adapt"][1] + "/predict-region", body, args.seconds, 8)
-            if on["errors"] or off["errors"]:
-                raise RuntimeError(f"{name} radio: {on['errors']} errors (off {off['errors']})")
-            ratios.append((on["rps"], off["rps"]))
+            for mode in ratios:
+                off = wrk(servers["off"][1] + "/predict-region", body, args.seconds, 8)
+                on = wrk(servers[mode][1] + "/predict-region", body, args.seconds, 8)
+                if on["errors"] or off["errors"]:
+                    raise RuntimeError(f"{name} radio {mode}: {on['errors']} errors (off {off['errors']})")
+                ratios[mode].append((on["rps"], off["rps"]))
     finally:
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait(timeout=30)
-    row = {"bundle": name, "centre": centre, "route": "/predict-region", "scenario": "radio_over_off",
-           "value": round(statistics.median(b / a for b, a in ratios), 3), "rounds": [round(b / a, 3) for b, a in ratios],
-           "rps": [round(b) for b, _ in ratios], "noop_rps": [round(a) for _, a in ratios]}
-    print(f"{name:<18} {'/predict-region':<20} radio_over_off       {row['value']}", flush=True)
-    return [row]
+    out = []
+    for mode, scenario in (("watch", "radio_over_off"), ("adapt", "radio_adapt_over_off")):
+        pairs = ratios[mode]
+        row = {"bundle": name, "centre": centre, "route": "/predict-region", "scenario": scenario, "mode": mode,
+               "value": round(statistics.median(b / a for b, a in pairs), 3),
+               "rounds": [round(b / a, 3) for b, a in pairs], "rps": [round(b) for b, _ in pairs],
+               "noop_rps": [round(a) for _, a in pairs]}
+        print(f"{name:<18} {'/predict-region':<20} {scenario:<20} {row['value']}", flush=True)
+        out.append(row)
+    return out
 
 
 def drifted_rows(path: Path, X: np.ndarray) -> np.ndarray:
@@ -316,8 +328,9 @@ def drifted_rows(path: Path, X: np.ndarray) -> np.ndarray:
 def measure_radio_adapting(name: str, path: Path, centre: str, tmp: Path, args) -> list[dict]:
     """``radio_adapting_p99_ms``: the p99 (and the slowest) of 256-row ``/predict-region`` requests from one
     connection whose rows have lost half their transmitters, to a server that decides and builds the adapted
-    model during the run (``LMVE_RADIO=adapt``, its watch reset before each round, a 1 s flush), beside the same
-    server with ``LMVE_RADIO=off`` on the same body (``noop``); after each round, how long until the last decision is served (``followed_after_s``)."""
+    model during the run (``LMVE_RADIO=adapt``, its watch reset before each round, a 1 s flush; ``--adapting-seconds``
+    long, so that the build falls inside it), beside the same bundle served with ``LMVE_RADIO=off`` on the same body
+    just before (``noop``); after each round, how long until the last decision is served (``followed_after_s``)."""
     import httpx
 
     rows = np.load(CACHE / name / "rows.npz")
@@ -334,8 +347,8 @@ def measure_radio_adapting(name: str, path: Path, centre: str, tmp: Path, args) 
         for _ in range(args.rounds):
             httpx.post(servers["adapt"][1] + "/admin/radio/reset", headers=headers, timeout=30).raise_for_status()
             time.sleep(1.5)  # every worker back on the bundle as trained
-            for mode in ("adapt", "off"):
-                r = wrk(servers[mode][1] + "/predict-region", body, args.latency_seconds, 1)
+            for mode in ("off", "adapt"):  # off first: the adapt server idle (reset, its last model built)
+                r = wrk(servers[mode][1] + "/predict-region", body, args.adapting_seconds, 1)
                 if r["errors"]:
                     raise RuntimeError(f"{name} radio ({mode}): {r['errors']} errors")
                 runs[mode].append(r)
@@ -492,10 +505,13 @@ def write(rows: list[dict], line: str, args, stem: str = "serving") -> None:
              "`benchmarks.noop_grpc` on the same bodies, the load generators' ceilings; `grpc_single_over_rest` is "
              "single-row gRPC calls/s over JSON `/predict-region` requests/s on the same server, paired rounds "
              "(8 connections each), its no-op the gRPC no-op's single-row calls/s. `radio_over_off`: single-row requests/s "
-             "with the radio watch on over the same bundle served with `LMVE_RADIO=off`, paired rounds (issue 129). "
+             "with the radio watch counting, deciding and reporting (`LMVE_RADIO=watch`) over the same bundle served "
+             "with `LMVE_RADIO=off`, paired rounds (issue 129); `radio_adapt_over_off` the same with `adapt`, which "
+             "also serves the adapted model (the body repeats one row: the watch decides most transmitters gone and "
+             "the row then hears almost nothing, a different model at a different cost). "
              "`radio_adapting_p99_ms`: the p99 of 256-row requests from one connection whose rows lost half their "
              "transmitters, while the server decides and builds the adapted model (its watch reset before each "
-             "round), the no-op column the same server with `LMVE_RADIO=off`; the slowest requests are in the json "
+             "round), the no-op column the same bundle served with `LMVE_RADIO=off`, measured just before (the adapt server idle); the slowest requests are in the json "
              "(`max_ms`), with the gone transmitters of the last decision and how long after the round it was "
              "served (`gone_followed`); target the bundle's 256-row p99 budget.", "",
              "| bundle | centre | route | scenario | value | no-op | target | met |", "|---|---|---|---|---|---|---|---|"]
@@ -522,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=int, default=2, help="seconds of each wrk run in a paired round")
     p.add_argument("--latency-seconds", type=int, default=5, help="seconds of the 256- and 1,024-row runs")
+    p.add_argument("--adapting-seconds", type=int, default=12, help="seconds of each radio_adapting_p99_ms run: "
+                   "long enough that the adapted model is decided and built (seconds, in a child process) inside it")
     p.add_argument("--radio-only", action="store_true", help="only the radio watch's scenarios (of the bundles "
                    f"{', '.join(RADIO_BUNDLES)}), written to serving_radio.{{json,md}} beside the full run's")
     args = p.parse_args(argv)

@@ -235,7 +235,7 @@ class RegionModel:
             return None
         return self.radio_map.baseline(self.readings.rssi_, self.readings.unheard_)
 
-    def adapted(self, view: RadioView) -> "RegionModel":
+    def adapted(self, view: RadioView, methods: dict | None = None) -> "RegionModel":
         """This model under the live radio ``view``; this one is left untouched.
 
         Gone transmitters that carried enough of the survey's readings (:meth:`models.radio_map.RadioMap.refits`):
@@ -247,6 +247,9 @@ class RegionModel:
         Parameters
         ----------
         view : RadioView
+        methods : dict, default=None
+            The re-scored methods under ``view``, built elsewhere (another process) by this call on the same
+            bundle; ``None``: built here when they must be.
 
         Returns
         -------
@@ -272,7 +275,9 @@ class RegionModel:
                 raise InputError("this bundle keeps no radio map (trained before it, or without RSSI readings): "
                                  "transmitters gone from the traffic cannot leave its centre; retrain with lmve-train",
                                  field="radio", expected="a bundle with radio.npz", received="none")
-            if self.radio_map.refits(view, self.radio_baseline):
+            if methods is not None:
+                out.methods = methods
+            elif self.radio_map.refits(view, self.radio_baseline):
                 _, out.methods, _ = self.radio_map.adapt(self, view, self.radio_baseline)
         return out
 

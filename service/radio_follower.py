@@ -8,16 +8,18 @@ its device to its model's pending list (:meth:`RadioFollower.observe`: a lock an
 (:meth:`service.state.ServiceState.step_radio`), so every worker of a host (SQLite) or a fleet (PostgreSQL)
 steps one watch, and a restarted worker finds it where it was. The watch's decision (a
 :class:`models.radio.RadioView`) is stored beside it; each worker, at its flush, builds the model under the
-stored decision once (:meth:`models.model.RegionModel.adapted`: seconds for a large survey, in the flush's
-thread) and serves it from then on, so that every worker answers the same. A worker without queries of its own
-still reads the stored decision at each flush.
+stored decision once (:meth:`models.model.RegionModel.adapted`: seconds for a large survey, in a child
+process, :mod:`service.radio_builds`) and serves it from then on, so that every worker answers the same. A
+worker without queries of its own still reads the stored decision at each flush.
 
 ``LMVE_RADIO``: ``adapt`` (the default) follows the decision, ``watch`` only reports it, ``off`` neither counts
 nor reports. :meth:`RadioFollower.reset` forgets a model's watch: every worker serves the bundle as trained at its
 next flush, until the evidence decides again. The watch is the model's, not its bundle's: a new bundle of the
 same model (a reload, a recalibration, ``lmve-update``) keeps the traffic's counts and decides against its own
-survey. At most :data:`MAX_PENDING` rows per model and worker are counted between two flushes (which ones
-depends on their arrival alone).
+survey. Of a request, at most :data:`ROWS_PER_REQUEST` rows are counted (evenly spaced: the rows of one
+request were read at about one place and time, and every row counted is work a flush does while requests
+wait for the interpreter); at most :data:`MAX_PENDING` rows per model and worker between two flushes (which
+ones depends on their arrival alone). The watch's figures are in counted rows.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ import dataclasses
 import logging
 import threading
 
+import numpy as np
+
 from models.exceptions import InputError
 from models.radio import ALL, RadioTally, RadioView, RadioWatch
 from models.radio_map import GUARANTEE
+from service.radio_builds import RadioBuilder
 from service.repository import ModelRepository
 from service.settings import ServiceSettings
 from service.state import RadioRecord, ServiceState, StateUnavailable
@@ -39,6 +44,8 @@ log = logging.getLogger("lmve.service")
 
 #: the most rows per model one worker counts between two flushes
 MAX_PENDING = 4096
+#: the most rows of one request counted (evenly spaced)
+ROWS_PER_REQUEST = 16
 #: the transmitters a report names at most
 NAMED = 20
 NO_MAP = ("the bundle keeps no radio map (trained before it, or without RSSI readings): retrain with lmve-train to "
@@ -60,6 +67,7 @@ class RadioFollower:
 
     def __init__(self, state: ServiceState, settings: ServiceSettings):
         self.state, self.mode = state, settings.radio
+        self.builder = RadioBuilder(settings.radio_build)
         self._lock = threading.Lock()
         #: model -> (bundle id, [(rows, device)], rows): what this worker answered since its last flush
         self._pending: dict[str, tuple[str, list, int]] = {}
@@ -79,6 +87,11 @@ class RadioFollower:
         ``device`` for ``loaded``'s model's watch."""
         if self.mode == "off" or loaded.model.radio_baseline is None or not len(features):
             return
+        if len(features) > ROWS_PER_REQUEST:
+            features = features[::-(-len(features) // ROWS_PER_REQUEST)]
+        # a few rows made an array here, where it costs a request microseconds, not in a flush that would
+        # convert thousands of rows at once while the requests wait for the interpreter
+        features = np.asarray(features, dtype=np.float64)  # None (not heard) becomes NaN: never a reading
         with self._lock:
             version, parts, rows = self._pending.get(loaded.name, (loaded.version, [], 0))
             if version != loaded.version:
@@ -145,8 +158,7 @@ class RadioFollower:
         if got is not None and got[0] == loaded.version and got[1] == key:
             return got[2]
         try:
-            model = loaded.model.adapted(view)
-            model.prepare()
+            model = self.builder.build(loaded.model, view, loaded.path, loaded.version)
         except InputError as exc:
             log.error("model %s: the radio's decision cannot be followed (%s); serving the bundle as trained",
                       loaded.name, exc)

@@ -86,6 +86,9 @@ class ServiceSettings(BaseSettings):
         default="adapt", description="the radio watch (service.radio_follower): adapt follows what the queries' readings show "
         "(transmitters no longer heard leave the centre's distance, the regions are re-scored on the survey's rows, "
         "a device's signal offset is corrected); watch only reports it (GET /model); off neither counts nor reports")
+    radio_build: Literal["process", "thread"] = Field(
+        default="process", description="where a model under the radio's decision is built (service.radio_builds): "
+        "process, a child process, so that no request waits for it; thread, the worker's flush thread")
     recalibrated_dir: Path | None = Field(default=None, description="where /admin/recalibrate writes new bundles; "
                                           "default: beside the served bundle")
     strict_inputs: bool = Field(default=False, description="refuse (422, naming the feature) a reading outside what "

@@ -58,6 +58,8 @@ def test_the_table_marks_each_target_and_shows_the_no_ops_floor(tmp_path, monkey
 
 def test_the_radio_rows_are_held_to_issue_129s_targets():
     assert serving.target_of(row("uji-knn", "/predict-region", "radio_over_off", 0.9)) == (0.95, "min", 129)
+    # the adapted model is another model: its speed is reported beside, held to nothing
+    assert serving.target_of(row("default", "/predict-region", "radio_adapt_over_off", 0.9)) is None
     # an adaptation in flight keeps the bundle's own 256-row p99 budget
     assert serving.target_of(row("uji-knn", "/predict-region", "radio_adapting_p99_ms", 9)) == (15.0, "max", 129)
     assert serving.target_of(row("default", "/predict-region", "radio_adapting_p99_ms", 9)) == (50.0, "max", 129)

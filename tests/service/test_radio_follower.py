@@ -151,6 +151,20 @@ def test_watch_mode_reports_without_following_and_off_does_neither(make_client, 
     assert radio(off)["radio"] == {"available": False, "mode": "off", "reason": "LMVE_RADIO=off"}
 
 
+def test_a_large_request_counts_sixteen_evenly_spaced_rows(make_client, site):
+    """Of a 100-row request the watch counts rows 0, 7, ..., 98 (ceil(100 / 16) = 7 apart: 15 rows); a
+    16-row request all of its rows."""
+    from service.radio_follower import ROWS_PER_REQUEST
+
+    assert ROWS_PER_REQUEST == 16
+    c = make_client(bundle=site, api_key="k", radio="watch", sync_interval_s=60)
+    X, _ = walk(24, seed=2)
+    post(c, X[:100], batch=100)
+    assert radio(c)["radio"]["queries_counted"] == len(range(0, 100, 7))
+    post(c, X[100:116], batch=16)
+    assert radio(c)["radio"]["queries_counted"] == len(range(0, 100, 7)) + 16
+
+
 def test_a_bundle_without_a_radio_map_says_so(make_client):
     """The synthetic bundle of tests/conftest.py has RSSI features; one from before the radio map has none."""
     c = make_client(api_key="k")
@@ -175,11 +189,11 @@ def test_a_request_never_waits_for_an_adaptation(make_client, site, monkeypatch)
     building, release = threading.Event(), threading.Event()
     adapted = RegionModel.adapted
 
-    def slow(self, view):
+    def slow(self, view, methods=None):
         if view.gone:
             building.set()
             release.wait(30)
-        return adapted(self, view)
+        return adapted(self, view, methods)
 
     monkeypatch.setattr(RegionModel, "adapted", slow)
     c = make_client(bundle=site, api_key="k", sync_interval_s=60)

@@ -1,0 +1,69 @@
+"""Where the model under a radio decision is built (``service.radio_builds``): a child process gives the model the
+thread would, to the bit, with the server's own shapes; a bundle on disk that is not the one served is built
+in the thread instead, and said."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from models.bundle import load_bundle
+from models.radio import RadioView
+from service import radio_builds
+from service.radio_builds import RadioBuilder
+from tests.radio_site import LATER, REPLACED, saved_site, walk
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    path = saved_site(tmp_path_factory.mktemp("radio-builds"))
+    return path, load_bundle(path)
+
+
+def answers(model, X):
+    a = model.predict_region(X)
+    return a.regions.centers, a.regions.volume("lebesgue"), a.typicality_scores
+
+
+@pytest.fixture
+def any_size(monkeypatch):
+    """Every map built in a child, however small (the site's is)."""
+    monkeypatch.setattr(radio_builds, "PROCESS_CELLS", 0)
+
+
+def test_the_child_builds_what_the_thread_builds(site, any_size):
+    path, model = site
+    view = RadioView(gone=REPLACED, new=LATER)
+    version = model.manifest["bundle_id"]
+    bare = RadioBuilder("process")._in_child(model, view, path, version)
+    assert bare is not None and set(bare) == set(model.methods)  # built there ...
+    for name, reg in bare.items():  # ... and given the server's own shapes
+        assert reg.shape_ is model.methods[name].shape_ and reg.centre_ is not model.methods[name].centre_
+    X, _ = walk(20, seed=4, replaced=REPLACED)
+    child = RadioBuilder("process").build(model, view, path, version)
+    thread = RadioBuilder("thread").build(model, view, path, version)
+    for got, want in zip(answers(child, X), answers(thread, X)):
+        np.testing.assert_array_equal(got, want)
+    assert child.view == view
+
+
+def test_a_bundle_on_disk_that_is_not_the_served_one_is_built_in_the_thread(site, any_size, caplog):
+    path, model = site
+    view = RadioView(gone=REPLACED)
+    with caplog.at_level(logging.WARNING, logger="lmve.service"):
+        out = RadioBuilder("process").build(model, view, path, "another-bundle")
+    assert "not the served another-bundle" in caplog.text and "building it in this worker" in caplog.text
+    X, _ = walk(10, seed=5, replaced=REPLACED)
+    for got, want in zip(answers(out, X), answers(model.adapted(view), X)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_no_child_for_a_decision_that_refits_nothing_or_a_small_map(site, monkeypatch):
+    path, model = site
+    monkeypatch.setattr(RadioBuilder, "_in_child", lambda *a: pytest.fail("a child was started"))
+    view = RadioView(new=LATER, offsets={"*": 3.0})  # nothing gone: the rows are read under the view only
+    out = RadioBuilder("process").build(model, view, path, model.manifest["bundle_id"])
+    assert out.methods is model.methods and out.view == view
+    assert model.radio_map.features.size < radio_builds.PROCESS_CELLS  # the site's map: the thread builds it
+    out = RadioBuilder("process").build(model, RadioView(gone=REPLACED), path, model.manifest["bundle_id"])
+    assert out.methods is not model.methods
