@@ -13,15 +13,14 @@ decayed over about :attr:`~RadioWatch.half_life` queries, overall and per named 
   first: what is left must still match the survey;
 * **new**: heard in ``new_share`` of the queries (and ``min_new_rows`` rows), and by the radio map in under
   ``new_ratio`` of that share and at most ``new_max_rate`` of its rows (never, or at a few re-walked
-  positions): it reads "not heard", as in the survey. A transmitter the survey heard widely is never new,
-  however much more often the traffic hears it (traffic from one corner hears that corner's transmitters in
-  every query);
+  positions): it reads "not heard", as in the survey. Traffic from one corner, which hears that corner's
+  transmitters in every query, makes none of them new;
 * **offset**: the median, weighted by the traffic's rows, of the traffic's mean reading minus the survey's over
   the live transmitters both heard ``min_heard`` times; decided on ``min_transmitters`` of them, applied from
   ``deadband_db``, at most ``max_offset_db``. Per device with ``min_queries`` of its own, else the traffic's.
 
-:meth:`RadioView.apply` is what answering does with a decision: gone and new transmitters read "not heard", and
-the offset is taken off every heard reading. The state is plain values (:meth:`RadioWatch.state`).
+:meth:`RadioView.apply` is what answering does with a decision: gone and new transmitters read "not heard",
+the offset taken off every heard reading. The state is plain values (:meth:`RadioWatch.state`).
 """
 
 from __future__ import annotations

@@ -3,16 +3,16 @@
 Building a model whose centre leaves transmitters out (:meth:`models.model.RegionModel.adapted`) takes seconds
 for a large survey: a new search index, and every calibration row re-centred and re-scored. Built in a thread
 of the serving process, that work holds the interpreter lock in many short stretches, and a request that
-needs the lock waits a switch interval (5 ms) each time: on UJIIndoorLoc a 256-row request's p99 grew from
-about 20 ms to 580 ms while one was built. :class:`RadioBuilder` builds it in a fresh child process
-(``spawn``, one build a child, so that no model stays resident beside the server's; at the lowest CPU
-priority, one thread per library, so that the requests keep the cores): the child loads the same
-bundle from disk, checks that it is the one served (its ``bundle_id``), builds and prepares the re-scored
-methods, and sends them back without their shapes (the server holds those already). The server then only
-unpickles the centre and the thresholds.
+needs the lock waits a switch interval each time (the serving benchmark's ``radio_adapting_p99_ms``).
+:class:`RadioBuilder` builds it in a fresh child process (``spawn``, one build a child, so that no model
+stays resident beside the server's; at the lowest CPU priority, one thread per library, so that the requests
+keep the cores): the child loads the same bundle from disk, checks that it is the one served (its
+``bundle_id``), builds and prepares the re-scored methods, and sends them back without their shapes (the
+server holds those already). The server then only unpickles the centre and the thresholds.
 
-A radio map of under :data:`PROCESS_CELLS` readings is built in the calling thread (tens of milliseconds;
-starting a child costs seconds), and so is every one with ``LMVE_RADIO_BUILD=thread``; a build the child cannot make (the bundle on disk changed, the child died) is made in the thread, and said.
+A radio map of under :data:`PROCESS_CELLS` readings is built in the calling thread (starting a child costs
+more than such a build), and so is every one with ``LMVE_RADIO_BUILD=thread``; a build the child cannot make
+(the bundle on disk changed, the child died) is made in the thread, and said.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from models.radio import RadioView
 
 log = logging.getLogger("lmve.service")
 
-#: readings (rows x features) of a radio map from which a child builds: a smaller map builds in tens of
-#: milliseconds in the thread (2,000 x 16: 30 ms), where a child costs seconds to start (19,937 x 519: 2.6 s
-#: in the thread)
+#: readings (rows x features) of a radio map from which a child builds it; a smaller map builds in the thread
+#: in less time than a child takes to start
 PROCESS_CELLS = 1_000_000
 #: seconds a child may take (starting an interpreter, loading the bundle, building); beyond, the thread builds
 TIMEOUT_S = 600.0
