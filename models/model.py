@@ -249,7 +249,7 @@ class RegionModel:
         view : RadioView
         methods : dict, default=None
             The re-scored methods under ``view``, built elsewhere (another process) by this call on the same
-            bundle; ``None``: built here when they must be.
+            bundle, used where :meth:`refits`; ``None``: built here.
 
         Returns
         -------
@@ -264,22 +264,42 @@ class RegionModel:
         """
         import copy
 
+        refits = self.refits(view)
+        out = copy.copy(self)
+        out.view = None if view.empty else view
+        if refits:
+            out.methods = methods if methods is not None else self.radio_map.adapt(self, view, self.radio_baseline)[1]
+        return out
+
+    def refits(self, view: RadioView) -> bool:
+        """Whether :meth:`adapted` re-fits the centre and re-scores the calibration under ``view`` (gone
+        transmitters that carried enough of the survey's readings, :meth:`models.radio_map.RadioMap.refits`);
+        a check of ``view`` alone, nothing built.
+
+        Parameters
+        ----------
+        view : RadioView
+
+        Returns
+        -------
+        bool
+
+        Raises
+        ------
+        InputError
+            As :meth:`adapted`: transmitters gone for a bundle without a radio map, or features it lacks.
+        """
         bad = [j for j in (*view.gone, *view.new) if not 0 <= j < self.n_features]
         if bad:
             raise InputError(f"the radio view names feature {bad[0]}; the model has {self.n_features}",
                              field="radio", expected=f"features 0..{self.n_features - 1}", received=str(bad[0]))
-        out = copy.copy(self)
-        out.view = None if view.empty else view
-        if view.gone:
-            if self.radio_baseline is None:
-                raise InputError("this bundle keeps no radio map (trained before it, or without RSSI readings): "
-                                 "transmitters gone from the traffic cannot leave its centre; retrain with lmve-train",
-                                 field="radio", expected="a bundle with radio.npz", received="none")
-            if methods is not None:
-                out.methods = methods
-            elif self.radio_map.refits(view, self.radio_baseline):
-                _, out.methods, _ = self.radio_map.adapt(self, view, self.radio_baseline)
-        return out
+        if not view.gone:
+            return False
+        if self.radio_baseline is None:
+            raise InputError("this bundle keeps no radio map (trained before it, or without RSSI readings): "
+                             "transmitters gone from the traffic cannot leave its centre; retrain with lmve-train",
+                             field="radio", expected="a bundle with radio.npz", received="none")
+        return self.radio_map.refits(view, self.radio_baseline)
 
     def updated(self, features, points, units=None) -> tuple["RegionModel", np.ndarray]:
         """This model with a re-survey's labelled rows learned: added to the radio map as reference and

@@ -45,9 +45,9 @@ def _lowly() -> None:
     threadpool_limits(1)
 
 
-def adapted_methods(path: str, version: str, view: dict) -> dict | None:
-    """In the child: the re-scored methods of the bundle at ``path`` under ``view`` (a
-    :meth:`RadioView.to_dict`), prepared, each without its shape; ``None`` where the decision refits nothing.
+def adapted_methods(path: str, version: str, view: RadioView) -> dict | None:
+    """In the child: the re-scored methods of the bundle at ``path`` under ``view``, prepared, each without its
+    shape; ``None`` where the decision refits nothing.
     Raises :class:`RuntimeError` when the bundle there is not ``version``."""
     from models.bundle import load_bundle
 
@@ -55,8 +55,7 @@ def adapted_methods(path: str, version: str, view: dict) -> dict | None:
     found = model.manifest.get("bundle_id", "unknown")
     if found != version:
         raise RuntimeError(f"{path} now holds bundle {found}, not the served {version}")
-    out = model.adapted(RadioView(gone=tuple(view.get("gone", ())), new=tuple(view.get("new", ())),
-                                  offsets=dict(view.get("offsets_db") or {})))
+    out = model.adapted(view)
     if out.methods is model.methods:
         return None
     out.prepare()
@@ -79,11 +78,9 @@ class RadioBuilder:
         """``model`` (served from the bundle ``version`` at ``path``) under ``view``, prepared. Blocking: call it
         from a thread. Raises what :meth:`RegionModel.adapted` raises (a view the model cannot follow)."""
         methods = None
-        if (self.mode == "process" and view.gone and path is not None and model.radio_map is not None
-                and model.radio_map.features.size >= PROCESS_CELLS):
-            bad = [j for j in (*view.gone, *view.new) if not 0 <= j < model.n_features]
-            if not bad and model.radio_baseline is not None and model.radio_map.refits(view, model.radio_baseline):
-                methods = self._in_child(model, view, path, version)
+        if (self.mode == "process" and path is not None and model.radio_map is not None
+                and model.radio_map.features.size >= PROCESS_CELLS and model.refits(view)):
+            methods = self._in_child(model, view, path, version)
         out = model.adapted(view, methods=methods)
         out.prepare()
         return out
@@ -92,7 +89,7 @@ class RadioBuilder:
         try:
             with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=_lowly, max_tasks_per_child=1) as pool:
-                bare = pool.submit(adapted_methods, str(path), version, view.to_dict()).result(TIMEOUT_S)
+                bare = pool.submit(adapted_methods, str(path), version, view).result(TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any failure of the child: the thread builds it
             log.warning("radio: the adapted model could not be built in a child process (%s: %s); building it "
                         "in this worker", type(exc).__name__, exc)
