@@ -7,7 +7,9 @@ defaults; cached under ``benchmarks/cache/later_months/``). The walks are each l
 (months 2-25) and month 25's sets 6-10 (the second phone), in recorded order, ten rows a request:
 
 * ``served``: one running ``lmve-serve`` on loopback (fresh SQLite state, the radio watch on, as deployed)
-  answers every walk, month after month, the phone named in ``X-LMVE-Device``; it sees readings only;
+  answers every walk, month after month, the phone named in ``X-LMVE-Device``; it sees readings only; every
+  50 rows the walk waits until the service serves under its latest decision (a walk takes hours, its replay
+  seconds: the wait keeps the building of a model in the replay's time where it is in the walk's);
 * ``static``: the bundle as trained (what the service answers with ``LMVE_RADIO=off``);
 * ``update5`` / ``update10``: ``lmve-update``'s model (:meth:`models.model.RegionModel.updated`) with 5 or 10
   of the month's positions re-walked (seeded), under the radio the watch decided, scored on the month's other
@@ -36,6 +38,8 @@ CACHE = cache_dir("later_months")
 LEVEL = 0.9
 #: rows a request
 BATCH = 10
+#: rows between two waits for the service to serve under its latest decision (``Service.settle``)
+SETTLE_EVERY = 50
 #: the textbook's constants: not heard (dBm), neighbours
 NOT_HEARD, K = -105.0, 3
 WALK_SETS = {"S3": (1, 2, 3, 4, 5), "A5": (6, 7, 8, 9, 10)}
@@ -126,6 +130,17 @@ class Service:
     def radio(self) -> dict:
         return self.http.get("/model").raise_for_status().json()["radio"]
 
+    def settle(self, timeout: float = 120.0) -> dict:
+        """Wait until the service serves under the watch's latest decision (``followed``), as it would long
+        before the next query in a walk that takes hours: the walk is replayed in seconds, the building of a
+        model under a new decision is not hurried; the radio summary."""
+        deadline = time.monotonic() + timeout
+        while True:
+            radio = self.radio()
+            if radio.get("followed", True) or time.monotonic() > deadline:
+                return radio
+            time.sleep(0.1)
+
     def close(self) -> None:
         self.http.close()
         self.proc.terminate()
@@ -199,6 +214,8 @@ def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = Fa
             for s in tqdm(range(0, len(X), BATCH), desc=f"month {month} {phone}", leave=False):
                 x, y = X[s:s + BATCH], Y[s:s + BATCH]
                 for tag, (_, m) in variants.items():
+                    if s % SETTLE_EVERY == 0:
+                        services[tag].settle()
                     out[f"served{tag}"].append(served_figures(services[tag].regions(x, phone), y))
                     out[f"static{tag}"].append(regions_of(m.predict_region(x, typicality=False), y))
                 watch.observe(x, phone)

@@ -13,6 +13,10 @@ server holds those already). The server then only unpickles the centre and the t
 A radio map of under :data:`PROCESS_CELLS` readings is built in the calling thread (starting a child costs
 more than such a build), and so is every one with ``LMVE_RADIO_BUILD=thread``; a build the child cannot make
 (the bundle on disk changed, the child died) is made in the thread, and said.
+
+Only the decision's gone and new transmitters are built into the methods; its offsets are applied to each
+query (:meth:`models.radio.RadioView.apply`). A decision that differs from the last one built for the same
+bundle only in its offsets (an offset re-estimated at every flush) reuses that build: nothing is rebuilt.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ log = logging.getLogger("lmve.service")
 #: readings (rows x features) of a radio map from which a child builds it; a smaller map builds in the thread
 #: in less time than a child takes to start
 PROCESS_CELLS = 1_000_000
+#: bundles whose latest build is kept for reuse (the oldest forgotten beyond)
+KEPT_BUILDS = 16
 #: seconds a child may take (starting an interpreter, loading the bundle, building); beyond, the thread builds
 TIMEOUT_S = 600.0
 
@@ -73,16 +79,32 @@ class RadioBuilder:
 
     def __init__(self, mode: str = "process"):
         self.mode = mode
+        #: bundle id -> (the gone and new transmitters of its latest build, that build's methods)
+        self._built: dict[str, tuple[tuple, dict]] = {}
+        #: builds made (not reused) since this builder started
+        self.builds = 0
 
     def build(self, model: RegionModel, view: RadioView, path: Path | None, version: str) -> RegionModel:
-        """``model`` (served from the bundle ``version`` at ``path``) under ``view``, prepared. Blocking: call it
-        from a thread. Raises what :meth:`RegionModel.adapted` raises (a view the model cannot follow)."""
-        methods = None
-        if (self.mode == "process" and path is not None and model.radio_map is not None
-                and model.radio_map.features.size >= PROCESS_CELLS and model.refits(view)):
-            methods = self._in_child(model, view, path, version)
+        """``model`` (served from the bundle ``version`` at ``path``) under ``view``, prepared; the latest
+        build for ``version`` reused where only the offsets differ. Blocking: call it from a thread. Raises
+        what :meth:`RegionModel.adapted` raises (a view the model cannot follow)."""
+        methods, refits, reused = None, model.refits(view), False
+        fitted = (view.gone, view.new)
+        if refits:
+            got = self._built.get(version)
+            if got is not None and got[0] == fitted:
+                methods, reused = got[1], True
+            elif (self.mode == "process" and path is not None and model.radio_map is not None
+                    and model.radio_map.features.size >= PROCESS_CELLS):
+                methods = self._in_child(model, view, path, version)
         out = model.adapted(view, methods=methods)
         out.prepare()
+        if refits and not reused:
+            self.builds += 1
+            self._built.pop(version, None)
+            self._built[version] = (fitted, out.methods)
+            while len(self._built) > KEPT_BUILDS:
+                del self._built[next(iter(self._built))]
         return out
 
     def _in_child(self, model: RegionModel, view: RadioView, path: Path, version: str) -> dict | None:
