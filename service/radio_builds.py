@@ -16,7 +16,8 @@ more than such a build), and so is every one with ``LMVE_RADIO_BUILD=thread``; a
 
 Only the decision's gone and new transmitters are built into the methods; its offsets are applied to each
 query (:meth:`models.radio.RadioView.apply`). A decision that differs from the last one built for the same
-bundle only in its offsets (an offset re-estimated at every flush) reuses that build: nothing is rebuilt.
+bundle only in its offsets (an offset re-estimated at every flush) reuses the methods of the model served before it
+(the caller passes that model: it holds it already), so nothing is rebuilt and no build outlives its model.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ log = logging.getLogger("lmve.service")
 #: readings (rows x features) of a radio map from which a child builds it; a smaller map builds in the thread
 #: in less time than a child takes to start
 PROCESS_CELLS = 1_000_000
-#: bundles whose latest build is kept for reuse (the oldest forgotten beyond)
-KEPT_BUILDS = 16
 #: seconds a child may take (starting an interpreter, loading the bundle, building); beyond, the thread builds
 TIMEOUT_S = 600.0
 
@@ -79,32 +78,46 @@ class RadioBuilder:
 
     def __init__(self, mode: str = "process"):
         self.mode = mode
-        #: bundle id -> (the gone and new transmitters of its latest build, that build's methods)
-        self._built: dict[str, tuple[tuple, dict]] = {}
-        #: builds made (not reused) since this builder started
-        self.builds = 0
 
-    def build(self, model: RegionModel, view: RadioView, path: Path | None, version: str) -> RegionModel:
-        """``model`` (served from the bundle ``version`` at ``path``) under ``view``, prepared; the latest
-        build for ``version`` reused where only the offsets differ. Blocking: call it from a thread. Raises
-        what :meth:`RegionModel.adapted` raises (a view the model cannot follow)."""
-        methods, refits, reused = None, model.refits(view), False
-        fitted = (view.gone, view.new)
-        if refits:
-            got = self._built.get(version)
-            if got is not None and got[0] == fitted:
-                methods, reused = got[1], True
+    def build(self, model: RegionModel, view: RadioView, path: Path | None, version: str,
+              last: RegionModel | None = None) -> RegionModel:
+        """``model`` (served from the bundle ``version`` at ``path``) under ``view``, prepared.
+
+        Blocking: call it from a thread.
+
+        Parameters
+        ----------
+        model : RegionModel
+            The model as trained.
+        view : RadioView
+            The decision to serve it under.
+        path : Path or None
+            The bundle's folder, for a child to load (``None``: built in this thread).
+        version : str
+            The bundle's id, checked by the child against the bundle it loads.
+        last : RegionModel or None
+            The model served for ``version`` before this decision: its methods are reused where its view has
+            the same gone and new transmitters (only the offsets differ).
+
+        Returns
+        -------
+        RegionModel
+            ``model`` under ``view``.
+
+        Raises
+        ------
+        InputError
+            What :meth:`RegionModel.adapted` raises (a view the model cannot follow).
+        """
+        methods = None
+        if model.refits(view):
+            if last is not None and last.view is not None and (last.view.gone, last.view.new) == (view.gone, view.new):
+                methods = last.methods
             elif (self.mode == "process" and path is not None and model.radio_map is not None
                     and model.radio_map.features.size >= PROCESS_CELLS):
                 methods = self._in_child(model, view, path, version)
         out = model.adapted(view, methods=methods)
         out.prepare()
-        if refits and not reused:
-            self.builds += 1
-            self._built.pop(version, None)
-            self._built[version] = (fitted, out.methods)
-            while len(self._built) > KEPT_BUILDS:
-                del self._built[next(iter(self._built))]
         return out
 
     def _in_child(self, model: RegionModel, view: RadioView, path: Path, version: str) -> dict | None:

@@ -157,8 +157,9 @@ class RadioFollower:
         got = self._serving.get(loaded.name)
         if got is not None and got[0] == loaded.version and got[1] == key:
             return got[2]
+        last = got[2].model if got is not None and got[0] == loaded.version else None
         try:
-            model = self.builder.build(loaded.model, view, loaded.path, loaded.version)
+            model = self.builder.build(loaded.model, view, loaded.path, loaded.version, last)
         except InputError as exc:
             log.error("model %s: the radio's decision cannot be followed (%s); serving the bundle as trained",
                       loaded.name, exc)
