@@ -101,11 +101,11 @@ class RadioMap:
         return bool(heard > 0 and baseline.rate[list(view.gone)].sum() >= MIN_GONE_WEIGHT * heard)
 
     def baseline(self, rssi: np.ndarray, unheard: np.ndarray) -> RadioBaseline:
-        """What the survey heard, over every row of the map (built once for the same ``rssi`` and ``unheard``
-        arrays, the model's own: every query's count reads it)."""
+        """What the survey heard, over every row of the map and per position group (built once for the same
+        ``rssi`` and ``unheard`` arrays, the model's own: every query's count reads it)."""
         cached = self.__dict__.get("_baseline")
         if cached is None or cached[0] is not rssi or cached[1] is not unheard:
-            cached = (rssi, unheard, RadioBaseline.of(self.features, rssi, unheard))
+            cached = (rssi, unheard, RadioBaseline.of(self.features, rssi, unheard, self.positions))
             object.__setattr__(self, "_baseline", cached)  # a cache beside the frozen fields
         return cached[2]
 

@@ -45,7 +45,8 @@ def test_an_exchangeable_stream_changes_nothing():
 
 def test_a_batch_counts_as_its_rows_one_by_one():
     """Rows counted in one tally of several requests (what a worker's flush does) or one by one give the same
-    counts to rounding, per device too, and the rows since each transmitter was last heard are exact."""
+    counts to rounding, per device too, and the times each transmitter was expected since it was last heard are
+    exact (one profile: its survey rate per row)."""
     rng = np.random.default_rng(8)
     b = baseline(survey(rng))
     walk = survey(rng, m=600)
@@ -58,11 +59,15 @@ def test_a_batch_counts_as_its_rows_one_by_one():
             one.observe(row[None, :], dev)
     batched.add(batched.tally([(walk[i:i + 50].tolist(), dev) for i, dev in zip(range(0, 600, 50), devices)]))
     assert batched.seen == one.seen == 600
+    eps = np.finfo(float).eps
     for key in (ALL, "a"):
         for got, want in zip(batched.counts[key], one.counts[key]):
-            np.testing.assert_allclose(got, want, rtol=600 * np.finfo(float).eps)
-    assert batched.silent[0] == one.silent[0] == 250 and batched.silent[1] == batched.silent[2] == 1
-    assert batched.silent[3] == 0 and batched.view() == one.view()
+            # sums of up to 600 terms of at most 100 (dB): rounding of 600 * eps * 100 each way
+            np.testing.assert_allclose(got, want, rtol=600 * eps, atol=600 * eps * 100 * 600)
+    rate = b.rate
+    for got in (batched.silent, one.silent):
+        np.testing.assert_allclose(got[:4], [250 * rate[0], rate[1], rate[2], 0.0], rtol=600 * eps)
+    assert batched.view() == one.view()
 
 
 def test_nothing_is_decided_before_min_queries():
@@ -191,3 +196,32 @@ def test_traffic_from_one_corner_makes_no_surveyed_transmitter_new():
     feed(watch, walk)
     new = watch.view().new
     assert 0 not in new and D - 1 in new
+
+
+def corridor(rng, pos, towers, reach=15.0):
+    """Rows at ``pos`` along a 100 m corridor: a transmitter at ``towers[j]`` is heard within ``reach`` m,
+    at -45 dBm less 1.5 dB a metre, +- 3 dB; else the code."""
+    dist = np.abs(pos[:, None] - towers[None, :])
+    return np.where(dist < reach, np.round(-45.0 - 1.5 * dist + 3 * rng.standard_normal(dist.shape)), CODE)
+
+
+def test_traffic_from_one_corner_leaves_the_far_transmitters_alone():
+    """Transmitters heard at one end of the site only: traffic that walks the other end does not hear them, and
+    matched to where it walks it does not expect them either, so they are not gone; the survey as one profile
+    (no positions) expects them at their survey rate and calls them gone. Two dead ones where the traffic
+    walks are gone either way."""
+    rng = np.random.default_rng(10)
+    towers = np.linspace(0.0, 100.0, D)
+    spots = np.repeat(np.arange(0.0, 100.5, 2.5), 40)  # 41 surveyed positions, 40 rows each
+    X = corridor(rng, spots, towers)
+    rssi, unheard = np.ones(D, bool), np.full(D, CODE)
+    walk = corridor(rng, rng.uniform(0.0, 30.0, 800), towers)
+    walk[:, [3, 5]] = CODE  # two transmitters where the traffic walks are dead
+    far = towers > 50.0
+    gone = {}
+    for name, positions in (("profiles", spots[:, None]), ("one", None)):
+        watch = RadioWatch(RadioBaseline.of(X, rssi, unheard, positions=positions))
+        feed(watch, walk)
+        gone[name] = set(watch.view().gone)
+    assert gone["profiles"] == {3, 5}
+    assert {3, 5} <= gone["one"] and any(far[j] for j in gone["one"])
