@@ -19,7 +19,10 @@ defaults; cached under ``benchmarks/cache/later_months/``). The walks are each l
 
 Per month and phone: coverage at 0.9, mean area (m^2), centre mean and p90 error (m), and for ``served`` the
 month-end decision (``GET /model``'s ``radio``): transmitters gone and new, the phone's offset (dB). Writes
-``benchmarks/results/later_months.{csv,md}``.
+``benchmarks/results/later_months.{csv,md}``. Resumable: the rows, the service's state file and the replayed
+watch are kept after each walk (``progress.json`` in the cache); a run with the same arguments at the same
+commit goes on after the last walk done, its service restarted on the state it had then (as a deployed one
+would be restarted).
 """
 
 from __future__ import annotations
@@ -103,18 +106,34 @@ class Textbook:
 
 
 # ---------------------------------------------------------------------------------------------- the service
+def copy_state(source: Path, target: Path) -> None:
+    import sqlite3
+
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
 class Service:
-    """``lmve-serve`` on the bundle, on loopback, with a fresh SQLite state and the radio watch on (defaults):
+    """``lmve-serve`` on the bundle, on loopback, with a fresh SQLite state (``fresh=False``: the state kept after
+    the last walk, :meth:`keep_state`) and the radio watch on (defaults):
     the walks are its queries, ten rows a request, the phone named in ``X-LMVE-Device``."""
 
-    def __init__(self, path: Path, root: Path):
+    def __init__(self, path: Path, root: Path, fresh: bool = True):
         import httpx
 
         from benchmarks.fleet import start_replica, wait_ready
         from benchmarks.load.run_load import KEY, free_port
 
         root.mkdir(parents=True, exist_ok=True)
-        (root / "state.sqlite").unlink(missing_ok=True)
+        for name in ("state.sqlite", "state.sqlite-wal", "state.sqlite-shm"):
+            (root / name).unlink(missing_ok=True)
+        if not fresh:  # the state as it was after the last walk done (a walk cut off midway is walked again)
+            copy_state(root / "after_walk.sqlite", root / "state.sqlite")
+        self.root = root
         port = free_port()
         self.base, self.headers = f"http://127.0.0.1:{port}", {"X-API-Key": KEY}
         self.proc = start_replica(path, port, {"LMVE_STATE_URL": f"sqlite:///{root / 'state.sqlite'}",
@@ -140,6 +159,10 @@ class Service:
             if radio.get("followed", True) or time.monotonic() > deadline:
                 return radio
             time.sleep(0.1)
+
+    def keep_state(self) -> None:
+        """Copy the live state file (SQLite's online backup) to where a resumed run starts from."""
+        copy_state(self.root / "state.sqlite", self.root / "after_walk.sqlite")
 
     def close(self) -> None:
         self.http.close()
@@ -202,12 +225,23 @@ def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = Fa
     variants = {"": bundle(ds)} | ({"_across": bundle(ds, across=True)} if across else {})
     model = variants[""][1]
     peer = Textbook(ds)
-    services = {tag: Service(path, CACHE / f"service{tag}") for tag, (path, _) in variants.items()}
     watch = RadioWatch(model.radio_baseline)  # the service's counts, replayed here for lmve-update's rows
-    rows, stamp = [], commit()
+    stamp = commit()
     walks = [(m, ph) for m in months for ph in (("S3", "A5") if m == 25 else ("S3",))]
+    progress = CACHE / "progress.json"
+    key = {"months": months, "updates": list(updates), "across": across, "commit": stamp}
+    done = json.loads(progress.read_text()) if progress.is_file() else {}
+    resumed = done.get("key") == key and "uncommitted" not in stamp
+    rows = done["rows"] if resumed else []
+    if resumed:
+        watch.restore(done["watch"])
+        print(f"later_months: resuming after {len(done['walks'])} of {len(walks)} walks", file=sys.stderr)
+    finished = [tuple(w) for w in done.get("walks", ())] if resumed else []
+    services = {tag: Service(path, CACHE / f"service{tag}", fresh=not resumed) for tag, (path, _) in variants.items()}
     try:
-        for month, phone in tqdm(walks, desc="months"):
+        for month, phone in tqdm(walks, desc="months", initial=len(finished)):
+            if (month, phone) in finished:
+                continue
             walk = load_sets(month, "tst", WALK_SETS[phone])
             X, Y = walk.X, walk.Y
             out = {name: [] for tag in variants for name in (f"served{tag}", f"static{tag}")} | {"textbook": []}
@@ -235,6 +269,10 @@ def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = Fa
                 figures, _ = updated_rows(model, watch, walk, k, seed=month)
                 rows.append({"month": month, "phone": phone, "method": f"update{k}", **figures, "gone": "",
                              "new": "", "offset_db": "", "served_method": model.primary_method, "commit": stamp})
+            finished.append((month, phone))
+            for service in services.values():
+                service.keep_state()
+            write_text(progress, json.dumps({"key": key, "rows": rows, "walks": finished, "watch": watch.state()}))
     finally:
         for service in services.values():
             service.close()

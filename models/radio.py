@@ -12,8 +12,8 @@ how often each transmitter was heard, how often expected, and how far its readin
 profiles', and decides a :class:`RadioView` (nothing before ``min_queries`` decayed queries):
 
 * **gone**: expected ``e >= min_expected`` times, heard fewer than ``gone_ratio e``; or silent since it was
-  last expected ``silent_expected`` times. Back once heard ``back_ratio e`` times. At most
-  ``max_gone_share`` of the survey's transmitters, the least heard first, so the survey can still be matched;
+  last expected ``silent_expected`` times. Back once heard ``back_ratio e`` times (``e >= min_expected``). At most
+  ``max_gone_share`` of the survey's, the least heard first;
 * **new**: heard in ``new_share`` of the queries (and ``min_new_rows`` rows), expected under ``new_ratio`` of
   that, and heard by at most ``new_max_rate`` of the map's rows; it reads "not heard", as in the survey;
 * **offset**: the weighted median over live transmitters heard ``min_heard`` times of the traffic's mean
@@ -384,7 +384,9 @@ class RadioWatch:
         was = np.zeros(len(ratio), dtype=bool)
         was[list(self._gone)] = True
         silent = b.surveyed & (self.silent >= self.silent_expected)
-        gone = (judged & ((ratio < self.gone_ratio) | (was & (ratio < self.back_ratio)))) | silent
+        # a gone transmitter comes back on evidence only: while traffic elsewhere expects it under min_expected
+        # times it stays gone, so the decision does not flicker as the traffic moves
+        gone = (judged & ((ratio < self.gone_ratio) | (was & (ratio < self.back_ratio)))) | (was & ~judged) | silent
         cap = int(np.floor(self.max_gone_share * b.surveyed.sum()))
         chosen = np.flatnonzero(gone)
         if len(chosen) > cap:  # the least heard first

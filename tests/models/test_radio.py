@@ -225,3 +225,23 @@ def test_traffic_from_one_corner_leaves_the_far_transmitters_alone():
         gone[name] = set(watch.view().gone)
     assert gone["profiles"] == {3, 5}
     assert {3, 5} <= gone["one"] and any(far[j] for j in gone["one"])
+
+
+def test_a_gone_transmitter_stays_gone_while_the_traffic_walks_elsewhere():
+    """Gone where the traffic walked, a transmitter stays gone once the traffic walks where the survey never
+    heard it (no evidence either way: the decision does not flicker as the traffic moves), and comes back
+    when the traffic returns and hears it."""
+    rng = np.random.default_rng(11)
+    towers = np.linspace(0.0, 100.0, D)
+    spots = np.repeat(np.arange(0.0, 100.5, 2.5), 40)
+    watch = RadioWatch(RadioBaseline.of(corridor(rng, spots, towers), np.ones(D, bool), np.full(D, CODE),
+                                        positions=spots[:, None]), half_life=200)
+    here = corridor(rng, rng.uniform(0.0, 30.0, 600), towers)
+    here[:, 3] = np.where(np.arange(600) % 40 == 0, -60.0, CODE)  # heard now and then: under a tenth, not silent
+    feed(watch, here)
+    assert 3 in watch.view().gone
+    for _ in range(4):  # traffic at the far end, over ten half-lives: transmitter 3 is expected there never
+        feed(watch, corridor(rng, rng.uniform(70.0, 100.0, 500), towers))
+        assert 3 in watch.view().gone
+    feed(watch, corridor(rng, rng.uniform(0.0, 30.0, 600), towers))
+    assert 3 not in watch.view().gone
