@@ -137,7 +137,8 @@ class Service:
         port = free_port()
         self.base, self.headers = f"http://127.0.0.1:{port}", {"X-API-Key": KEY}
         self.proc = start_replica(path, port, {"LMVE_STATE_URL": f"sqlite:///{root / 'state.sqlite'}",
-                                               "LMVE_RADIO": "adapt"}, root / "serve.log")
+                                               "LMVE_RADIO": "adapt", "LMVE_GRPC_PORT": "0"},  # two can run
+                                  root / "serve.log")
         wait_ready(self.base, self.proc, 300.0)
         self.http = httpx.Client(base_url=self.base, headers=self.headers, timeout=60.0)
 
@@ -214,7 +215,8 @@ def updated_rows(model, watch, walk, n_positions: int, seed: int) -> tuple[dict,
     return score([regions_of(answer, walk.Y[~walked])], walk.Y[~walked]), ~walked
 
 
-def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = False) -> list[dict]:
+def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = False,
+        stem: str = "later_months") -> list[dict]:
     from tqdm.auto import tqdm
 
     from models.radio import RadioWatch
@@ -228,7 +230,7 @@ def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = Fa
     watch = RadioWatch(model.radio_baseline)  # the service's counts, replayed here for lmve-update's rows
     stamp = commit()
     walks = [(m, ph) for m in months for ph in (("S3", "A5") if m == 25 else ("S3",))]
-    progress = CACHE / "progress.json"
+    progress = CACHE / ("progress.json" if stem == "later_months" else f"progress-{stem}.json")
     key = {"months": months, "updates": list(updates), "across": across, "commit": stamp}
     done = json.loads(progress.read_text()) if progress.is_file() else {}
     resumed = done.get("key") == key and "uncommitted" not in stamp
@@ -237,7 +239,9 @@ def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = Fa
         watch.restore(done["watch"])
         print(f"later_months: resuming after {len(done['walks'])} of {len(walks)} walks", file=sys.stderr)
     finished = [tuple(w) for w in done.get("walks", ())] if resumed else []
-    services = {tag: Service(path, CACHE / f"service{tag}", fresh=not resumed) for tag, (path, _) in variants.items()}
+    room = "" if stem == "later_months" else f"-{stem}"
+    services = {tag: Service(path, CACHE / f"service{tag}{room}", fresh=not resumed)
+                for tag, (path, _) in variants.items()}
     try:
         for month, phone in tqdm(walks, desc="months", initial=len(finished)):
             if (month, phone) in finished:
@@ -330,24 +334,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--across", action="store_true", help="also a bundle trained with --calibrate-across campaign "
                    "(methods served_across, static_across)")
     p.add_argument("--no-update", action="store_true", help="without the update5/update10 rows")
+    p.add_argument("--out", default="later_months", metavar="STEM", help="results written to "
+                   "benchmarks/results/STEM.{md,csv} (default later_months; e.g. later_months_across for an --across "
+                   "run on a few months, beside the full run's)")
     p.add_argument("--cached-only", action="store_true", help="summarise the cached run, run nothing")
     args = p.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     import pandas as pd
 
-    path = CACHE / "rows.json"
+    path = CACHE / ("rows.json" if args.out == "later_months" else f"rows-{args.out}.json")
     if args.cached_only:
         if not path.is_file():
             print("later_months: nothing cached yet", file=sys.stderr)
             return 1
         rows = json.loads(path.read_text())
     else:
-        rows = run(parse_seeds(args.months), () if args.no_update else (5, 10), args.across)
+        rows = run(parse_seeds(args.months), () if args.no_update else (5, 10), args.across, args.out)
         write_text(path, json.dumps(rows))
     df = pd.DataFrame(rows)
-    write_csv(df[COLUMNS], RESULTS / "later_months.csv")
+    write_csv(df[COLUMNS], RESULTS / f"{args.out}.csv")
     text = summarise(df, argv)
-    write_text(RESULTS / "later_months.md", text)
+    write_text(RESULTS / f"{args.out}.md", text)
     print(text)
     return 0
 
