@@ -46,6 +46,8 @@ SETTLE_EVERY = 50
 #: the textbook's constants: not heard (dBm), neighbours
 NOT_HEARD, K = -105.0, 3
 WALK_SETS = {"S3": (1, 2, 3, 4, 5), "A5": (6, 7, 8, 9, 10)}
+#: the results' stem of the full run; another (``--out``) keeps its own cache files beside the full run's
+STEM = "later_months"
 COLUMNS = ["month", "phone", "method", "rows", "coverage", "area", "centre_mean", "centre_p90", "gone", "new",
            "offset_db", "served_method", "commit"]
 
@@ -215,8 +217,14 @@ def updated_rows(model, watch, walk, n_positions: int, seed: int) -> tuple[dict,
     return score([regions_of(answer, walk.Y[~walked])], walk.Y[~walked]), ~walked
 
 
+def cached(name: str, stem: str = STEM) -> Path:
+    """The cache path of ``name`` (``progress.json``, ``service``...) for the run written to ``stem``."""
+    base, dot, ext = name.partition(".")
+    return CACHE / (name if stem == STEM else f"{base}-{stem}{dot}{ext}")
+
+
 def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = False,
-        stem: str = "later_months") -> list[dict]:
+        stem: str = STEM) -> list[dict]:
     from tqdm.auto import tqdm
 
     from models.radio import RadioWatch
@@ -230,7 +238,7 @@ def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = Fa
     watch = RadioWatch(model.radio_baseline)  # the service's counts, replayed here for lmve-update's rows
     stamp = commit()
     walks = [(m, ph) for m in months for ph in (("S3", "A5") if m == 25 else ("S3",))]
-    progress = CACHE / ("progress.json" if stem == "later_months" else f"progress-{stem}.json")
+    progress = cached("progress.json", stem)
     key = {"months": months, "updates": list(updates), "across": across, "commit": stamp}
     done = json.loads(progress.read_text()) if progress.is_file() else {}
     resumed = done.get("key") == key and "uncommitted" not in stamp
@@ -239,8 +247,7 @@ def run(months: list[int], updates: tuple[int, ...] = (5, 10), across: bool = Fa
         watch.restore(done["watch"])
         print(f"later_months: resuming after {len(done['walks'])} of {len(walks)} walks", file=sys.stderr)
     finished = [tuple(w) for w in done.get("walks", ())] if resumed else []
-    room = "" if stem == "later_months" else f"-{stem}"
-    services = {tag: Service(path, CACHE / f"service{tag}{room}", fresh=not resumed)
+    services = {tag: Service(path, cached(f"service{tag}", stem), fresh=not resumed)
                 for tag, (path, _) in variants.items()}
     try:
         for month, phone in tqdm(walks, desc="months", initial=len(finished)):
@@ -334,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--across", action="store_true", help="also a bundle trained with --calibrate-across campaign "
                    "(methods served_across, static_across)")
     p.add_argument("--no-update", action="store_true", help="without the update5/update10 rows")
-    p.add_argument("--out", default="later_months", metavar="STEM", help="results written to "
+    p.add_argument("--out", default=STEM, metavar="STEM", help="results written to "
                    "benchmarks/results/STEM.{md,csv} (default later_months; e.g. later_months_across for an --across "
                    "run on a few months, beside the full run's)")
     p.add_argument("--cached-only", action="store_true", help="summarise the cached run, run nothing")
@@ -342,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import pandas as pd
 
-    path = CACHE / ("rows.json" if args.out == "later_months" else f"rows-{args.out}.json")
+    path = cached("rows.json", args.out)
     if args.cached_only:
         if not path.is_file():
             print("later_months: nothing cached yet", file=sys.stderr)
