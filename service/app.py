@@ -183,6 +183,7 @@ def create_app(settings: ServiceSettings | None = None, store: ModelStore | None
         finally:
             for task in tasks:
                 task.cancel()
+            radio.close()  # a radio build in a child would otherwise hold the exit until it ends
             if grpc_server is not None:
                 await grpc_server.stop(grace=5)
             state.close()

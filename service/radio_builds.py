@@ -1,14 +1,15 @@
 """Where a model under a radio decision is built: in a child process, so that no request waits for it.
 
 Building a model whose centre leaves transmitters out (:meth:`models.model.RegionModel.adapted`) takes seconds
-for a large survey: a new search index, and every calibration row re-centred and re-scored. Built in a thread
-of the serving process, that work holds the interpreter lock in many short stretches, and a request that
-needs the lock waits a switch interval each time (the serving benchmark's ``radio_adapting_p99_ms``).
-:class:`RadioBuilder` builds it in a fresh child process (``spawn``, one build a child, so that no model
-stays resident beside the server's; at the lowest CPU priority, one thread per library, so that the requests
-keep the cores): the child loads the same bundle from disk, checks that it is the one served (its
-``bundle_id``), builds and prepares the re-scored methods, and sends them back without their shapes (the
-server holds those already). The server then only unpickles the centre and the thresholds.
+for a large survey; in a thread of the server it would hold the interpreter lock in many short stretches,
+each one a request's wait. :class:`RadioBuilder` builds it in a fresh child process (``spawn``, one build a
+child, so that no model stays resident beside the server's) under ``SCHED_IDLE`` (set by the server as soon
+as the child exists, before its imports; ``nice 19`` where that policy is refused), one thread per library:
+it takes only the CPU time the requests leave. The child loads the same bundle from disk, checks
+that it is the one served (its ``bundle_id``), builds and prepares the re-scored methods, and sends them back
+without their shapes (the server holds those already). The server then only unpickles the centre and the
+thresholds. :meth:`RadioBuilder.close` (at shutdown) kills a child still building, so that a server stops at
+once, not when the build ends.
 
 A radio map of under :data:`PROCESS_CELLS` readings is built in the calling thread (starting a child costs
 more than such a build), and so is every one with ``LMVE_RADIO_BUILD=thread``; a build the child cannot make
@@ -26,7 +27,7 @@ import copy
 import logging
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import threading
 from pathlib import Path
 
 from models.model import RegionModel
@@ -41,13 +42,30 @@ PROCESS_CELLS = 1_000_000
 TIMEOUT_S = 600.0
 
 
-def _lowly() -> None:
-    """The child's start: the lowest CPU priority and one thread per library, so that the server's requests
-    keep the cores while it builds (on two cores its BLAS threads otherwise take both)."""
+def _idle(pid: int = 0) -> None:
+    """Process ``pid`` (0: this one) at the lowest CPU priority: ``SCHED_IDLE``, else ``nice 19``."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux, or refused: the lowest nice value instead
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, 19)
+        except OSError:  # the child already gone: its build fails and is said
+            pass
+
+
+def _child(conn, path: str, version: str, view: RadioView) -> None:
+    """The child's work: idle priority and one thread per library (on two cores its BLAS threads otherwise
+    take both), then :func:`adapted_methods` sent back as ``("ok", methods)`` or ``("error", reason)``."""
     from threadpoolctl import threadpool_limits
 
-    os.nice(19)
+    _idle()
     threadpool_limits(1)
+    try:
+        conn.send(("ok", adapted_methods(path, version, view)))
+    except BaseException as exc:  # noqa: BLE001 - whatever stops the build is the server's to say
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
 
 
 def adapted_methods(path: str, version: str, view: RadioView) -> dict | None:
@@ -78,6 +96,17 @@ class RadioBuilder:
 
     def __init__(self, mode: str = "process"):
         self.mode = mode
+        self._lock = threading.Lock()
+        self._child: multiprocessing.process.BaseProcess | None = None
+        self.closed = False
+
+    def close(self) -> None:
+        """Build nothing more; kill a child still building (its build returns the model as trained)."""
+        with self._lock:
+            self.closed = True
+            child = self._child
+        if child is not None and child.is_alive():
+            child.kill()
 
     def build(self, model: RegionModel, view: RadioView, path: Path | None, version: str,
               last: RegionModel | None = None) -> RegionModel:
@@ -116,21 +145,46 @@ class RadioBuilder:
             elif (self.mode == "process" and path is not None and model.radio_map is not None
                     and model.radio_map.features.size >= PROCESS_CELLS):
                 methods = self._in_child(model, view, path, version)
+        if self.closed:  # shutting down: nothing built in this thread either
+            return model
         out = model.adapted(view, methods=methods)
         out.prepare()
         return out
 
     def _in_child(self, model: RegionModel, view: RadioView, path: Path, version: str) -> dict | None:
+        ctx = multiprocessing.get_context("spawn")
+        receive, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_child, args=(send, str(path), version, view), daemon=True,
+                            name="lmve-radio-build")
+        with self._lock:
+            if self.closed:
+                return None
+            child.start()
+            self._child = child
+        _idle(child.pid)  # before the child's imports: they take seconds of CPU too
+        send.close()
         try:
-            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_lowly, max_tasks_per_child=1) as pool:
-                bare = pool.submit(adapted_methods, str(path), version, view).result(TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - any failure of the child: the thread builds it
-            log.warning("radio: the adapted model could not be built in a child process (%s: %s); building it "
-                        "in this worker", type(exc).__name__, exc)
+            if not receive.poll(TIMEOUT_S):
+                raise TimeoutError(f"no model after {TIMEOUT_S:.0f} s")
+            status, got = receive.recv()
+            if status != "ok":
+                raise RuntimeError(got)
+        except (EOFError, OSError, RuntimeError, TimeoutError) as exc:
+            if not self.closed:
+                reason = ("the child died" if isinstance(exc, EOFError) else str(exc) if isinstance(exc, RuntimeError)
+                          else f"{type(exc).__name__}: {exc}")
+                log.warning("radio: the adapted model could not be built in a child process (%s); building it "
+                            "in this worker", reason)
             return None
-        if bare is None:
+        finally:
+            receive.close()
+            if child.is_alive():
+                child.kill()
+            child.join()
+            with self._lock:
+                self._child = None
+        if got is None:
             return None
-        for name, reg in bare.items():
+        for name, reg in got.items():
             reg.shape = reg.shape_ = model.methods[name].shape_
-        return bare
+        return got

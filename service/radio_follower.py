@@ -1,6 +1,6 @@
 """The radio watch: what each model's queries still hear, followed by the model every worker serves.
 
-Off the request path, as the shift alarm (:mod:`service.shift`). A region route appends the query's raw rows and
+Off the request path, as the shift alarm (:mod:`service.shift`). A region route appends the query's rows (as the model read them) and
 its device to its model's pending list (:meth:`RadioFollower.observe`: a lock and an append) and computes with
 :meth:`RadioFollower.serving`'s model (a dictionary read). :meth:`RadioFollower.flush` (every
 ``LMVE_SYNC_INTERVAL_S`` on each worker) counts each model's pending rows into the shared watch
@@ -82,16 +82,15 @@ class RadioFollower:
         got = self._serving.get(loaded.name)
         return got[2] if got is not None and got[0] == loaded.version else loaded
 
-    def observe(self, loaded: Loaded, features, device: str | None = None) -> None:
-        """Queue a query's raw ``features`` (as sent; rows of numbers, ``None`` or NaN for not heard) of
-        ``device`` for ``loaded``'s model's watch."""
-        if self.mode == "off" or loaded.model.radio_baseline is None or not len(features):
+    def observe(self, loaded: Loaded, readings: np.ndarray | None, device: str | None = None) -> None:
+        """Queue a query's rows of ``device`` for ``loaded``'s model's watch: ``readings``, the answer's rows as
+        read (:attr:`models.model.Answer.readings`: the model converted them once; ``None`` without the readings
+        step, which keeps no radio map)."""
+        if self.mode == "off" or readings is None or not len(readings) or loaded.model.radio_baseline is None:
             return
-        if len(features) > ROWS_PER_REQUEST:
-            features = features[::-(-len(features) // ROWS_PER_REQUEST)]
-        # a few rows made an array here, where it costs a request microseconds, not in a flush that would
-        # convert thousands of rows at once while the requests wait for the interpreter
-        features = np.asarray(features, dtype=np.float64)  # None (not heard) becomes NaN: never a reading
+        features = readings
+        if len(features) > ROWS_PER_REQUEST:  # a copy of those rows: the request's array is not kept to the flush
+            features = features[::-(-len(features) // ROWS_PER_REQUEST)].copy()
         with self._lock:
             version, parts, rows = self._pending.get(loaded.name, (loaded.version, [], 0))
             if version != loaded.version:
@@ -178,6 +177,10 @@ class RadioFollower:
         existed = self.state.reset_radio(name)
         self._serving.pop(name, None)
         return existed
+
+    def close(self) -> None:
+        """At shutdown: build nothing more, and stop a build in progress (:meth:`RadioBuilder.close`)."""
+        self.builder.close()
 
     async def run(self, repository: ModelRepository, interval: float) -> None:
         """Flush every ``interval`` seconds until cancelled (at shutdown); never fatal."""

@@ -3,6 +3,7 @@ thread would, to the bit, with the server's own shapes; a bundle on disk that is
 in the thread instead, and said."""
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -84,3 +85,28 @@ def test_a_decision_that_differs_only_in_its_offsets_reuses_the_build(site, any_
     assert other.methods is not first.methods  # another gone set: built again
     fresh = builder.build(model, view, path, version)
     assert fresh.methods is not first.methods  # no model served before it: built, nothing kept by the builder
+
+
+def test_close_kills_a_child_still_building_and_builds_nothing_after(site, any_size):
+    import threading
+    import time
+
+    path, model = site
+    builder = RadioBuilder("process")
+    got = {}
+    worker = threading.Thread(target=lambda: got.update(out=builder.build(model, RadioView(gone=REPLACED), path,
+                                                                          model.manifest["bundle_id"])))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while builder._child is None and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    child = builder._child
+    assert child is not None  # started, still importing (seconds): nothing built yet
+    while os.sched_getscheduler(child.pid) != os.SCHED_IDLE and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert os.sched_getscheduler(child.pid) == os.SCHED_IDLE  # only the CPU time the requests leave
+    builder.close()
+    worker.join(60)
+    assert not worker.is_alive() and not child.is_alive()
+    assert got["out"] is model  # the model as trained: no build in the thread at shutdown
+    assert builder.build(model, RadioView(gone=REPLACED), path, model.manifest["bundle_id"]) is model
