@@ -317,7 +317,10 @@ def summarise(df, argv) -> str:
                      f"{st.centre_mean:.2f} | {'' if u is None else f'{u.centre_mean:.2f}'} | {t.centre_mean:.2f} | "
                      f"{s.centre_p90:.2f} | {s.gone} | {s.new} | {float(s.offset_db):+.1f} |")
     s3 = df[df.phone == "S3"]
-    lines += ["", "| method | mean coverage % (S3, months 2-25) | worst month % | mean area m^2 | x month 2's served "
+    walked = sorted(int(m) for m in s3.month.unique())
+    span = (f"{walked[0]}-{walked[-1]}" if walked == list(range(walked[0], walked[-1] + 1))
+            else ", ".join(map(str, walked)))
+    lines += ["", f"| method | mean coverage % (S3, months {span}) | worst month % | mean area m^2 | x month 2's served "
               "area | centre mean m, months 11-25 | x month 2's served |", "|---|---|---|---|---|---|---|"]
     first = s3[(s3.method == "served") & (s3.month == s3.month.min())].iloc[0]
     for method in ("served", "static", "update5", "update10", "served_across", "static_across", "textbook"):

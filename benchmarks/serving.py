@@ -33,7 +33,7 @@ alternate between the bundle's server and the no-op, so that the shared machine'
   gRPC calls/s over JSON ``/predict-region`` requests/s on the same server, in paired rounds;
 - the radio watch (``default`` and ``uji-knn``, issue 129): ``radio_over_off``, single-row requests/s with the
   watch counting, deciding and reporting (``LMVE_RADIO=watch``) over the same bundle served with
-  ``LMVE_RADIO=off``, paired rounds, and ``radio_adapt_over_off`` the same with ``adapt``, which also serves the
+  ``LMVE_RADIO=off``, paired rounds (with the server CPU time per request of each), and ``radio_adapt_over_off`` the same with ``adapt``, which also serves the
   model the decision builds (:func:`measure_radio`); ``radio_adapting_p99_ms``, the
   p99 of 256-row requests whose rows lost half their transmitters while the server decides and builds the
   adapted model (:func:`measure_radio_adapting`).
@@ -276,34 +276,54 @@ def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[d
     ``LMVE_RADIO=adapt`` (the default), which also serves the model its decision builds. The body repeats one
     row, so its transmitters are all the traffic hears: the watch decides that most others are gone, and the
     adapted model answers a row that then hears almost nothing (every reference row that hears nothing else
-    ties), a different model at a different cost."""
+    ties), a different model at a different cost. The pairs alternate which server goes first (a server's
+    flush after its run falls in the other's); ``cpu_ratio`` is the server CPU time per request with the
+    watch off over with it on (its process tree, each run's flush included: a figure the client's share of
+    the two cores does not move)."""
+    import psutil
+
     rows = np.load(CACHE / name / "rows.npz")
     body = tmp / f"{name}-radio-one.json"
     body.write_text(json.dumps({"features": rows["X"][:1].tolist()}))
-    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode}) for mode in ("watch", "adapt", "off")}
+    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode, "LMVE_SYNC_INTERVAL_S": "1"})
+               for mode in ("watch", "adapt", "off")}
+
+    def cpu(mode: str) -> float:
+        root = psutil.Process(servers[mode][0].pid)
+        return sum(sum(p.cpu_times()[:2]) for p in (root, *root.children(recursive=True)))
+
+    def run(mode: str) -> tuple[float, float]:
+        c0 = cpu(mode)
+        r = wrk(servers[mode][1] + "/predict-region", body, args.seconds, 8)
+        if r["errors"]:
+            raise RuntimeError(f"{name} radio {mode}: {r['errors']} errors")
+        time.sleep(1.2)  # its last flush
+        return r["rps"], (cpu(mode) - c0) / r["requests"] * 1e6
+
     try:
         for _, base in servers.values():
             wrk(base + "/predict-region", body, 5, 8)  # warm-up: the watch counts, decides and follows
-        ratios = {"watch": [], "adapt": []}
-        for _ in range(args.rounds):
-            for mode in ratios:
-                off = wrk(servers["off"][1] + "/predict-region", body, args.seconds, 8)
-                on = wrk(servers[mode][1] + "/predict-region", body, args.seconds, 8)
-                if on["errors"] or off["errors"]:
-                    raise RuntimeError(f"{name} radio {mode}: {on['errors']} errors (off {off['errors']})")
-                ratios[mode].append((on["rps"], off["rps"]))
+        pairs = {"watch": [], "adapt": []}
+        for i in range(args.rounds):
+            for mode in pairs:
+                order = ("off", mode) if i % 2 == 0 else (mode, "off")
+                got = {m: run(m) for m in order}
+                pairs[mode].append((got[mode], got["off"]))
     finally:
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait(timeout=30)
     out = []
     for mode, scenario in (("watch", "radio_over_off"), ("adapt", "radio_adapt_over_off")):
-        pairs = ratios[mode]
+        got = pairs[mode]
         row = {"bundle": name, "centre": centre, "route": "/predict-region", "scenario": scenario, "mode": mode,
-               "value": round(statistics.median(b / a for b, a in pairs), 3),
-               "rounds": [round(b / a, 3) for b, a in pairs], "rps": [round(b) for b, _ in pairs],
-               "noop_rps": [round(a) for _, a in pairs]}
-        print(f"{name:<18} {'/predict-region':<20} {scenario:<20} {row['value']}", flush=True)
+               "value": round(statistics.median(on[0] / off[0] for on, off in got), 3),
+               "rounds": [round(on[0] / off[0], 3) for on, off in got], "rps": [round(on[0]) for on, _ in got],
+               "noop_rps": [round(off[0]) for _, off in got],
+               "cpu_ratio": round(statistics.median(off[1] / on[1] for on, off in got), 3),
+               "cpu_us_per_request": [round(on[1], 1) for on, _ in got],
+               "noop_cpu_us_per_request": [round(off[1], 1) for _, off in got]}
+        print(f"{name:<18} {'/predict-region':<20} {scenario:<20} {row['value']} (cpu {row['cpu_ratio']})", flush=True)
         out.append(row)
     return out
 
@@ -373,6 +393,7 @@ def measure_radio_adapting(name: str, path: Path, centre: str, tmp: Path, args) 
            "rounds": [round(r["p99_ms"], 2) for r in on], "max_ms": [round(r["max_ms"], 1) for r in on],
            "noop_max_ms": [round(r["max_ms"], 1) for r in off], "requests": [r["requests"] for r in on],
            "gone_followed": followed}
+    row["over_off"] = round(row["value"] / row["noop"], 2)
     print(f"{name:<18} {'/predict-region':<20} radio_adapting_p99_ms {row['value']} (max {row['max_ms']})", flush=True)
     return [row]
 
@@ -506,14 +527,16 @@ def write(rows: list[dict], line: str, args, stem: str = "serving") -> None:
              "single-row gRPC calls/s over JSON `/predict-region` requests/s on the same server, paired rounds "
              "(8 connections each), its no-op the gRPC no-op's single-row calls/s. `radio_over_off`: single-row requests/s "
              "with the radio watch counting, deciding and reporting (`LMVE_RADIO=watch`) over the same bundle served "
-             "with `LMVE_RADIO=off`, paired rounds (issue 129); `radio_adapt_over_off` the same with `adapt`, which "
+             "with `LMVE_RADIO=off`, paired rounds that alternate which server goes first (issue 129; the json's "
+             "`cpu_ratio`: server CPU time per request off over on, each run's flush included); `radio_adapt_over_off` the same with `adapt`, which "
              "also serves the adapted model (the body repeats one row: the watch decides most transmitters gone and "
              "the row then hears almost nothing, a different model at a different cost). "
              "`radio_adapting_p99_ms`: the p99 of 256-row requests from one connection whose rows lost half their "
              "transmitters, while the server decides and builds the adapted model (its watch reset before each "
              "round), the no-op column the same bundle served with `LMVE_RADIO=off`, measured just before (the adapt server idle); the slowest requests are in the json "
              "(`max_ms`), with the gone transmitters of the last decision and how long after the round it was "
-             "served (`gone_followed`); target the bundle's 256-row p99 budget.", "",
+             "served (`gone_followed`), and `over_off`, the p99 over the no-op column's; target the bundle's 256-row "
+             "p99 budget.", "",
              "| bundle | centre | route | scenario | value | no-op | target | met |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         goal = target_of(row)

@@ -47,6 +47,10 @@ class Answer:
     warnings: tuple[str, ...] = field(default=(), kw_only=True)
     """What the answer's rows were read as, in words: a null taken as "not heard", a reading the survey never saw
     (:mod:`models.readings`); empty when the rows were as expected."""
+    readings: np.ndarray | None = field(default=None, kw_only=True, repr=False, compare=False)
+    """(N, d) the rows as read (checked, a missing reading resolved to its not-heard code), before the live
+    radio's view: what the service's radio watch counts, so that it converts no row twice; ``None`` for a
+    bundle without the readings step."""
 
     @property
     def fallback(self) -> bool:
@@ -206,11 +210,13 @@ class RegionModel:
                   device: str | None = None) -> np.ndarray:
         """:meth:`_raw` rows read under the live radio (:attr:`view`, ``device``'s offset), preprocessed and on
         the training scale."""
-        X = self._raw(features, strict, warnings)
+        return self._read(self._raw(features, strict, warnings), device)
+
+    def _read(self, X: np.ndarray, device: str | None = None) -> np.ndarray:
+        """:meth:`_raw`'s rows ``X`` under the live radio (a copy where it changes them), preprocessed and on
+        the training scale."""
         if self.view is not None and not self.view.empty:
-            if X is features:
-                X = X.copy()
-            X = self.view.apply(X, self.radio_baseline, device)
+            X = self.view.apply(X.copy(), self.radio_baseline, device)
         return in_parts(self._scaled, X)
 
     def _raw(self, features, strict: bool = False, warnings: list | None = None) -> np.ndarray:
@@ -471,7 +477,8 @@ class RegionModel:
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         said: list[str] = []
-        X = self._features(features, strict, said, device)
+        raw = self._raw(features, strict, said)
+        X = self._read(raw, device)
         with shared_distances():  # a kNN centre and kNN floors on the same rows search once
             mu = self._centers(centers, X)
             name, reason, parts = self._first_finite(candidates, X)
@@ -482,7 +489,12 @@ class RegionModel:
             floors, alpha = self.floors.answer(proba, name, self._joint_level(name, level))
         regions = self.methods[name].shape_.region(X, mu, alpha, level, **parts)
         return RegionAnswer(method=name, fallback_reason=reason, regions=regions, floors=floors,
-                            warnings=tuple(said), **self._typicality(X, typicality))
+                            warnings=tuple(said), readings=self._readings(raw), **self._typicality(X, typicality))
+
+    def _readings(self, raw: np.ndarray) -> np.ndarray | None:
+        """An answer's :attr:`Answer.readings`: ``raw`` where the bundle reads RSSI (never the caller's array:
+        :meth:`_raw` copies it then)."""
+        return raw if self.readings is not None else None
 
     def _typicality(self, X: np.ndarray, wanted: bool) -> dict:
         """An answer's ``typicality`` and ``typicality_scores`` for the standardised rows ``X`` (none without
@@ -551,7 +563,8 @@ class RegionModel:
         candidates = self._candidates(method, kind)
         coverage = self._level(candidates[0][0], coverage)
         said: list[str] = []
-        X = self._features(features, strict, said, device)
+        raw = self._raw(features, strict, said)
+        X = self._read(raw, device)
         P = self._points(points, X)
         codes = self._floor_codes(floors, buildings, X)
         with shared_distances():
@@ -565,7 +578,7 @@ class RegionModel:
         if joint:
             t, alpha = self.floors.threshold(name, self._joint_level(name, level))
         distance = scores / alpha if np.isfinite(alpha) else np.zeros_like(scores)
-        typ = {**self._typicality(X, typicality), "warnings": tuple(said)}
+        typ = {**self._typicality(X, typicality), "warnings": tuple(said), "readings": self._readings(raw)}
         if codes is None or not joint:
             return Assessment(method=name, fallback_reason=reason, inside=distance <= 1.0, distance=distance,
                               p_value=reg.calibrator_.p_value(scores), **typ)

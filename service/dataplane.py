@@ -517,7 +517,7 @@ class DataPlane:
         level, adaptive, thresholds = self._level(body.coverage, loaded, method)
         answer = model.predict_region(body.features, method, level, kind="ellipsoid", centers=body.centers,
                                       thresholds=thresholds, strict=settings.strict_inputs, device=body.device)
-        self.radio.observe(loaded, body.features, body.device)
+        self.radio.observe(loaded, answer.readings, body.device)
         return self._reply("predict-region", loaded, answer, body.coverage, len(body.features), t0, level, adaptive,
                            thresholds)
 
@@ -551,7 +551,7 @@ class DataPlane:
         answer = model.assess(body.features, body.points, method, level, kind="ellipsoid", centers=body.centers,
                               thresholds=thresholds, floors=body.floors, buildings=body.buildings,
                               strict=settings.strict_inputs, device=body.device)
-        self.radio.observe(loaded, body.features, body.device)
+        self.radio.observe(loaded, answer.readings, body.device)
         return self._reply("contains", loaded, answer, body.coverage, len(body.features), t0, level, adaptive,
                            thresholds)
 
@@ -597,7 +597,7 @@ class DataPlane:
         if call.containment:
             assessed = model.assess(call.features, call.points, call.method, level, kind="ellipsoid",
                                     centers=call.centers, thresholds=thresholds, strict=strict, device=call.device)
-        self.radio.observe(loaded, call.features, call.device)
+        self.radio.observe(loaded, (answer or assessed).readings, call.device)
         regions = None if answer is None else answers.Batch(answer)
         results = None if assessed is None else answers.Batch(assessed)
         outputs = []

@@ -45,6 +45,23 @@ def test_an_empty_view_answers_as_trained(drift_site):
     np.testing.assert_array_equal(same.assess(X, Y).p_value, model.assess(X, Y).p_value)
 
 
+def test_the_answer_keeps_the_rows_as_read_before_the_view(drift_site):
+    model = drift_site[0]
+    X, Y = walk(8, seed=2, replaced=REPLACED)
+    sent = [[None if j in REPLACED[:1] else float(v) for j, v in enumerate(row)] for row in X]
+    code = model.readings.unheard_
+    want = np.array(sent, dtype=np.float64)
+    want[:, REPLACED[0]] = code[REPLACED[0]]  # a null is read as the not-heard code
+    view = RadioView(gone=REPLACED, offsets={"*": 2.0})
+    adapted = model.adapted(view)
+    for answer in (adapted.predict_region(sent), adapted.assess(sent, Y), model.predict_region(sent)):
+        np.testing.assert_array_equal(answer.readings, want)  # as read: the view's masking and offset not in it
+    rows = X.copy()
+    got = adapted.predict_region(rows).readings
+    np.testing.assert_array_equal(rows, X)  # the caller's array unchanged ...
+    assert got is not rows  # ... and not the one kept
+
+
 def test_a_view_naming_a_feature_the_model_lacks_is_refused(drift_site):
     with pytest.raises(InputError, match="feature 99"):
         drift_site[0].adapted(RadioView(gone=(99,)))
