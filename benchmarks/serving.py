@@ -155,15 +155,17 @@ def _wait(base: str, proc: subprocess.Popen, path: str) -> None:
 
 
 def serve_bundle(path: Path, repository: bool = False, default: str | None = None,
-                 grpc_port: int = 0, settings: dict | None = None) -> tuple[subprocess.Popen, str]:
+                 grpc_port: int = 0, settings: dict | None = None, cpu: int | None = None) -> tuple[subprocess.Popen, str]:
     """``lmve-serve`` on ``path``: a bundle, or (``repository``) a model repository whose default is ``default``;
-    gRPC on ``grpc_port`` (0: off); ``settings``: more ``LMVE_*`` variables."""
+    gRPC on ``grpc_port`` (0: off); ``settings``: more ``LMVE_*`` variables; ``cpu``: the one core it runs on
+    (``taskset``, every thread of it; ``None``: any)."""
     port = free_port()
     env = {**os.environ, "LMVE_API_KEY": KEY, "LMVE_LOG_LEVEL": "warning", "LMVE_MAX_BODY_BYTES": "50000000",
            "LMVE_MAX_ROWS": "4096", "LMVE_GRPC_PORT": str(grpc_port), **({"LMVE_DEFAULT_MODEL": default} if default else {}),
            **(settings or {})}
     env.pop("LMVE_BUNDLE", None), env.pop("LMVE_MODEL_REPOSITORY", None)
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "lmve-serve"),
+    proc = subprocess.Popen([*(["taskset", "-c", str(cpu)] if cpu is not None else []),
+                             str(Path(sys.executable).parent / "lmve-serve"),
                              "--model-repository" if repository else "--bundle", str(path), "--port",
                              str(port), "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -276,8 +278,9 @@ def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[d
     ``LMVE_RADIO=adapt`` (the default), which also serves the model its decision builds. The body repeats one
     row, so its transmitters are all the traffic hears: the watch decides that most others are gone, and the
     adapted model answers a row that then hears almost nothing (every reference row that hears nothing else
-    ties), a different model at a different cost. The pairs alternate which server goes first (a server's
-    flush after its run falls in the other's); ``cpu_ratio`` is the server CPU time per request with the
+    ties), a different model at a different cost. Every server runs on core 0 and ``wrk`` on core 1 (unpinned,
+    where the scheduler puts the two moves a round's rate more than the watch costs); the pairs alternate which server
+    goes first (a server's flush after its run falls in the other's); ``cpu_ratio`` is the server CPU time per request with the
     watch off over with it on (its process tree, each run's flush included: a figure the client's share of
     the two cores does not move)."""
     import psutil
@@ -285,8 +288,9 @@ def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[d
     rows = np.load(CACHE / name / "rows.npz")
     body = tmp / f"{name}-radio-one.json"
     body.write_text(json.dumps({"features": rows["X"][:1].tolist()}))
-    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode, "LMVE_SYNC_INTERVAL_S": "1"})
+    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode, "LMVE_SYNC_INTERVAL_S": "1"}, cpu=0)
                for mode in ("watch", "adapt", "off")}
+    mine = os.sched_getaffinity(0)
 
     def cpu(mode: str) -> float:
         root = psutil.Process(servers[mode][0].pid)
@@ -301,6 +305,7 @@ def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[d
         return r["rps"], (cpu(mode) - c0) / r["requests"] * 1e6
 
     try:
+        os.sched_setaffinity(0, {1})  # wrk, started from here, on the other core
         for _, base in servers.values():
             wrk(base + "/predict-region", body, 5, 8)  # warm-up: the watch counts, decides and follows
         pairs = {"watch": [], "adapt": []}
@@ -310,6 +315,7 @@ def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[d
                 got = {m: run(m) for m in order}
                 pairs[mode].append((got[mode], got["off"]))
     finally:
+        os.sched_setaffinity(0, mine)
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait(timeout=30)
@@ -527,7 +533,7 @@ def write(rows: list[dict], line: str, args, stem: str = "serving") -> None:
              "single-row gRPC calls/s over JSON `/predict-region` requests/s on the same server, paired rounds "
              "(8 connections each), its no-op the gRPC no-op's single-row calls/s. `radio_over_off`: single-row requests/s "
              "with the radio watch counting, deciding and reporting (`LMVE_RADIO=watch`) over the same bundle served "
-             "with `LMVE_RADIO=off`, paired rounds that alternate which server goes first (issue 129; the json's "
+             "with `LMVE_RADIO=off`, paired rounds that alternate which server goes first, each server on core 0 and `wrk` on core 1 (issue 129; the json's "
              "`cpu_ratio`: server CPU time per request off over on, each run's flush included); `radio_adapt_over_off` the same with `adapt`, which "
              "also serves the adapted model (the body repeats one row: the watch decides most transmitters gone and "
              "the row then hears almost nothing, a different model at a different cost). "
