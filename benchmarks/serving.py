@@ -33,8 +33,9 @@ alternate between the bundle's server and the no-op, so that the shared machine'
   gRPC calls/s over JSON ``/predict-region`` requests/s on the same server, in paired rounds;
 - the radio watch (``default`` and ``uji-knn``, issue 129): ``radio_over_off``, single-row requests/s with the
   watch counting, deciding and reporting (``LMVE_RADIO=watch``) over the same bundle served with
-  ``LMVE_RADIO=off``, paired rounds (with the server CPU time per request of each), and ``radio_adapt_over_off`` the same with ``adapt``, which also serves the
-  model the decision builds (:func:`measure_radio`); ``radio_adapting_p99_ms``, the
+  ``LMVE_RADIO=off``, paired rounds (with the server CPU time per request of each), and
+  ``radio_adapt_over_off`` the same with ``adapt``, which also serves the model the decision builds
+  (:func:`measure_radio`); ``radio_adapting_p99_ms``, the
   p99 of 256-row requests whose rows lost half their transmitters while the server decides and builds the
   adapted model (:func:`measure_radio_adapting`).
 
@@ -279,16 +280,16 @@ def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[d
     row, so its transmitters are all the traffic hears: the watch decides that most others are gone, and the
     adapted model answers a row that then hears almost nothing (every reference row that hears nothing else
     ties), a different model at a different cost. Every server runs on core 0 and ``wrk`` on core 1 (unpinned,
-    where the scheduler puts the two moves a round's rate more than the watch costs); the pairs alternate which server
-    goes first (a server's flush after its run falls in the other's); ``cpu_ratio`` is the server CPU time per request with the
-    watch off over with it on (its process tree, each run's flush included: a figure the client's share of
-    the two cores does not move)."""
+    where the scheduler puts the two moves a round's rate more than the watch costs); the pairs alternate which
+    server goes first (a server's flush after its run falls in the other's); ``cpu_ratio`` is the server CPU
+    time per request with the watch off over with it on (its process tree, each run's flush included)."""
     import psutil
 
     rows = np.load(CACHE / name / "rows.npz")
     body = tmp / f"{name}-radio-one.json"
     body.write_text(json.dumps({"features": rows["X"][:1].tolist()}))
-    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode, "LMVE_SYNC_INTERVAL_S": "1"}, cpu=0)
+    flush_s = 1.0
+    servers = {mode: serve_bundle(path, settings={"LMVE_RADIO": mode, "LMVE_SYNC_INTERVAL_S": str(flush_s)}, cpu=0)
                for mode in ("watch", "adapt", "off")}
     mine = os.sched_getaffinity(0)
 
@@ -301,7 +302,7 @@ def measure_radio(name: str, path: Path, centre: str, tmp: Path, args) -> list[d
         r = wrk(servers[mode][1] + "/predict-region", body, args.seconds, 8)
         if r["errors"]:
             raise RuntimeError(f"{name} radio {mode}: {r['errors']} errors")
-        time.sleep(1.2)  # its last flush
+        time.sleep(flush_s + 0.2)  # its last flush
         return r["rps"], (cpu(mode) - c0) / r["requests"] * 1e6
 
     try:

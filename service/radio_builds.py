@@ -42,8 +42,8 @@ PROCESS_CELLS = 1_000_000
 TIMEOUT_S = 600.0
 
 
-def _idle(pid: int = 0) -> None:
-    """Process ``pid`` (0: this one) at the lowest CPU priority: ``SCHED_IDLE``, else ``nice 19``."""
+def _idle(pid: int) -> None:
+    """Process ``pid`` (and the threads it starts) at the lowest CPU priority: ``SCHED_IDLE``, else ``nice 19``."""
     try:
         os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):  # not Linux, or refused: the lowest nice value instead
@@ -54,11 +54,11 @@ def _idle(pid: int = 0) -> None:
 
 
 def _child(conn, path: str, version: str, view: RadioView) -> None:
-    """The child's work: idle priority and one thread per library (on two cores its BLAS threads otherwise
-    take both), then :func:`adapted_methods` sent back as ``("ok", methods)`` or ``("error", reason)``."""
+    """The child's work (at the idle priority the server set): one thread per library (on two cores its BLAS
+    threads otherwise take both), then :func:`adapted_methods` sent back as ``("ok", methods)`` or
+    ``("error", reason)``."""
     from threadpoolctl import threadpool_limits
 
-    _idle()
     threadpool_limits(1)
     try:
         conn.send(("ok", adapted_methods(path, version, view)))

@@ -1,7 +1,7 @@
 """The radio watch: what each model's queries still hear, followed by the model every worker serves.
 
-Off the request path, as the shift alarm (:mod:`service.shift`). A region route appends the query's rows (as the model read them) and
-its device to its model's pending list (:meth:`RadioFollower.observe`: a lock and an append) and computes with
+Off the request path, as the shift alarm (:mod:`service.shift`). A region route appends the query's rows (as
+the model read them) and its device to its model's pending list (:meth:`RadioFollower.observe`: a lock and an append) and computes with
 :meth:`RadioFollower.serving`'s model (a dictionary read). :meth:`RadioFollower.flush` (every
 ``LMVE_SYNC_INTERVAL_S`` on each worker) counts each model's pending rows into the shared watch
 (:class:`models.radio.RadioWatch`) in one transaction of the state
@@ -88,17 +88,16 @@ class RadioFollower:
         step, which keeps no radio map)."""
         if self.mode == "off" or readings is None or not len(readings) or loaded.model.radio_baseline is None:
             return
-        features = readings
-        if len(features) > ROWS_PER_REQUEST:  # a copy of those rows: the request's array is not kept to the flush
-            features = features[::-(-len(features) // ROWS_PER_REQUEST)].copy()
+        if len(readings) > ROWS_PER_REQUEST:  # a copy of those rows: the request's array is not kept to the flush
+            readings = readings[::-(-len(readings) // ROWS_PER_REQUEST)].copy()
         with self._lock:
             version, parts, rows = self._pending.get(loaded.name, (loaded.version, [], 0))
             if version != loaded.version:
                 version, parts, rows = loaded.version, [], 0
             room = MAX_PENDING - rows
             if room > 0:
-                parts.append((features[:room], device))
-                self._pending[loaded.name] = (version, parts, rows + min(room, len(features)))
+                parts.append((readings[:room], device))
+                self._pending[loaded.name] = (version, parts, rows + min(room, len(readings)))
 
     # ------------------------------------------------------------------ stepping and following
     def flush(self, repository: ModelRepository, follow: bool = True) -> None:
