@@ -51,7 +51,7 @@ import numpy as np
 
 from models import registry
 from models.calibration.conformal import SplitConformalCalibrator
-from models.calibration.recalibration import Recalibration
+from models.recalibration import Recalibration
 from models.exceptions import BundleError, InputError
 from models.floors import FloorModel
 from models.geo import TargetCRS
@@ -275,7 +275,7 @@ def save_recalibrated(parent: RegionModel, result: Recalibration, out) -> dict:
     parent : RegionModel
         The model recalibrated: its dataset's provenance carries over.
     result : Recalibration
-        What :func:`models.calibration.recalibration.recalibrate` returned.
+        What :func:`models.recalibration.recalibrate` returned.
     out : str or path-like
         The new bundle's directory.
 

@@ -192,7 +192,7 @@ async def _recalibrate(request: Request, settings, name: str | None, groups, gro
 
     def work():
         from models.bundle import save_recalibrated
-        from models.calibration.recalibration import recalibrate as recal, threshold_changes
+        from models.recalibration import recalibrate as recal, threshold_changes
 
         result = recal(parent, X, Y, groups=G, grouping=grouping, centers=centers, group_rule=group_rule, seed=seed,
                        source=source)

@@ -15,12 +15,13 @@ calibration rule:
 The stages never branch on the configuration for these: the centre stage calls :meth:`~CalibrationMode.fit_centres`
 after the served centre, each method is calibrated by :meth:`~CalibrationMode.conformalize`, the typicality step
 takes :meth:`~CalibrationMode.typicality_units`, and ``cross_fitted`` and ``across`` say what the rest must know.
+Each is a function of what it is given (a :class:`Scoring`, the data, the configuration) and returns what it
+makes; the stages keep it. A mode never reads or writes the pipeline's state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,11 +29,46 @@ from models.exceptions import InputError
 from models.parallel import on_idle_cores
 from training.calibration.splits import Split, group_split, paper_split
 
-if TYPE_CHECKING:
-    from training.pipeline.run import TrainState
+
+@dataclass(frozen=True)
+class Scoring:
+    """What a mode scores calibration rows with: every row's standardised features ``Xs`` (m, d), positions ``Y``
+    (m, n) and centre ``centers`` (m, n; the train rows' out of fold where the shapes learn from out-of-fold
+    residuals), the run's ``split``, ``config`` and level ``eta``, and a cross-fitted mode's ``cross_fit`` (the
+    :class:`~training.calibration.across.UnitCrossFit` of :meth:`CalibrationMode.fit_centres`; ``None`` held out)."""
+
+    Xs: np.ndarray
+    Y: np.ndarray
+    centers: np.ndarray
+    split: Split
+    config: object
+    eta: float
+    cross_fit: object = None
 
 
-@dataclass
+@dataclass(frozen=True)
+class CrossFittedCentres:
+    """What a cross-fitted mode makes of the chosen centre (:meth:`CrossFitMode.fit_centres`).
+
+    Attributes
+    ----------
+    cross_fit : UnitCrossFit
+        The centre's unit cross-fit over the train part, scoring the calibration rows.
+    centers : ndarray of shape (m, n)
+        Every row's centre, the train rows' from the fold centres that never saw their unit.
+    k : int
+        The shapes' folds: the cross-fit's unit folds.
+    record : dict
+        What the centre's record gains: ``centre_folds_by``, ``cross_fit`` (``k``) and ``centre_folds``.
+    """
+
+    cross_fit: object
+    centers: np.ndarray
+    k: int
+    record: dict
+
+
+@dataclass(frozen=True)
 class CalibrationMode:
     """How one run calibrates: its ``split``, every row's unit (``groups``; ``None``: rows), the calibration
     ``rule`` (:data:`models.calibration.conformal.RULES`), and whether the units are ``--calibrate-across``'s
@@ -49,13 +85,17 @@ class CalibrationMode:
         """The units of ``rows`` (``None`` for rows)."""
         return None if self.groups is None else np.asarray(self.groups)[rows]
 
-    def fit_centres(self, s: TrainState) -> None:
-        """After the served centre is fitted: what the mode needs of the centres (nothing here)."""
+    def fit_centres(self, dataset, config, Xs: np.ndarray, centers: np.ndarray, centre: str, n_units: int,
+                    meter) -> CrossFittedCentres | None:
+        """After the served centre is fitted: what the mode needs of the centres (nothing here: ``None``)."""
+        return None
 
-    def conformalize(self, s: TrainState, reg, name: str, on_fold=None):
-        """Method ``name``'s regressor ``reg`` (fitted on the train rows) calibrated on the calibration rows."""
-        cal = s.split.calibration
-        return reg.conformalize(s.Xs[cal], s.Y[cal], centers=s.centers[cal], groups=self.units_of(cal))
+    def conformalize(self, reg, name: str, scoring: Scoring, on_fold=None) -> tuple:
+        """``(calibrated, folds)``: method ``name``'s regressor ``reg`` (fitted on the train rows) calibrated on the
+        calibration rows, and the fold shapes kept for :meth:`held_out` (none here: ``None``)."""
+        cal = scoring.split.calibration
+        return reg.conformalize(scoring.Xs[cal], scoring.Y[cal], centers=scoring.centers[cal],
+                                groups=self.units_of(cal)), None
 
     def typicality_units(self) -> np.ndarray | None:
         """The units whose own reference rows a calibration row's typicality score leaves out (``None``: none)."""
@@ -71,47 +111,44 @@ class CrossFitMode(CalibrationMode):
 
     cross_fitted = True
 
-    def fit_centres(self, s: TrainState) -> None:
-        """The unit cross-fit of the chosen centre (stage ``cross-fit``): its out-of-fold centres replace the train
-        rows' (the shapes learn from them), and its folds become the shapes' (``s.k``)."""
-        with s.meter.stage("cross-fit"), on_idle_cores():
-            s.unit_cross_fit = self._unit_cross_fit(s)
-        s.centers[s.split.train] = s.unit_cross_fit.train_centres_
-        s.k = s.centre_info["cross_fit"] = len(s.unit_cross_fit.folds_)
-        s.centre_info["centre_folds"] = s.unit_cross_fit.centre_folds_
-
-    @staticmethod
-    def _unit_cross_fit(s: TrainState):
-        """A :class:`~training.calibration.across.UnitCrossFit` of the chosen centre over the train part's units,
-        scoring the calibration rows; its centre folds from the centre's costed fit on the train part
-        (:func:`~training.calibration.across.centre_folds`, what decided in ``centre_info["centre_folds_by"]``),
-        so the same data and seed give the same folds on any machine."""
+    def fit_centres(self, dataset, config, Xs: np.ndarray, centers: np.ndarray, centre: str, n_units: int,
+                    meter) -> CrossFittedCentres:
+        """The unit cross-fit of the chosen centre ``centre`` (a registry name; stage ``cross-fit`` of ``meter``):
+        its out-of-fold centres replace the train rows' of ``centers`` (the shapes learn from them; ``centers``
+        itself is not modified), and its folds become the shapes'. Its centre folds come from the centre's costed
+        fit on the train part's ``n_units`` units (:func:`~training.calibration.across.centre_folds`, what decided
+        in the record's ``centre_folds_by``), so the same data and seed give the same folds on any machine."""
         from training.calibration.across import UnitCrossFit, centre_folds
         from training.calibration.centre_cost import fit_seconds
 
-        config, name = s.config, s.centre_info["name"]
-        own = s.dataset.centers is not None  # the client's own centres: nothing is refitted
-        cost = None if own else fit_seconds(config, name, len(s.split.train), s.Xs.shape[1])
-        k, s.centre_info["centre_folds_by"] = centre_folds(s.n_units, config.across_centre_folds,
-                                                           config.cross_fit or 5, cost, config.across_centre_seconds)
-        return UnitCrossFit(config.cross_fit or 5, config.seed, centre_k=k).fit(
-            lambda: config.make_centre(name), s.Xs, s.Y, s.split.train, s.split.calibration, s.groups,
-            meta=s.dataset.meta, columns=config.calibrate_across,
-            centres=s.centers if own else None)
+        split = self.split
+        own = dataset.centers is not None  # the client's own centres: nothing is refitted
+        with meter.stage("cross-fit"), on_idle_cores():
+            cost = None if own else fit_seconds(config, centre, len(split.train), Xs.shape[1])
+            k, by = centre_folds(n_units, config.across_centre_folds, config.cross_fit or 5, cost,
+                                 config.across_centre_seconds)
+            cross = UnitCrossFit(config.cross_fit or 5, config.seed, centre_k=k).fit(
+                lambda: config.make_centre(centre), Xs, dataset.Y, split.train, split.calibration, self.groups,
+                meta=dataset.meta, columns=config.calibrate_across, centres=centers if own else None)
+        out = centers.copy()
+        out[split.train] = cross.train_centres_
+        folds = len(cross.folds_)
+        return CrossFittedCentres(cross, out, folds, {"centre_folds_by": by, "cross_fit": folds,
+                                                      "centre_folds": cross.centre_folds_})
 
-    def conformalize(self, s: TrainState, reg, name: str, on_fold=None):
-        """``reg`` calibrated on the cross-fitted scores of the calibration rows, one shape per unit fold of
-        ``s.unit_cross_fit``, each fitted at the configurations the served fit chose (LMVE's ``chosen_grid``: no
-        search of its own); ``on_fold(shape, fold, scored)`` is called with each fold's shape. Without a test
-        part, each fold's shape and the calibration rows it scored go to ``s.unit_folds[name]``, the run's
-        held-out figures (:meth:`held_out`)."""
+    def conformalize(self, reg, name: str, scoring: Scoring, on_fold=None) -> tuple:
+        """``(calibrated, folds)``: ``reg`` calibrated on the cross-fitted scores of the calibration rows, one shape
+        per unit fold of ``scoring.cross_fit``, each fitted at the configurations the served fit chose (LMVE's
+        ``chosen_grid``: no search of its own); ``on_fold(shape, fold, scored)`` is called with each fold's shape.
+        ``folds``: without a test part, each fold's shape and the calibration rows it scored (what
+        :meth:`held_out` reads); ``None`` with one."""
         from functools import partial
 
         from training.calibration.across import conformalize_cross_fit, fold_regressor
 
-        keep = on_fold
+        s, keep, kept = scoring, on_fold, None
         if not len(s.split.test):
-            kept = s.unit_folds.setdefault(name, [])
+            kept = []
 
             def keep(shape, fold, scored):
                 kept.append((shape, s.split.calibration[scored]))
@@ -119,25 +156,27 @@ class CrossFitMode(CalibrationMode):
                     on_fold(shape, fold, scored)
 
         regressor = partial(fold_regressor, s.config, name, reg.shape_, reg.centre_, s.eta, self.rule)
-        return conformalize_cross_fit(reg, s.unit_cross_fit, regressor, s.Xs, s.Y, s.split.train,
-                                      s.split.calibration, np.asarray(self.groups), s.centers, self.rule,
-                                      s.config.seed, s.eta, keep)
+        calibrated = conformalize_cross_fit(reg, s.cross_fit, regressor, s.Xs, s.Y, s.split.train,
+                                            s.split.calibration, np.asarray(self.groups), s.centers, self.rule,
+                                            s.config.seed, s.eta, keep)
+        return calibrated, kept
 
-    def held_out(self, s: TrainState) -> tuple[np.ndarray, np.ndarray, dict]:
+    def held_out(self, scoring: Scoring, methods: dict, unit_folds: dict) -> tuple[np.ndarray, np.ndarray, dict]:
         """With no test part: ``(rows, centres, regions)``: the calibration rows (sorted), the fold models' centres
-        there (the served centre's for a unit with no train row), and each method's regions there, each unit
-        scored by its fold's models at the threshold of the other units' scores
-        (:func:`training.calibration.unit_holdout.leave_unit_out`)."""
+        there (the served centre's for a unit with no train row), and each of ``methods``' regions there, each unit
+        scored by its fold's models (``unit_folds[name]``, what :meth:`conformalize` kept) at the threshold of the
+        other units' scores (:func:`training.calibration.unit_holdout.leave_unit_out`)."""
         from training.calibration.unit_holdout import leave_unit_out
 
+        s = scoring
         cal, units = s.split.calibration, np.asarray(self.groups)
-        fold_centres = s.unit_cross_fit.score_centres_
+        fold_centres = s.cross_fit.score_centres_
         centres = s.centers.copy()
         centres[cal] = np.where(np.isnan(fold_centres), s.centers[cal], fold_centres)
         rows = np.sort(cal)
         regions = {}
-        for name, reg in s.methods.items():
-            folds = list(s.unit_folds.get(name, ()))
+        for name, reg in methods.items():
+            folds = list(unit_folds.get(name) or ())
             scored = np.concatenate([r for _, r in folds]) if folds else np.empty(0, dtype=np.int64)
             rest = np.setdiff1d(cal, scored)
             if len(rest):  # units with no train row: the served model never saw them

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     from models.bundle import save_recalibrated
-    from models.calibration.recalibration import recalibrate, stated_guarantee, threshold_changes
+    from models.recalibration import recalibrate, stated_guarantee, threshold_changes
     from training.commands.inputs import derived_parent, read_grouped_walk
 
     parent = derived_parent(args.bundle, args.out, "recalibrated")

@@ -35,7 +35,10 @@ def centre_stage(s: TrainState) -> None:
             s.centre.tuning_ = tuning
     if "centre selection" in s.meter.stages:
         s.timings["centre_selection"] = s.meter.stages["centre selection"]["seconds"]
-    s.mode.fit_centres(s)
+    crossed = s.mode.fit_centres(s.dataset, s.config, s.Xs, s.centers, s.centre_info["name"], s.n_units, s.meter)
+    if crossed is not None:
+        s.unit_cross_fit, s.centers, s.k = crossed.cross_fit, crossed.centers, crossed.k
+        s.centre_info.update(crossed.record)
     s.timings["centre"] = time.perf_counter() - t0
 
 

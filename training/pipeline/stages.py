@@ -27,7 +27,7 @@ from models.parallel import on_idle_cores
 from models.predictor import SplitConformalRegressor
 from models.preprocessing import RSSIFloor
 from models.readings import ReadingRanges
-from training.calibration.modes import default_split
+from training.calibration.modes import Scoring, default_split
 from training.calibration.splits import (MIN_TEST_GROUPS, MIN_TRAIN_GROUPS, Split, check_calibration_groups, count_units, group_split, groups_needed, paper_split)
 from training.data.datasets import Dataset, survey_groups
 from training.pipeline.centre import centre_stage
@@ -159,14 +159,17 @@ def methods_stage(s: TrainState) -> None:
             s.bar.set_postfix_str(name)
         t0 = time.perf_counter()
         with s.meter.stage(name), on_idle_cores():
-            s.methods[name] = fit_method(s, name)
+            s.methods[name], folds = fit_method(s, name)
+        if folds is not None:
+            s.unit_folds[name] = folds
         s.timings[name] = time.perf_counter() - t0
 
 
-def fit_method(s: TrainState, name: str) -> SplitConformalRegressor:
+def fit_method(s: TrainState, name: str) -> tuple[SplitConformalRegressor, list | None]:
     """Method ``name``'s shape fitted on the train rows' residuals about the run's centre and calibrated by the
-    run's calibration mode (:meth:`training.calibration.modes.CalibrationMode.conformalize`); a cross-fitted
-    mode's fold shapes of an ellipsoid method leave their figures in ``s.fold_figures[name]``."""
+    run's calibration mode (:meth:`training.calibration.modes.CalibrationMode.conformalize`), with the fold shapes
+    the mode kept (``None``: none); a cross-fitted mode's fold shapes of an ellipsoid method leave their figures in
+    ``s.fold_figures[name]``."""
     from models import registry
 
     train = s.split.train
@@ -174,7 +177,12 @@ def fit_method(s: TrainState, name: str) -> SplitConformalRegressor:
                                   calibration=s.rule, random_state=s.config.seed)
     reg.fit(s.Xs[train], s.Y[train], centers=s.centers[train], groups=s.train_groups)
     on_fold = partial(_fold_figures, s, name) if registry.METHODS[name].kind == "ellipsoid" else None
-    return s.mode.conformalize(s, reg, name, on_fold)
+    return s.mode.conformalize(reg, name, _scoring(s), on_fold)
+
+
+def _scoring(s: TrainState) -> Scoring:
+    """What the calibration mode scores with."""
+    return Scoring(s.Xs, s.Y, s.centers, s.split, s.config, s.eta, s.unit_cross_fit)
 
 
 def model_stage(s: TrainState) -> None:
@@ -248,7 +256,7 @@ def _units_left_out(s: TrainState) -> None:
     in ``s.held_out`` (the plot's)."""
     from training.calibration.unit_holdout import unit_coverages
 
-    rows, centres, regions = s.mode.held_out(s)
+    rows, centres, regions = s.mode.held_out(_scoring(s), s.methods, s.unit_folds)
     units = s.groups_of(rows)
     for name, region in regions.items():
         s.metrics[name] = {**region_metrics(region, s.Y[rows], units),

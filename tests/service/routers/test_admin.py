@@ -114,7 +114,7 @@ def test_refused_recalibrations_leave_the_old_bundle_serving(make_client, served
 def _child_of(served, X, Y, out):
     """A recalibration of ``served`` written to ``out``, as another process of the fleet would."""
     from models.bundle import save_recalibrated
-    from models.calibration.recalibration import recalibrate
+    from models.recalibration import recalibrate
 
     parent = load_bundle(served)
     return save_recalibrated(parent, recalibrate(parent, X, Y), out)["bundle_id"]

@@ -68,7 +68,7 @@ def _planned(ds, **config):
 def test_held_out_scores_are_the_served_models_on_the_calibration_rows():
     s = _planned(position_survey(400))
     assert s.unit_cross_fit is None and "cross-fit" not in s.meter.stages
-    reg = fit_method(s, "ge")
+    reg, _ = fit_method(s, "ge")
     cal = s.split.calibration
     by_hand = reg.shape_.conformity_scores(s.Xs[cal], s.Y[cal] - s.centers[cal])
     # group-subsample: one of each calibration position's own scores, drawn at random
@@ -79,7 +79,7 @@ def test_held_out_scores_are_the_served_models_on_the_calibration_rows():
 def test_a_cross_fitted_mode_scores_with_fold_models_and_gives_their_figures():
     s = _planned(position_survey(30))
     assert s.unit_cross_fit is not None and "cross-fit" in s.meter.stages and s.k == len(s.unit_cross_fit.folds_)
-    reg = fit_method(s, "ge")
+    reg, _ = fit_method(s, "ge")
     cal = s.split.calibration
     served = reg.shape_.conformity_scores(s.Xs[cal], s.Y[cal] - s.centers[cal])
     assert not np.array_equal(np.sort(reg.calibrator_.scores_), np.sort(served))  # not the served model's scores

@@ -21,7 +21,7 @@ import numpy as np
 from models.calibration.conformal import APPROXIMATE_RULES, guarantee_terms, guarantee_words
 from models.calibration.grouping import AUTO, GROUP_RULES, position_codes, share_of_repeated_positions
 
-if TYPE_CHECKING:  # a type only: the model imports calibration, never the other way
+if TYPE_CHECKING:  # a type only
     from models.model import RegionModel
 
 __all__ = ["AUTO", "GROUP_RULES", "Recalibration", "recalibrate", "stated_guarantee", "threshold_changes"]
