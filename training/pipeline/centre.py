@@ -18,28 +18,34 @@ from models import registry
 from models.centres import ClientCentre
 from models.parallel import on_idle_cores
 from training.pipeline.centre_selection import CRITERIA, RACE_FOLDS, out_of_fold_centers, select_centre
-from training.pipeline.config import check_cross_fit
-from training.pipeline.run import TrainState
+from training.pipeline.config import TrainConfig, check_cross_fit
+from training.pipeline.meter import StageMeter
+from training.pipeline.run import Centres, Plan, Standardised
 
 
-def centre_stage(s: TrainState) -> None:
-    """Fit the centre (:func:`fit_centre`), then what the calibration mode needs of it
+def centre_stage(p: Plan, x: Standardised, meter: StageMeter, bar=None) -> Centres:
+    """The centre (:func:`fit_centre`), then what the calibration mode needs of it
     (:meth:`~training.calibration.modes.CalibrationMode.fit_centres`: a cross-fitted mode's unit cross-fit, whose
-    out-of-fold centres replace the train rows'); ``timings["centre"]`` is the whole step's wall time."""
+    out-of-fold centres replace the train rows'); ``seconds["centre"]`` is the whole step's wall time. ``bar``:
+    the run's progress bar, if any."""
     t0 = time.perf_counter()
-    tuning = prepare_fingerprint(s)
-    fit_centre(s, out_of_fold=not s.mode.cross_fitted)
+    config, tuning = prepare_fingerprint(p, x, meter)
+    centre, centers, info, k = fit_centre(p, x, config, meter, bar, out_of_fold=not p.mode.cross_fitted)
     if tuning is not None:
-        s.centre_info["fingerprint"] = fingerprint_record(tuning)
-        if hasattr(s.centre, "tuning_"):
-            s.centre.tuning_ = tuning
-    if "centre selection" in s.meter.stages:
-        s.timings["centre_selection"] = s.meter.stages["centre selection"]["seconds"]
-    crossed = s.mode.fit_centres(s.dataset, s.config, s.Xs, s.centers, s.centre_info["name"], s.n_units, s.meter)
+        info["fingerprint"] = fingerprint_record(tuning)
+        if hasattr(centre, "tuning_"):
+            centre.tuning_ = tuning
+    seconds = {}
+    if "centre selection" in meter.stages:
+        seconds["centre_selection"] = meter.stages["centre selection"]["seconds"]
+    crossed = p.mode.fit_centres(p.dataset, config, x.Xs, centers, info["name"], p.n_units, meter)
+    cross_fit = None
     if crossed is not None:
-        s.unit_cross_fit, s.centers, s.k = crossed.cross_fit, crossed.centers, crossed.k
-        s.centre_info.update(crossed.record)
-    s.timings["centre"] = time.perf_counter() - t0
+        cross_fit, centers, k = crossed.cross_fit, crossed.centers, crossed.k
+        info.update(crossed.record)
+    seconds["centre"] = time.perf_counter() - t0
+    return Centres(centre=centre, centers=centers, info=info, k=k, cross_fit=cross_fit, config=config,
+                   seconds=seconds)
 
 
 def _wants_fingerprint(config) -> bool:
@@ -51,27 +57,26 @@ def _wants_fingerprint(config) -> bool:
     return config.centre == "fingerprint"
 
 
-def prepare_fingerprint(s: TrainState) -> dict | None:
+def prepare_fingerprint(p: Plan, x: Standardised, meter: StageMeter) -> tuple[TrainConfig, dict | None]:
     """The fingerprint centre's reading space (:class:`~models.centres.representations.ReadingSpace`: the RSSI
     step and scaler undone on the RSSI columns) and its configuration, chosen once on the train part by leaving
     each of its units out (the calibration mode's: phones, users or positions; rows without), stage ``fingerprint``.
-    ``s.config.centre_context`` then gives both to every fingerprint centre the run fits (selection folds, unit
-    folds, the served one), so none searches the grid again. Returns the search's record (``None``: no
-    fingerprint centre in this run)."""
+    Returns ``(config, record)``: the plan's configuration whose ``centre_context`` gives both to every fingerprint
+    centre the run fits (selection folds, unit folds, the served one), so none searches the grid again, and the
+    search's record; the plan's configuration and ``None`` where the run fits no fingerprint centre."""
     from models.centres.representations import ReadingSpace
 
-    config = s.config
-    if s.dataset.centers is not None or not _wants_fingerprint(config):
-        return None
-    train = s.split.train
-    with s.meter.stage("fingerprint"):
-        space = ReadingSpace.of(s.preprocess, s.scaler)
+    config = p.config
+    if p.dataset.centers is not None or not _wants_fingerprint(config):
+        return config, None
+    train = p.split.train
+    with meter.stage("fingerprint"):
+        space = ReadingSpace.of(x.preprocess, x.scaler)
         probe = config.make_centre("fingerprint").set_params(space=space, criterion=config.centre_criterion,
-                                                            coverage=s.eta)
-        probe.fit(s.Xs[train], s.Y[train], groups=s.train_groups)
-    context = {"space": space, "criterion": config.centre_criterion, "coverage": s.eta, **probe.chosen_}
-    s.config = replace(config, centre_context={**config.centre_context, "fingerprint": context})
-    return probe.tuning_
+                                                            coverage=p.eta)
+        probe.fit(x.Xs[train], p.Y[train], groups=p.train_groups)
+    context = {"space": space, "criterion": config.centre_criterion, "coverage": p.eta, **probe.chosen_}
+    return replace(config, centre_context={**config.centre_context, "fingerprint": context}), probe.tuning_
 
 
 def fingerprint_record(tuning: dict | None, shown: int = 5) -> dict | None:
@@ -85,49 +90,49 @@ def fingerprint_record(tuning: dict | None, shown: int = 5) -> dict | None:
             "rule": tuning.get("rule")}
 
 
-def fit_centre(s: TrainState, out_of_fold: bool = True) -> None:
-    """``s.centre``, ``s.centers`` (m, n) for every row (out-of-fold ones for the train rows when ``s.k``
-    and ``out_of_fold``; ``s.k`` becomes 5 for a centre that interpolates its training rows) and
-    ``s.centre_info``; the client's own estimates when the data set has them."""
-    X, Y = s.Xs[s.split.train], s.Y[s.split.train]
-    if s.dataset.centers is not None:  # the client's own estimates
-        with s.meter.stage("centre"):
-            s.centre = ClientCentre().fit(X, Y)
-        s.centers = np.array(s.dataset.centers, dtype=np.float64)
-        s.centre_info = {"name": "client", "columns": list(s.dataset.centre_columns), "cross_fit": 0}
-        return
-    name, oof, folds, info = s.config.centre, {}, None, {"name": s.config.centre}
+def fit_centre(p: Plan, x: Standardised, config: TrainConfig, meter: StageMeter, bar=None,
+               out_of_fold: bool = True) -> tuple:
+    """``(centre, centers, info, k)``: the centre fitted on the train part, every row's centre (m, n) (out-of-fold
+    ones for the train rows when ``k`` and ``out_of_fold``), its record, and the shapes' folds (the plan's, or 5
+    for a centre that interpolates its training rows); the client's own estimates when the data set has them."""
+    X, Y, k = x.Xs[p.split.train], p.Y[p.split.train], p.k
+    if p.dataset.centers is not None:  # the client's own estimates
+        with meter.stage("centre"):
+            centre = ClientCentre().fit(X, Y)
+        info = {"name": "client", "columns": list(p.dataset.centre_columns), "cross_fit": 0}
+        return centre, np.array(p.dataset.centers, dtype=np.float64), info, k
+    name, oof, folds, info = config.centre, {}, None, {"name": config.centre}
     if name in ("auto", "stack"):
-        with s.meter.stage("centre selection"):
-            name, oof, folds, info = _select(s, X, Y, complete=out_of_fold)
-    with s.meter.stage("centre"), on_idle_cores():
-        if s.k == 0 and registry.centre(name).interpolates:
-            units = len(X) if s.train_groups is None else len(np.unique(s.train_groups))
-            s.k = min(5, units)  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
-            check_cross_fit(s.k, units)
-        info["cross_fit"] = s.k
+        with meter.stage("centre selection"):
+            name, oof, folds, info = _select(p, config, X, Y, bar, complete=out_of_fold)
+    with meter.stage("centre"), on_idle_cores():
+        if k == 0 and registry.centre(name).interpolates:
+            units = len(X) if p.train_groups is None else len(np.unique(p.train_groups))
+            k = min(5, units)  # its in-sample residuals are zero: the shapes learn from out-of-fold ones
+            check_cross_fit(k, units)
+        info["cross_fit"] = k
         if name == "stack" and oof:  # weighted on the selection's out-of-fold centres: no refit for them
-            centre = s.config.make_centre("stack").set_params(cv=folds)
+            centre = config.make_centre("stack").set_params(cv=folds)
             centre.fit(X, Y, predictions={n: oof[n] for n in centre.members})
         else:
-            centre = s.config.make_centre(name).fit(X, Y)
-        if folds != s.k:  # the selection's out-of-fold centres serve only with the same folds
+            centre = config.make_centre(name).fit(X, Y)
+        if folds != k:  # the selection's out-of-fold centres serve only with the same folds
             oof = {}
-        centers = centre.predict(s.Xs)
-        if s.k and out_of_fold:
-            centers[s.split.train] = oof[name] if name in oof else out_of_fold_centers(
-                X, Y, s.config, s.k, s.train_groups, name=name)
-    s.centre, s.centers, s.centre_info = centre, centers, info
+        centers = centre.predict(x.Xs)
+        if k and out_of_fold:
+            centers[p.split.train] = oof[name] if name in oof else out_of_fold_centers(
+                X, Y, config, k, p.train_groups, name=name)
+    return centre, centers, info, k
 
 
-def _select(s: TrainState, X: np.ndarray, Y: np.ndarray, complete: bool) -> tuple[str, dict, int, dict]:
+def _select(p: Plan, config: TrainConfig, X: np.ndarray, Y: np.ndarray, bar, complete: bool) -> tuple[str, dict, int, dict]:
     """``centre="auto"``: the candidate of smallest cross-validated error; ``"stack"``: its members'
     out-of-fold centres, once (they weight the blend and, with the same folds, give the shapes' residuals,
     instead of a whole blend per fold). ``(name, out-of-fold centres by candidate, folds, centre_info)``."""
-    config, grouped = s.config, s.train_groups is not None
+    grouped = p.train_groups is not None
     if config.centre == "auto":
-        folds, units = s.k or 5, s.mode.across
-        name, errors, oof = select_centre(X, Y, config, folds, s.train_groups, s.bar, complete=complete, units=units)
+        folds, units = p.k or 5, p.mode.across
+        name, errors, oof = select_centre(X, Y, config, folds, p.train_groups, bar, complete=complete, units=units)
         kind = "unit " if units else "group " if grouped else ""
         weighing = ", each unit weighing the same" if units else ""
         return name, oof, folds, {
@@ -136,10 +141,10 @@ def _select(s: TrainState, X: np.ndarray, Y: np.ndarray, complete: bool) -> tupl
             + _screen_words(config, len(X), units),
             "criterion": config.centre_criterion, "cv": errors, "screen": _screen_record(config, len(X))}
     stack = config.make_centre("stack")
-    folds = s.k or stack.cv
+    folds = p.k or stack.cv
     members = replace(config, centre="auto", centre_candidates=(*stack.members, "stack"),
                       centre_screen_rows=None)  # the blend the user asked for, whole
-    _, errors, oof = select_centre(X, Y, members, folds, s.train_groups, s.bar)
+    _, errors, oof = select_centre(X, Y, members, folds, p.train_groups, bar)
     return "stack", oof, folds, {"name": "stack", "selected_by": f"--centre stack, weighted on its members' {folds}-"
                                  f"fold {'group ' if grouped else ''}out-of-fold centres", "cv": errors}
 

@@ -10,61 +10,63 @@ import numpy as np
 
 from models.calibration.conformal import APPROXIMATE_RULES, guarantee_terms, guarantee_words
 from training.calibration.cross_fit import cross_fit_guarantee
-from training.pipeline.run import TrainState
+from training.pipeline.meter import StageMeter
+from training.pipeline.run import Centres, Plan, Records
 
 
-def record_stage(s: TrainState) -> None:
-    """``s.calibration`` (the guarantee, the scale), ``s.training`` (the run's record), and the model's CRS and
-    survey (stage ``scale`` for the scale)."""
+def record_stage(p: Plan, c: Centres, model, centre: dict, site_weights: dict | None,
+                 size: dict | None, meter: StageMeter) -> Records:
+    """The manifest's ``calibration`` (the guarantee, the site weights, the scale) and ``training`` (the run's record,
+    with ``centre``, the centre's record with its test error), and the model's radio map and survey (stage
+    ``scale`` for the scale). ``model``: the calibrated model, its floors and served choice set; ``size``: the
+    survey-size guidance (:func:`training.pipeline.survey_size.survey_size`)."""
     from training.data.site import survey_of
     from training.figures.survey_scale import is_survey, served_areas, survey_scale
     from training.pipeline.floors import floor_labels
 
-    model, config = s.model, s.config
-    s.calibration = guarantee(s)
-    if s.site_weights:
-        w = s.site_weights
-        s.calibration["weights"] = w
-        s.calibration["guarantee"] += (f"; each of the {w['positions']} calibration positions weighted by the share of "
-                                       f"the site nearest it ({w['extent']}; {w['effective_positions']:.1f} effective "
-                                       "positions): for a reading at a position uniform over the site, approximate")
-        s.calibration["terms"].update(holds_for="a reading at a position uniform over the site", form="approximate",
-                                      bound=None, bound_of=None)
-        s.calibration["exact"] = False
-    with s.meter.stage("scale"):
-        areas = served_areas(model, s.dataset, seed=config.seed) if is_survey(s.dataset) else None
-        scale = survey_scale(model, s.dataset, seed=config.seed, size=s.survey_size, areas=areas)
+    config = p.config
+    calibration = guarantee(p, model, centre)
+    if site_weights:
+        w = site_weights
+        calibration["weights"] = w
+        calibration["guarantee"] += (f"; each of the {w['positions']} calibration positions weighted by the share of "
+                                     f"the site nearest it ({w['extent']}; {w['effective_positions']:.1f} effective "
+                                     "positions): for a reading at a position uniform over the site, approximate")
+        calibration["terms"].update(holds_for="a reading at a position uniform over the site", form="approximate",
+                                    bound=None, bound_of=None)
+        calibration["exact"] = False
+    with meter.stage("scale"):
+        areas = served_areas(model, p.dataset, seed=config.seed) if is_survey(p.dataset) else None
+        scale = survey_scale(model, p.dataset, seed=config.seed, size=size, areas=areas)
     if scale:
-        s.calibration["scale"] = scale
+        calibration["scale"] = scale
     if model.floors is not None:
         what = " and ".join(model.floors.labels.columns)
-        s.calibration["guarantee"] = (f"jointly with the {what}: {s.calibration['guarantee']}, for the true {what} "
-                                      "in the floor set and the true position in the ellipse together")
-        s.calibration["terms"]["holds_for"] += f", its true {what} in the floor set and position in the ellipse"
+        calibration["guarantee"] = (f"jointly with the {what}: {calibration['guarantee']}, for the true {what} "
+                                    "in the floor set and the true position in the ellipse together")
+        calibration["terms"]["holds_for"] += f", its true {what} in the floor set and position in the ellipse"
     pre = model.preprocess
-    s.training = {"seed": config.seed, "coverage": config.coverage,
-                  "cross_fit": s.centre_info.get("cross_fit", config.resolved_cross_fit(config.grouped(s.dataset))),
-                  "centre": s.centre_info, "preprocess": pre.describe() if pre is not None else "none",
-                  "rows": {"train": len(s.split.train), "calibration": len(s.split.calibration),
-                           "test": len(s.split.test)}}
-    codes = None if s.floor_classes is None else floor_labels(s.dataset, config.floor_column,
+    training = {"seed": config.seed, "coverage": config.coverage,
+                "cross_fit": centre.get("cross_fit", config.resolved_cross_fit(config.grouped(p.dataset))),
+                "centre": centre, "preprocess": pre.describe() if pre is not None else "none",
+                "rows": {"train": len(p.split.train), "calibration": len(p.split.calibration),
+                         "test": len(p.split.test)}}
+    codes = None if p.floor_classes is None else floor_labels(p.dataset, config.floor_column,
                                                               config.building_column)[1]
-    model.crs = s.crs
-    model.radio_map = radio_map_of(s)
-    model.survey = survey_of(s.dataset, s.split, codes, seed=config.seed, **_position_figures(s, areas))
+    survey = survey_of(p.dataset, p.split, codes, seed=config.seed, **_position_figures(p, c, areas))
+    return Records(calibration=calibration, training=training, radio_map=radio_map_of(p, c, model), survey=survey)
 
 
-def radio_map_of(s: TrainState):
+def radio_map_of(p: Plan, c: Centres, model):
     """The survey's reference and calibration rows as read (:class:`models.radio_map.RadioMap`), for a model whose
     features hold RSSI readings (at least two); ``None`` otherwise, or for the client's own centres. Reference
     and calibration rows stay apart where the bundle's are (a split bundle), so that its re-scored calibration
     keeps the exact form."""
     from models.radio_map import RadioMap
 
-    model = s.model
-    if model.readings is None or model.readings.n_rssi < 2 or s.dataset.centers is not None:
+    if model.readings is None or model.readings.n_rssi < 2 or p.dataset.centers is not None:
         return None
-    m, split = len(s.dataset.X), s.split
+    m, split = len(p.dataset.X), p.split
     reference, calibration = np.zeros(m, bool), np.zeros(m, bool)
     reference[split.train] = True
     calibration[split.calibration] = True
@@ -74,11 +76,11 @@ def radio_map_of(s: TrainState):
     if reference[split.calibration].any():
         reference[split.test] = True
     # training's fingerprint search (where it ran) is what replaces a centre that cannot leave a column out
-    searched = s.config.centre_context.get("fingerprint")
-    return RadioMap.of(s.dataset.X, s.dataset.Y, s.groups, reference, calibration, seed=s.config.seed, knn=searched)
+    searched = c.config.centre_context.get("fingerprint")
+    return RadioMap.of(p.dataset.X, p.dataset.Y, p.groups, reference, calibration, seed=p.config.seed, knn=searched)
 
 
-def _position_figures(s: TrainState, areas) -> dict:
+def _position_figures(p: Plan, c: Centres, areas) -> dict:
     """Each row's served area (where :func:`served_areas` predicted it) and honest centre error (the calibration
     rows': their centres never saw their positions), NaN elsewhere: what the survey map reads. Empty unless a
     survey."""
@@ -86,20 +88,20 @@ def _position_figures(s: TrainState, areas) -> dict:
         return {}
     import numpy as np
 
-    area, error = np.full(len(s.Y), np.nan), np.full(len(s.Y), np.nan)
+    area, error = np.full(len(p.Y), np.nan), np.full(len(p.Y), np.nan)
     area[areas[0]] = areas[1]
-    cal = np.asarray(s.split.calibration)
-    error[cal] = np.linalg.norm(s.Y[cal] - s.centers[cal], axis=1)
+    cal = np.asarray(p.split.calibration)
+    error[cal] = np.linalg.norm(p.Y[cal] - c.centers[cal], axis=1)
     return {"areas": area, "errors": error}
 
 
-def guarantee(s: TrainState) -> dict:
+def guarantee(p: Plan, model, centre: dict) -> dict:
     """The grouping and what the calibrated level guarantees (for the manifest and report): ``guarantee`` in
     words, and ``terms``, the same as fields (:func:`models.calibration.conformal.guarantee_terms`), which
     ``GET /model`` serves as its top-level ``guarantee``."""
-    cal = next(iter(s.model.methods.values())).calibrator_
-    eta, grouped, dataset = s.model.coverage, s.config.grouped(s.dataset), s.dataset
-    across = s.split.across
+    cal = next(iter(model.methods.values())).calibrator_
+    eta, grouped, dataset = model.coverage, p.config.grouped(p.dataset), p.dataset
+    across = p.split.across
     terms = {"level": eta, "rule": cal.rule, "n_rows": int(cal.n_rows_)}
     if across:
         return _across(across, cal, terms, dataset.grouping if grouped else None)
@@ -113,13 +115,13 @@ def guarantee(s: TrainState) -> dict:
     unit = "reading at a position not in the survey" if g["by"] == "position" else f"row from a {g['by']} group " \
         "not in the training data"
     units = "positions" if g["by"] == "position" else f"{g['by']} groups"
-    cross = s.split.cross_fit
+    cross = p.split.cross_fit
     if cross:
         return {"grouping": g, "n_groups": cal.n_calibration_, "mode": "cross-fit", "exact": False,
                 "mode_why": cross["why"], "bound": {"cross_fit": 1 - 2 * (1 - eta), "split": eta},
                 "guarantee": cross_fit_guarantee(eta, unit, cal.n_calibration_, cal.n_rows_,
-                                                 s.centre_info.get("cross_fit", 0),
-                                                 s.centre_info.get("centre_folds", 0)),
+                                                 centre.get("cross_fit", 0),
+                                                 centre.get("centre_folds", 0)),
                 "terms": guarantee_terms(**terms, exact=False, mode="cross-fit", holds_for=f"a {unit}", units=units,
                                          n_units=int(cal.n_calibration_), bound=1 - 2 * (1 - eta),
                                          bound_of="cross-conformal (CV+) relative of this form",
@@ -128,8 +130,8 @@ def guarantee(s: TrainState) -> dict:
            "guarantee": guarantee_words(eta, cal.rule, unit, cal.n_rows_, cal.n_calibration_),
            "terms": guarantee_terms(**terms, exact=cal.rule == "group-subsample", mode="split", holds_for=f"a {unit}",
                                     units=units, n_units=int(cal.n_calibration_))}
-    if s.split.adjustment:
-        out["split_adjustment"] = s.split.adjustment
+    if p.split.adjustment:
+        out["split_adjustment"] = p.split.adjustment
     return out
 
 

@@ -1,5 +1,7 @@
-"""What a run of :func:`training.pipeline.train` carries from stage to stage (:class:`TrainState`), and what
-it returns (:class:`TrainResult`)."""
+"""What :func:`training.pipeline.train` decides before fitting (:class:`Plan`), what each stage returns (a frozen
+record named for what it holds: :class:`Standardised`, :class:`Centres`, :class:`Methods`, :class:`Tested`,
+:class:`Records`), and what the run returns (:class:`TrainResult`, gathering them). No stage writes another's
+result: ``train()`` threads them."""
 
 from __future__ import annotations
 
@@ -14,10 +16,9 @@ from training.calibration.modes import CalibrationMode
 from training.calibration.splits import Split
 from training.data.datasets import Dataset
 from training.pipeline.config import TrainConfig
-from training.pipeline.meter import StageMeter
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainResult:
     """What :func:`training.pipeline.train` returns.
 
@@ -72,51 +73,42 @@ class TrainResult:
                            training=self.training, calibration=self.calibration)
 
 
-@dataclass
-class TrainState:
-    """One run: the inputs and the plan checked before any fit, then what each stage adds.
+@dataclass(frozen=True)
+class Plan:
+    """What a run was asked and decided before any fit (:func:`training.pipeline.stages.plan`); never changed after.
 
-    The plan: ``eta`` (the level), ``split``, ``mode`` (the calibration mode,
-    :class:`training.calibration.modes.CalibrationMode`: each row's unit, ``groups``, and the calibration
-    ``rule``), ``n_units`` (the train part's units), ``k`` (the shapes' out-of-fold folds, 0 for in-sample
-    residuals) and ``floor_classes`` (``(labels, codes)`` with floors). The stages add the fitted ``preprocess``
-    and ``scaler`` and the standardised rows ``Xs``; the ``centre``, every row's ``centers`` and ``centre_info``;
-    a cross-fitted mode's ``unit_cross_fit``; the calibrated ``methods`` with their ``fold_figures`` (and,
-    with no test part, their ``unit_folds``: each fold's shape and the calibration rows it scored); the
-    ``model``; the test ``metrics`` (with no test part, the units' left out in turn, their regions in
-    ``held_out``); each step's ``timings``; the targets' ``crs`` (checked in the plan) and the bundle's records
-    ``calibration`` and ``training`` (training.pipeline.record).
+    Attributes
+    ----------
+    dataset : Dataset
+        The data as trained on (grouped by position where it came ungrouped and is a survey).
+    config : TrainConfig
+        What was asked.
+    eta : float
+        The level, checked.
+    split : Split
+        The train, calibration and test rows.
+    mode : CalibrationMode
+        How the calibration rows are drawn and scored: each row's unit (``groups``) and the ``rule``.
+    n_units : int
+        The train part's units.
+    k : int
+        The shapes' out-of-fold folds as planned (0: in-sample residuals); the centre stage may raise it
+        (:attr:`Centres.k`).
+    floor_classes : tuple or None
+        ``(labels, codes)`` with floors.
+    crs : object
+        The targets' CRS (``None``: none).
     """
 
     dataset: Dataset
     config: TrainConfig
-    meter: StageMeter
     eta: float
     split: Split
     mode: CalibrationMode
     n_units: int
     k: int
     floor_classes: tuple | None
-    bar: Any = None
-    preprocess: Any = None
-    scaler: Any = None
-    Xs: np.ndarray | None = None
-    centre: Any = None
-    centers: np.ndarray | None = None
-    centre_info: dict = field(default_factory=dict)
-    unit_cross_fit: Any = None
-    unit_folds: dict = field(default_factory=dict)
-    held_out: dict | None = None
-    methods: dict = field(default_factory=dict)
-    fold_figures: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    model: RegionModel | None = None
-    metrics: dict = field(default_factory=dict)
-    survey_size: dict | None = None
-    site_weights: dict | None = None
     crs: Any = None
-    calibration: dict = field(default_factory=dict)
-    training: dict = field(default_factory=dict)
 
     @property
     def Y(self) -> np.ndarray:
@@ -134,15 +126,86 @@ class TrainState:
 
     @cached_property
     def train_groups(self) -> np.ndarray | None:
-        """The train rows' units (``None`` for rows; the split and the units never change after the plan)."""
+        """The train rows' units (``None`` for rows)."""
         return None if self.groups is None else np.asarray(self.groups)[self.split.train]
 
     def groups_of(self, rows: np.ndarray) -> np.ndarray | None:
         """The units of ``rows`` (``None`` for rows)."""
         return self.mode.units_of(rows)
 
-    def result(self) -> TrainResult:
-        return TrainResult(model=self.model, split=self.split, metrics=self.metrics, timings=self.timings,
-                           centre=self.centre_info, stages=self.meter.stages,
-                           survey_size=self.survey_size, held_out=self.held_out, dataset=self.dataset,
-                           calibration=self.calibration, training=self.training)
+
+@dataclass(frozen=True)
+class Standardised:
+    """The preprocess stage's result: the RSSI step (``None``: none) and the scaler, fitted on the train part, and
+    every row through them (``Xs``, what the centres and shapes see)."""
+
+    preprocess: Any
+    scaler: Any
+    Xs: np.ndarray
+
+
+@dataclass(frozen=True)
+class Centres:
+    """The centre stage's result (:func:`training.pipeline.centre.centre_stage`).
+
+    Attributes
+    ----------
+    centre : object
+        The served centre, fitted on the train part.
+    centers : ndarray of shape (m, n)
+        Every row's centre: the train rows' out of fold where the shapes learn from out-of-fold residuals.
+    info : dict
+        The centre's record (name, how it was chosen, folds, the fingerprint search).
+    k : int
+        The shapes' folds (0: in-sample residuals).
+    cross_fit : UnitCrossFit or None
+        A cross-fitted mode's unit cross-fit of the centre.
+    config : TrainConfig
+        The plan's configuration with the fingerprint search's context: what every later fit uses.
+    seconds : dict
+        ``centre`` (the stage's wall time) and, where candidates were compared, ``centre_selection``.
+    """
+
+    centre: Any
+    centers: np.ndarray
+    info: dict
+    k: int
+    cross_fit: Any
+    config: TrainConfig
+    seconds: dict
+
+
+@dataclass(frozen=True)
+class Methods:
+    """The methods stage's result: each method's calibrated regressor (``fitted``, in the configuration's order),
+    a cross-fitted mode's fold figures of each ellipsoid method (``fold_figures``: ``(fold, scores, volumes)`` per
+    fold) and, with no test part, each fold's shape and the calibration rows it scored (``unit_folds``), and each
+    method's wall ``seconds``."""
+
+    fitted: dict
+    fold_figures: dict
+    unit_folds: dict
+    seconds: dict
+
+
+@dataclass(frozen=True)
+class Tested:
+    """The test stage's result: each method's held-out figures (``metrics``), the centre's test error
+    (``centre``), with no test part the regions of each unit left out in turn (``held_out``, with ``rows``), and
+    with floors the floors' held-out figures (``floors``)."""
+
+    metrics: dict
+    centre: dict
+    held_out: dict | None = None
+    floors: dict | None = None
+
+
+@dataclass(frozen=True)
+class Records:
+    """The record stage's result: the manifest's ``calibration`` and ``training``, and what the model carries of
+    the survey (``radio_map``, ``survey``)."""
+
+    calibration: dict
+    training: dict
+    radio_map: Any
+    survey: Any

@@ -25,15 +25,15 @@ from models.exceptions import InputError
 from models.predictor import SplitConformalRegressor
 from training.calibration.across import fold_regressor
 from training.calibration.splits import count_units
-from training.pipeline.run import TrainState
+from training.pipeline.run import Centres, Methods, Plan, Standardised, Tested
 from training.pipeline.served_volume import (MIN_UNITS, choose, cross_fit_figures, ellipsoid_figures, leader_excess, stop_reason)
 
 
-def choose_served(s: TrainState) -> dict:
+def choose_served(p: Plan, x: Standardised, c: Centres, fitted: Methods, model, tested: Tested) -> dict:
     """The model's ``selection``: which method the plain routes serve, and the evidence."""
-    if s.held_out is not None:
-        return by_units(s)
-    choice = ServedChoice(s)
+    if tested.held_out is not None:
+        return by_units(p, c, fitted, tested)
+    choice = ServedChoice(p, x, c, fitted, model)
     if not choice.reuse_unit_folds():
         choice.read_held_out()
         if choice.folds:
@@ -45,8 +45,8 @@ def choose_served(s: TrainState) -> dict:
 SAFE = "ball"
 
 
-def by_units(s: TrainState) -> dict:
-    """The ``selection`` of a run with no test part, on its units each left out in turn (``s.held_out``, the
+def by_units(p: Plan, c: Centres, fitted: Methods, tested: Tested) -> dict:
+    """The ``selection`` of a run with no test part, on its units each left out in turn (``tested.held_out``, the
     regions of :meth:`training.calibration.modes.CrossFitMode.held_out`): every ellipsoid method's mean area
     per unit, each unit weighted the same. Eligible: the ball (:data:`SAFE`) and every method whose mean area is
     at most the ball's at every unit (all methods when the ball is not trained); the eligible ones rank first,
@@ -55,37 +55,37 @@ def by_units(s: TrainState) -> dict:
     ``coverage`` and ``volume_calibrated`` (the run's figures over the rows) and ``units_larger_than_ball``."""
     from training.pipeline.served_volume import AUTO
 
-    rows = s.held_out["rows"]
-    codes = np.unique(s.groups_of(rows), return_inverse=True)[1].ravel()
+    rows = tested.held_out["rows"]
+    codes = np.unique(p.groups_of(rows), return_inverse=True)[1].ravel()
     sizes = np.bincount(codes)
     fallback = registry.fallback_order()
-    ellipsoids = [m for m in fallback if m in s.methods and registry.METHODS[m].kind == "ellipsoid"]
-    per = {m: np.bincount(codes, weights=s.held_out[m].volume("lebesgue")) / sizes for m in ellipsoids}
+    ellipsoids = [m for m in fallback if m in fitted.fitted and registry.METHODS[m].kind == "ellipsoid"]
+    per = {m: np.bincount(codes, weights=tested.held_out[m].volume("lebesgue")) / sizes for m in ellipsoids}
     ball = per.get(SAFE)
     larger = {m: 0 if ball is None else int(np.sum(per[m] > ball)) for m in ellipsoids}
     ranked = sorted(ellipsoids, key=lambda m: (larger[m] > 0, float(np.mean(per[m])), fallback.index(m)))
-    primary = s.config.primary
+    primary = p.config.primary
     if primary != AUTO:
         ranked = [primary, *[m for m in ranked if m != primary]]
-    held = {m: {"volume": float(np.mean(per[m])) if m in per else None, "coverage": s.metrics[m]["coverage"],
-                "volume_calibrated": s.metrics[m]["volume"], "units_larger_than_ball": larger.get(m)}
-            for m in s.methods}
+    held = {m: {"volume": float(np.mean(per[m])) if m in per else None, "coverage": tested.metrics[m]["coverage"],
+                "volume_calibrated": tested.metrics[m]["volume"], "units_larger_than_ball": larger.get(m)}
+            for m in fitted.fitted}
     held = {m: {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in f.items()}
             for m, f in held.items()}
     safe = f"no larger than the {registry.METHODS[SAFE].label}'s at any unit, " if ball is not None else ""
     return {"rule": "auto" if primary == AUTO else "forced", "primary": ranked[0], "order": ranked,
             "rows": f"calibration rows of {len(sizes)} units, each unit left out in turn", "n_rows": int(len(rows)),
-            "folds": int(s.centre_info.get("cross_fit") or 0), "folds_run": int(s.centre_info.get("cross_fit") or 0),
+            "folds": int(c.info.get("cross_fit") or 0), "folds_run": int(c.info.get("cross_fit") or 0),
             "criterion": (f"smallest mean area over the units, each unit's regions from models that never saw it at "
                           f"the threshold of the other units' scores, every unit weighted the same; {safe}else the "
                           f"{registry.METHODS[SAFE].label if ball is not None else 'registry order'}"),
             "held_out": held, "calibrated_on": "each unit's rows at the other units' threshold"}
 
 
-def _regressor(s: TrainState, name: str) -> SplitConformalRegressor:
+def _regressor(p: Plan, c: Centres, fitted: Methods, name: str) -> SplitConformalRegressor:
     """A fold's ``name`` shape on the run's centre, at the configurations the served fit of ``name`` chose
     (:func:`training.calibration.across.fold_regressor`: LMVE refits its chosen members, no grid search)."""
-    return fold_regressor(s.config, name, s.methods[name].shape_, s.centre, s.eta, s.rule)
+    return fold_regressor(c.config, name, fitted.fitted[name].shape_, c.centre, p.eta, p.rule)
 
 
 def _check(evidence: dict, folds: int) -> dict:
@@ -98,8 +98,9 @@ class ServedChoice:
     """One choice of the served method: the held-out rows, the cross-fit folds still to run, and the evidence
     read after each (``checks``)."""
 
-    def __init__(self, s: TrainState):
-        self.s, config = s, s.config
+    def __init__(self, p: Plan, x: Standardised, c: Centres, fitted: Methods, model):
+        self.p, self.x, self.c, self.fitted, self.model = p, x, c, fitted, model
+        s, config = p, p.config
         self.rows = s.split.test if s.split.selection is None else s.split.selection
         self.ellipsoids = [m for m in registry.fallback_order() if m in config.methods
                            and registry.METHODS[m].kind == "ellipsoid"]
@@ -113,7 +114,7 @@ class ServedChoice:
 
     def reuse_unit_folds(self) -> bool:
         """Take the calibration's unit folds as the cross-fit when every ellipsoid method has the same rows."""
-        figures = self.s.fold_figures if self.s.mode.cross_fitted else None
+        figures = self.fitted.fold_figures if self.p.mode.cross_fitted else None
         if not (self.folds and figures and all(m in figures for m in self.ellipsoids)):
             return False
         done = [np.concatenate([f[0] for f in figures[m]]) for m in self.ellipsoids]
@@ -127,18 +128,18 @@ class ServedChoice:
 
     def read_held_out(self) -> None:
         """With a tolerance: the evidence of the held-out rows alone; when it settles, no fold is fitted."""
-        config = self.s.config
+        config = self.p.config
         if not (self.folds and config.primary == "auto" and config.primary_tolerance is not None):
             return
-        X, Y = self.s.dataset.X[self.rows], self.s.Y[self.rows]
-        self.held = ellipsoid_figures(self.s.model, X, Y, self.held_centers)
+        X, Y = self.p.dataset.X[self.rows], self.p.Y[self.rows]
+        self.held = ellipsoid_figures(self.model, X, Y, self.held_centers)
         self._read(self.held, self.held_groups, 0)
         if self.evidence["excess"] <= config.primary_tolerance:
             self.skipped = stop_reason(self.evidence, config.primary_tolerance, f"not needed ({self.folds} folds saved)")
             self.folds = self.folds_run = 0
 
     def _read(self, figures: dict, groups, folds_done: int) -> dict:
-        s = self.s
+        s = self.p
         self.evidence = leader_excess(figures, s.eta, s.Y.shape[1], self.calibration, groups, s.config.seed)
         self.checks.append(_check(self.evidence, folds_done))
         return self.evidence
@@ -148,26 +149,26 @@ class ServedChoice:
         the held-out rows."""
         pooled = {m: (np.concatenate([figures[m][0], self.held[m][0]]),
                       np.concatenate([figures[m][1], self.held[m][1]])) for m in self.ellipsoids}
-        groups = None if self.s.groups is None else np.concatenate([self.s.train_groups[done], self.held_groups])
-        return self._read(pooled, groups, folds_done)["excess"] <= self.s.config.primary_tolerance
+        groups = None if self.p.groups is None else np.concatenate([self.p.train_groups[done], self.held_groups])
+        return self._read(pooled, groups, folds_done)["excess"] <= self.p.config.primary_tolerance
 
     def unsettled(self, done: np.ndarray) -> bool:
         """Too few held-out units for the evidence to settle anything yet."""
-        s = self.s
+        s = self.p
         return count_units(s.split.train[done], s.groups) + count_units(self.rows, s.groups) < MIN_UNITS
 
     def cross_fit(self) -> None:
         """The train part's folds, each method refitted on the others and scored on it, stopping once settled."""
         from tqdm.auto import tqdm
 
-        s, config = self.s, self.s.config
+        s, x, c, config = self.p, self.x, self.c, self.p.config
         train = s.split.train
         with tqdm(total=self.folds * len(self.ellipsoids), desc=f"{s.dataset.name} primary",
                   disable=not config.progress, leave=False) as bar:
             try:
                 self.oof, self.oof_rows = cross_fit_figures(
-                    partial(_regressor, s), self.ellipsoids, s.Xs[train], s.Y[train],
-                    s.centers[train], self.folds, config.seed, s.eta, groups=s.train_groups, bar=bar,
+                    partial(_regressor, s, c, self.fitted), self.ellipsoids, x.Xs[train], s.Y[train],
+                    c.centers[train], self.folds, config.seed, s.eta, groups=s.train_groups, bar=bar,
                     stop=self.settled if self.evidence is not None else None, unsettled=self.unsettled)
             except InputError as err:  # a fold too small for a method: the test part alone decides
                 self.skipped = f"the {self.folds}-fold cross-fit of the train part could not run ({err})"
@@ -183,12 +184,12 @@ class ServedChoice:
 
     def selection(self) -> dict:
         """The choice (:func:`training.pipeline.served_volume.choose`) on the held-out rows and the cross-fit."""
-        s = self.s
+        s = self.p
         evidence = None if self.evidence is None else {**self.evidence, "tolerance": s.config.primary_tolerance,
                                                        "checks": self.checks}
         groups = None if s.groups is None else np.concatenate(
             ([s.train_groups[self.oof_rows]] if self.oof else []) + [self.held_groups])
-        return choose(s.model, s.dataset.X[self.rows], s.Y[self.rows], s.eta, s.config.primary,
+        return choose(self.model, s.dataset.X[self.rows], s.Y[self.rows], s.eta, s.config.primary,
                       centers=self.held_centers, rows="test part" if s.split.selection is None else "selection rows",
                       cross_fit=self.oof, folds=self.folds, skipped=self.skipped, calibration=self.calibration,
                       groups=groups, folds_run=self.folds_run, evidence=evidence, n_train=len(s.split.train),

@@ -22,37 +22,46 @@ import numpy as np
 from models.exceptions import InputError
 
 
-def site_weights_stage(s) -> None:
-    """With ``calibrate_for="site"``: every method's calibrator reweighed by its calibration positions' shares of
-    the site (:meth:`models.calibration.conformal.SplitConformalCalibrator.reweighed`); ``s.site_weights``, the
-    record (``by``, ``extent``, ``positions``, ``effective_positions``, ``largest_share``)."""
-    if s.config.calibrate_for != "site":
-        return
+def site_weights_stage(p, fitted):
+    """``(methods, record)``: with ``calibrate_for="site"``, the :class:`~training.pipeline.run.Methods` ``fitted``
+    with every method's calibrator reweighed by its calibration positions' shares of the site
+    (:meth:`models.calibration.conformal.SplitConformalCalibrator.reweighed`, on copies: ``fitted`` is not
+    modified), and the record (``by``, ``extent``, ``positions``, ``effective_positions``, ``largest_share``);
+    otherwise ``(fitted, None)``. ``p``: the run's :class:`~training.pipeline.run.Plan`."""
+    if p.config.calibrate_for != "site":
+        return fitted, None
+    import copy
+    from dataclasses import replace
+
     from models.survey_map import Extent, site_shares
 
-    grouping = (s.dataset.grouping or {}).get("by")
-    if grouping != "position" or s.Y.shape[1] != 2 or s.groups is None:
+    grouping = (p.dataset.grouping or {}).get("by")
+    if grouping != "position" or p.Y.shape[1] != 2 or p.groups is None:
         raise InputError("calibrate_for='site' weighs a survey's positions: it needs rows grouped by position and "
-                         f"two target coordinates; this run has {grouping or 'no'} grouping and {s.Y.shape[1]} "
+                         f"two target coordinates; this run has {grouping or 'no'} grouping and {p.Y.shape[1]} "
                          "targets", field="calibrate_for", expected="a survey grouped by position, 2 targets",
-                         received=f"{grouping or 'no'} grouping, {s.Y.shape[1]} targets")
-    cal = np.asarray(s.split.calibration)
-    labels, codes = np.unique(np.asarray(s.groups)[cal], return_inverse=True)
+                         received=f"{grouping or 'no'} grouping, {p.Y.shape[1]} targets")
+    cal = np.asarray(p.split.calibration)
+    labels, codes = np.unique(np.asarray(p.groups)[cal], return_inverse=True)
     codes = codes.ravel()
     counts = np.bincount(codes)
-    positions = np.column_stack([np.bincount(codes, weights=s.Y[cal, j]) / counts for j in range(2)])
-    surveyed = np.unique(s.Y[np.concatenate([s.split.train, cal])], axis=0)
-    boundary = s.config.site_boundary
+    positions = np.column_stack([np.bincount(codes, weights=p.Y[cal, j]) / counts for j in range(2)])
+    surveyed = np.unique(p.Y[np.concatenate([p.split.train, cal])], axis=0)
+    boundary = p.config.site_boundary
     extent = Extent.of_polygon(boundary) if boundary is not None else Extent.of_survey(surveyed)
     shares = site_shares(positions, extent)
-    for name, reg in s.methods.items():
+    reweighed = {}
+    for name, reg in fitted.fitted.items():
         if reg.calibrator_.n_calibration_ != len(labels):
             raise InputError(f"{name}'s calibration has {reg.calibrator_.n_calibration_} groups, the calibration "
                              f"rows {len(labels)} positions: site weights need one calibration group per position",
                              field="calibrate_for", expected="one group per position", received="site")
-        reg.calibrator_.reweighed(shares)
+        reg = copy.copy(reg)
+        reg.calibrator_ = copy.copy(reg.calibrator_).reweighed(shares)
         reg.alpha_q_ = reg.calibrator_.quantile(reg.coverage)  # the fitted level's threshold, now weighted
-    s.site_weights = {"by": "site", "extent": "the boundary given" if boundary is not None else
-                      "the surveyed positions' convex hull widened by half their spacing",
-                      "positions": int(len(labels)), "effective_positions": float(1.0 / np.sum(shares**2)),
-                      "largest_share": float(shares.max())}
+        reweighed[name] = reg
+    record = {"by": "site", "extent": "the boundary given" if boundary is not None else
+              "the surveyed positions' convex hull widened by half their spacing",
+              "positions": int(len(labels)), "effective_positions": float(1.0 / np.sum(shares**2)),
+              "largest_share": float(shares.max())}
+    return replace(fitted, fitted=reweighed), record

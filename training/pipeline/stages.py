@@ -1,5 +1,5 @@
-"""Data -> calibrated bundle: :func:`train`, the paper's protocol as stages over one
-:class:`training.pipeline.run.TrainState`.
+"""Data -> calibrated bundle: :func:`train`, the paper's protocol as stages, each a function of the run's
+:class:`training.pipeline.run.Plan` and the earlier stages' results that returns its own.
 
 Per split seed ``s``: test = 10 % of the rows, calibration = 10 % of the rest (81 / 9 / 10 %; whole groups
 with groups, topped up to the calibration groups the level needs, :func:`group_split`); the RSSI step
@@ -8,14 +8,15 @@ with groups, topped up to the calibration groups the level needs, :func:`group_s
 and calibrated on the calibration rows; coverage and volume on the test rows; the served method chosen on
 held-out rows (:mod:`training.pipeline.served`).
 
-:func:`plan` makes every check that needs no fit, then the stages run in order, each inside the run's
-:class:`training.pipeline.meter.StageMeter`. ``docs/concepts/training.md`` gives the reasoning behind each step."""
+:func:`plan` makes every check that needs no fit and returns the frozen plan; then :func:`train` calls the
+stages in order, passing each the plan, the earlier results it reads and the run's
+:class:`training.pipeline.meter.StageMeter` (each stage measured inside it), and gathers what they return. ``docs/concepts/training.md`` gives the reasoning behind each step."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from functools import partial, wraps
+from functools import partial
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
@@ -35,7 +36,7 @@ from training.pipeline.centre_selection import CRITERIA, centre_errors, out_of_f
 from training.pipeline.config import METHODS, TrainConfig, check_config, check_cross_fit
 from training.pipeline.meter import StageMeter
 from training.pipeline.record import record_stage
-from training.pipeline.run import TrainResult, TrainState
+from training.pipeline.run import Centres, Methods, Plan, Standardised, Tested, TrainResult
 from training.pipeline.site_weights import site_weights_stage
 from training.pipeline.served import choose_served
 
@@ -77,23 +78,30 @@ def train(dataset: Dataset, config: TrainConfig, split: Split | None = None,
     InputError
         A configuration or dataset that cannot be fitted, named before any fit.
     """
-    s = plan(dataset, config, split, meter or StageMeter())
-    preprocess_stage(s)
-    with _progress(s):
-        centre_stage(s)
-        methods_stage(s)
-    site_weights_stage(s)
-    model_stage(s)
-    if s.floor_classes is not None:
-        floors_stage(s)
-    test_part_stage(s)
-    served_stage(s)
-    size_stage(s)
-    record_stage(s)
-    return s.result()
+    meter = meter or StageMeter()
+    p = plan(dataset, config, split)
+    x = preprocess_stage(p, meter)
+    with _progress(p) as bar:
+        c = centre_stage(p, x, meter, bar)
+        fitted = methods_stage(p, x, c, meter, bar)
+    fitted, weights = site_weights_stage(p, fitted)
+    model = model_stage(p, x, fitted, meter)
+    if p.floor_classes is not None:
+        model.floors = floors_stage(p, x, c, fitted, meter)
+    tested = test_part_stage(p, x, c, fitted, model, meter)
+    if tested.floors is not None:
+        model.floors.metrics = tested.floors
+    model.selection = served_stage(p, x, c, fitted, model, tested, meter)
+    size = size_stage(p, x, c, fitted, model, meter)
+    centre = {**c.info, "test": tested.centre}
+    records = record_stage(p, c, model, centre, weights, size, meter)
+    model.crs, model.radio_map, model.survey = p.crs, records.radio_map, records.survey
+    return TrainResult(model=model, split=p.split, metrics=tested.metrics, timings={**c.seconds, **fitted.seconds},
+                       centre=centre, stages=meter.stages, survey_size=size, held_out=tested.held_out,
+                       dataset=p.dataset, calibration=records.calibration, training=records.training)
 
 
-def plan(dataset: Dataset, config: TrainConfig, split: Split | None, meter: StageMeter) -> TrainState:
+def plan(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> Plan:
     """Every check that needs no fit (a bad value costs nothing), the survey's grouping (a dataset without
     groups whose rows mostly repeat their position is grouped by position, unless ``use_groups`` is off:
     :func:`training.data.datasets.survey_groups`) and the targets' CRS, then the calibration mode
@@ -117,155 +125,151 @@ def plan(dataset: Dataset, config: TrainConfig, split: Split | None, meter: Stag
         check_cross_fit(k, n_units)
     if groups is not None and rule != "group-weighted":
         check_calibration_groups(groups, split, eta)
-    return TrainState(dataset=dataset, config=config, meter=meter, eta=eta, split=split, mode=mode,
-                      n_units=n_units, k=k, floor_classes=floors, crs=crs)
-
-
-def _stage(name: str, idle_cores: bool = False):
-    """Run the decorated stage inside the run's ``meter.stage(name)`` (and, with ``idle_cores``, with the
-    numeric libraries' threads on the cores the run leaves idle: :func:`models.parallel.on_idle_cores`)."""
-    def wrap(stage):
-        @wraps(stage)
-        def run(s: TrainState) -> None:
-            with s.meter.stage(name), (on_idle_cores() if idle_cores else contextlib.nullcontext()):
-                stage(s)
-        return run
-    return wrap
+    return Plan(dataset=dataset, config=config, eta=eta, split=split, mode=mode, n_units=n_units, k=k,
+                floor_classes=floors, crs=crs)
 
 
 @contextlib.contextmanager
-def _progress(s: TrainState):
+def _progress(p: Plan):
     """The run's progress bar over the centre and each method (``config.progress``)."""
     from tqdm.auto import tqdm
 
-    with tqdm(total=1 + len(s.config.methods), desc=f"{s.dataset.name}", disable=not s.config.progress,
-              leave=False) as s.bar:
-        s.bar.set_postfix_str("centre")
-        yield
-        s.bar.update()
+    with tqdm(total=1 + len(p.config.methods), desc=f"{p.dataset.name}", disable=not p.config.progress,
+              leave=False) as bar:
+        bar.set_postfix_str("centre")
+        yield bar
+        bar.update()
 
 
-@_stage("preprocess")
-def preprocess_stage(s: TrainState) -> None:
-    """The RSSI step and the scaler, fitted on the train part; ``s.Xs``: every row through them."""
-    s.preprocess, s.scaler, s.Xs = standardise(s.dataset.X, s.split, s.config)
+def preprocess_stage(p: Plan, meter: StageMeter) -> Standardised:
+    """The RSSI step and the scaler, fitted on the train part, and every row through them (stage ``preprocess``)."""
+    with meter.stage("preprocess"):
+        return Standardised(*standardise(p.dataset.X, p.split, p.config))
 
 
-def methods_stage(s: TrainState) -> None:
-    """Each method fitted and calibrated, one stage each (``timings[name]``: its wall time)."""
-    for name in s.config.methods:
-        if s.bar is not None:
-            s.bar.update()
-            s.bar.set_postfix_str(name)
+def methods_stage(p: Plan, x: Standardised, c: Centres, meter: StageMeter, bar=None) -> Methods:
+    """Each method fitted and calibrated (:func:`fit_method`), one stage each (``seconds[name]``: its wall time)."""
+    fitted, figures, unit_folds, seconds = {}, {}, {}, {}
+    for name in c.config.methods:
+        if bar is not None:
+            bar.update()
+            bar.set_postfix_str(name)
         t0 = time.perf_counter()
-        with s.meter.stage(name), on_idle_cores():
-            s.methods[name], folds = fit_method(s, name)
+        with meter.stage(name), on_idle_cores():
+            fitted[name], folds, fold_figures = fit_method(p, x, c, name)
         if folds is not None:
-            s.unit_folds[name] = folds
-        s.timings[name] = time.perf_counter() - t0
+            unit_folds[name] = folds
+        if fold_figures:
+            figures[name] = fold_figures
+        seconds[name] = time.perf_counter() - t0
+    return Methods(fitted=fitted, fold_figures=figures, unit_folds=unit_folds, seconds=seconds)
 
 
-def fit_method(s: TrainState, name: str) -> tuple[SplitConformalRegressor, list | None]:
-    """Method ``name``'s shape fitted on the train rows' residuals about the run's centre and calibrated by the
-    run's calibration mode (:meth:`training.calibration.modes.CalibrationMode.conformalize`), with the fold shapes
-    the mode kept (``None``: none); a cross-fitted mode's fold shapes of an ellipsoid method leave their figures in
-    ``s.fold_figures[name]``."""
+def fit_method(p: Plan, x: Standardised, c: Centres, name: str) -> tuple[SplitConformalRegressor, list | None, list]:
+    """``(calibrated, folds, figures)``: method ``name``'s shape fitted on the train rows' residuals about the run's
+    centre and calibrated by the run's calibration mode
+    (:meth:`training.calibration.modes.CalibrationMode.conformalize`), the fold shapes the mode kept (``None``:
+    none), and a cross-fitted mode's fold figures of an ellipsoid method (``(fold, scores, volumes)`` per fold: the
+    figures of each fold shape on its fold's train rows; empty otherwise)."""
     from models import registry
 
-    train = s.split.train
-    reg = SplitConformalRegressor(s.config.make_shape(name), centre=s.centre, coverage=s.eta, prefit_centre=True,
-                                  calibration=s.rule, random_state=s.config.seed)
-    reg.fit(s.Xs[train], s.Y[train], centers=s.centers[train], groups=s.train_groups)
-    on_fold = partial(_fold_figures, s, name) if registry.METHODS[name].kind == "ellipsoid" else None
-    return s.mode.conformalize(reg, name, _scoring(s), on_fold)
+    train, config = p.split.train, c.config
+    reg = SplitConformalRegressor(config.make_shape(name), centre=c.centre, coverage=p.eta, prefit_centre=True,
+                                  calibration=p.rule, random_state=config.seed)
+    reg.fit(x.Xs[train], p.Y[train], centers=c.centers[train], groups=p.train_groups)
+    figures: list = []
+    on_fold = partial(_fold_figures, p, x, c, figures) if registry.METHODS[name].kind == "ellipsoid" else None
+    calibrated, folds = p.mode.conformalize(reg, name, scoring(p, x, c), on_fold)
+    return calibrated, folds, figures
 
 
-def _scoring(s: TrainState) -> Scoring:
-    """What the calibration mode scores with."""
-    return Scoring(s.Xs, s.Y, s.centers, s.split, s.config, s.eta, s.unit_cross_fit)
+def scoring(p: Plan, x: Standardised, c: Centres) -> Scoring:
+    """What the calibration mode scores with (:class:`training.calibration.modes.Scoring`)."""
+    return Scoring(x.Xs, p.Y, c.centers, p.split, c.config, p.eta, c.cross_fit)
 
 
-def model_stage(s: TrainState) -> None:
+def model_stage(p: Plan, x: Standardised, fitted: Methods, meter: StageMeter) -> RegionModel:
     """The :class:`~models.model.RegionModel` of the calibrated methods, and its typicality step (stage
     ``typicality``)."""
-    s.model = RegionModel(feature_names=list(s.dataset.feature_names), target_names=list(s.dataset.target_names),
-                          scaler_mean=s.scaler.mean_.copy(), scaler_scale=s.scaler.scale_.copy(), methods=s.methods,
-                          coverage=s.eta, preprocess=s.preprocess,
-                          readings=ReadingRanges().fit(s.dataset.X, s.preprocess))
-    if s.config.typicality:
-        with s.meter.stage("typicality"):
-            s.model.typicality = fit_typicality(s.Xs, s.split, s.mode.typicality_units(), s.config.seed)
+    model = RegionModel(feature_names=list(p.dataset.feature_names), target_names=list(p.dataset.target_names),
+                        scaler_mean=x.scaler.mean_.copy(), scaler_scale=x.scaler.scale_.copy(),
+                        methods=dict(fitted.fitted), coverage=p.eta, preprocess=x.preprocess,
+                        readings=ReadingRanges().fit(p.dataset.X, x.preprocess))
+    if p.config.typicality:
+        with meter.stage("typicality"):
+            model.typicality = fit_typicality(x.Xs, p.split, p.mode.typicality_units(), p.config.seed)
+    return model
 
 
-@_stage("floors", idle_cores=True)
-def floors_stage(s: TrainState) -> None:
+def floors_stage(p: Plan, x: Standardised, c: Centres, fitted: Methods, meter: StageMeter):
     """The floor classifier on the train part and the joint calibration of floor sets and ellipses
-    (:mod:`training.pipeline.floors`)."""
+    (:mod:`training.pipeline.floors`; stage ``floors``): the model's :class:`~models.floors.FloorModel`."""
     from training.pipeline.floors import conformalize_floors, fit_floors
 
-    (labels, codes), config = s.floor_classes, s.config
-    train, cal = s.split.train, s.split.calibration
-    classifier = fit_floors(s.Xs[train], codes[train], labels, config.floor_classifier, folds=s.k or 5,
-                            groups=s.train_groups, seed=config.seed)
-    s.model.floors = conformalize_floors(classifier, s.methods, s.Xs[train], s.Y[train] - s.centers[train],
-                                         s.Xs[cal], s.Y[cal] - s.centers[cal], codes[cal], s.rule, s.groups_of(cal),
-                                         config.seed)
+    (labels, codes), config = p.floor_classes, p.config
+    train, cal = p.split.train, p.split.calibration
+    with meter.stage("floors"), on_idle_cores():
+        classifier = fit_floors(x.Xs[train], codes[train], labels, config.floor_classifier, folds=c.k or 5,
+                                groups=p.train_groups, seed=config.seed)
+        return conformalize_floors(classifier, fitted.fitted, x.Xs[train], p.Y[train] - c.centers[train],
+                                   x.Xs[cal], p.Y[cal] - c.centers[cal], codes[cal], p.rule, p.groups_of(cal),
+                                   config.seed)
 
 
-def test_part_stage(s: TrainState) -> None:
+def test_part_stage(p: Plan, x: Standardised, c: Centres, fitted: Methods, model: RegionModel,
+                    meter: StageMeter) -> Tested:
     """Coverage and volume of every method on the test rows (stage ``test``), with the floors' held-out figures;
     each method's fit seconds and the centre's test error beside them. With no test part (across units,
     cross-fit), the same figures with each unit left out in turn (:meth:`training.calibration.modes.CrossFitMode.held_out`)."""
-    test = s.split.test
+    test = p.split.test
     if not len(test):  # across units, cross-fit: every unit calibrates; each is left out in turn instead
-        with s.meter.stage("test"):
-            _units_left_out(s)
-        return
-    centers = None if s.dataset.centers is None else s.dataset.centers[test]
-    with s.meter.stage("test"):
-        s.metrics = evaluate(s.model, s.dataset.X[test], s.Y[test], centers=centers, groups=s.groups_of(test))
-        if s.floor_classes is not None:
+        with meter.stage("test"):
+            return _units_left_out(p, x, c, fitted)
+    centers = None if p.dataset.centers is None else p.dataset.centers[test]
+    floors = None
+    with meter.stage("test"):
+        metrics = evaluate(model, p.dataset.X[test], p.Y[test], centers=centers, groups=p.groups_of(test))
+        if p.floor_classes is not None:
             from training.pipeline.floors import held_out_floor_metrics
 
-            s.model.floors.metrics = held_out_floor_metrics(s.model, s.dataset.X[test], s.Y[test],
-                                                            s.floor_classes[1][test], centers)
-    for name in s.metrics:
-        s.metrics[name]["fit_seconds"] = s.timings[name]
-    s.centre_info["test"] = centre_errors(s.Y[test], s.centers[test])
+            floors = held_out_floor_metrics(model, p.dataset.X[test], p.Y[test], p.floor_classes[1][test], centers)
+    metrics = {name: {**m, "fit_seconds": fitted.seconds[name]} for name, m in metrics.items()}
+    return Tested(metrics=metrics, centre=centre_errors(p.Y[test], c.centers[test]), floors=floors)
 
 
-@_stage("primary", idle_cores=True)
-def served_stage(s: TrainState) -> None:
-    """The method the plain routes serve (:func:`training.pipeline.served.choose_served`): ``model.selection``."""
-    s.model.selection = choose_served(s)
+def served_stage(p: Plan, x: Standardised, c: Centres, fitted: Methods, model: RegionModel, tested: Tested,
+                 meter: StageMeter) -> dict:
+    """The method the plain routes serve (:func:`training.pipeline.served.choose_served`, stage ``primary``): the
+    model's ``selection``."""
+    with meter.stage("primary"), on_idle_cores():
+        return choose_served(p, x, c, fitted, model, tested)
 
 
-@_stage("survey size", idle_cores=True)
-def size_stage(s: TrainState) -> None:
-    """Survey-size guidance (:func:`training.pipeline.survey_size.survey_size`): ``s.survey_size``."""
+def size_stage(p: Plan, x: Standardised, c: Centres, fitted: Methods, model: RegionModel,
+               meter: StageMeter) -> dict | None:
+    """Survey-size guidance (:func:`training.pipeline.survey_size.survey_size`, stage ``survey size``)."""
     from training.pipeline.survey_size import survey_size
 
-    s.survey_size = survey_size(s)
+    with meter.stage("survey size"), on_idle_cores():
+        return survey_size(p, x, c, fitted, model)
 
 
-def _units_left_out(s: TrainState) -> None:
+def _units_left_out(p: Plan, x: Standardised, c: Centres, fitted: Methods) -> Tested:
     """:func:`test_part_stage` with no test part: every method's figures on the calibration rows, each unit's
     regions from its fold's models at the threshold of the other units' scores
     (:meth:`training.calibration.modes.CrossFitMode.held_out`), with ``units`` (each unit's coverage: the lowest,
     the mean) and ``held_out`` (how, in words); the fold centres' errors as the centre's test error; the regions
-    in ``s.held_out`` (the plot's)."""
+    in ``held_out`` (the plot's)."""
     from training.calibration.unit_holdout import unit_coverages
 
-    rows, centres, regions = s.mode.held_out(_scoring(s), s.methods, s.unit_folds)
-    units = s.groups_of(rows)
-    for name, region in regions.items():
-        s.metrics[name] = {**region_metrics(region, s.Y[rows], units),
-                           "units": unit_coverages(region.contains(s.Y[rows]), units),
-                           "held_out": "each unit's rows scored by its fold's models at the threshold of the other "
-                                       "units' scores (leave one unit out)",
-                           "fit_seconds": s.timings[name]}
-    s.centre_info["test"] = centre_errors(s.Y[rows], centres)
-    s.held_out = {"rows": rows, **regions}
+    rows, centres, regions = p.mode.held_out(scoring(p, x, c), fitted.fitted, fitted.unit_folds)
+    units = p.groups_of(rows)
+    metrics = {name: {**region_metrics(region, p.Y[rows], units),
+                      "units": unit_coverages(region.contains(p.Y[rows]), units),
+                      "held_out": "each unit's rows scored by its fold's models at the threshold of the other "
+                                  "units' scores (leave one unit out)",
+                      "fit_seconds": fitted.seconds[name]} for name, region in regions.items()}
+    return Tested(metrics=metrics, centre=centre_errors(p.Y[rows], centres), held_out={"rows": rows, **regions})
 
 
 def evaluate(model: RegionModel, X_raw: np.ndarray, Y: np.ndarray, coverage: float | None = None,
@@ -341,10 +345,10 @@ def fit_typicality(Xs: np.ndarray, split: Split, units=None, seed: int = 0):
         return None
 
 
-def _fold_figures(s: TrainState, name: str, shape, fold: np.ndarray, scored: np.ndarray | None = None) -> None:
-    """A fold shape's figures of its fold's train rows, kept in ``s.fold_figures[name]``."""
+def _fold_figures(p: Plan, x: Standardised, c: Centres, figures: list, shape, fold: np.ndarray,
+                  scored: np.ndarray | None = None) -> None:
+    """A fold shape's figures of its fold's train rows, appended to ``figures``."""
     from training.pipeline.served_volume import unit_figures
 
-    rows = s.split.train[fold]
-    s.fold_figures.setdefault(name, []).append(
-        (fold, *unit_figures(shape, s.Xs[rows], s.Y[rows] - s.centers[rows], s.eta)))
+    rows = p.split.train[fold]
+    figures.append((fold, *unit_figures(shape, x.Xs[rows], p.Y[rows] - c.centers[rows], p.eta)))

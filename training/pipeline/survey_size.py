@@ -27,9 +27,11 @@ MIN_POSITIONS = 8
 MAX_ROWS = 16384
 
 
-def survey_size(s) -> dict | None:
+def survey_size(p, x, c, fitted, model) -> dict | None:
     """``{"estimate": "subsampling", "positions", "exponent", "half_factor", "twice_factor", ...}`` for a
-    survey run (:class:`training.pipeline.run.TrainState` after the served choice); ``{"estimate": None, "why"}``
+    survey run (its :class:`~training.pipeline.run.Plan`, :class:`~training.pipeline.run.Standardised`,
+    :class:`~training.pipeline.run.Centres` and :class:`~training.pipeline.run.Methods`, and the ``model`` after the
+    served choice); ``{"estimate": None, "why"}``
     when the served shape cannot be fitted on half the survey; None where it does not apply: rows not grouped by position, floors, ``--calibrate-across``, the client's own centres, a served
     method that is not an ellipsoid, or fewer than :data:`MIN_POSITIONS` train positions."""
     from models import registry
@@ -37,39 +39,39 @@ def survey_size(s) -> dict | None:
     from training.calibration.across import UnitCrossFit, fold_regressor
     from training.pipeline.served_volume import pooled_figures, unit_figures
 
-    ds, config = s.dataset, s.config
-    name = s.model.primary_method
-    if ((ds.grouping or {}).get("by") != "position" or s.floor_classes is not None or s.mode.across
-            or ds.centers is not None or registry.METHODS[name].kind != "ellipsoid" or s.groups is None):
+    ds, config = p.dataset, c.config
+    name = model.primary_method
+    if ((ds.grouping or {}).get("by") != "position" or p.floor_classes is not None or p.mode.across
+            or ds.centers is not None or registry.METHODS[name].kind != "ellipsoid" or p.groups is None):
         return None
-    train, units = s.split.train, np.asarray(s.groups)
+    train, units = p.split.train, np.asarray(p.groups)
     n_pos = len(np.unique(units[train]))
     if n_pos < MIN_POSITIONS:
         return None
-    reg = s.methods[name]
-    centre_name = s.centre_info["name"]
+    reg = fitted.fitted[name]
+    centre_name = c.info["name"]
     train, n_half = halved_positions(train, units, config.seed)
-    halves = UnitCrossFit(k=2, seed=config.seed, centre_k=2).fit(lambda: config.make_centre(centre_name), s.Xs, s.Y,
+    halves = UnitCrossFit(k=2, seed=config.seed, centre_k=2).fit(lambda: config.make_centre(centre_name), x.Xs, p.Y,
                                                                  train, train, units)
     figures: list[tuple[np.ndarray, np.ndarray]] = []
 
     def keep(shape, fold, scored):
         rows = train[fold]
-        figures.append(unit_figures(shape, s.Xs[rows], s.Y[rows] - halves.train_centres_[fold], s.eta))
+        figures.append(unit_figures(shape, x.Xs[rows], p.Y[rows] - halves.train_centres_[fold], p.eta))
 
     try:
-        halves.scores(partial(fold_regressor, config, name, reg.shape_, reg.centre_, s.eta, s.rule), s.Xs, s.Y,
+        halves.scores(partial(fold_regressor, config, name, reg.shape_, reg.centre_, p.eta, p.rule), x.Xs, p.Y,
                       train, train, units, on_fold=keep)
     except InputError as exc:  # the served shape cannot learn from half the survey (LMVE below its row minimum)
         return {"estimate": None, "method": name, "positions": int(n_pos),
                 "why": f"{name} cannot be fitted on half the survey: {exc}"}
-    half = pooled_figures(np.concatenate([f[0] for f in figures]), np.concatenate([f[1] for f in figures]), s.eta,
-                          s.Y.shape[1])["quantile_volume"]
-    rows = s.split.calibration
-    now = pooled_figures(*unit_figures(reg.shape_, s.Xs[rows], s.Y[rows] - s.centers[rows], s.eta), s.eta,
-                         s.Y.shape[1])["quantile_volume"]
-    folds = s.centre_info.get("centre_folds") or 0
-    seen = n_pos * (folds - 1) / folds if s.mode.cross_fitted and folds >= 2 else n_pos  # positions the scores' centres saw
+    half = pooled_figures(np.concatenate([f[0] for f in figures]), np.concatenate([f[1] for f in figures]), p.eta,
+                          p.Y.shape[1])["quantile_volume"]
+    rows = p.split.calibration
+    now = pooled_figures(*unit_figures(reg.shape_, x.Xs[rows], p.Y[rows] - c.centers[rows], p.eta), p.eta,
+                         p.Y.shape[1])["quantile_volume"]
+    folds = c.info.get("centre_folds") or 0
+    seen = n_pos * (folds - 1) / folds if p.mode.cross_fitted and folds >= 2 else n_pos  # positions the scores' centres saw
     if not (np.isfinite(half) and np.isfinite(now) and now > 0 and seen > n_half):
         return None
     b = max(0.0, float(np.log(half / now) / np.log(seen / n_half)))

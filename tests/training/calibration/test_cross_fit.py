@@ -29,15 +29,15 @@ def survey(n_points: int, readings: int = 5, seed: int = 0, shift: dict | None =
 
 
 def cross_state(dataset: Dataset, **config):
-    s = plan(dataset, TrainConfig(centre="knn", calibration_mode="cross-fit", **config), None, StageMeter())
-    preprocess_stage(s)
-    centre_stage(s)
-    return s
+    """The plan and the centre stage's result of a cross-fitted run."""
+    p = plan(dataset, TrainConfig(centre="knn", calibration_mode="cross-fit", **config))
+    meter = StageMeter()
+    return p, centre_stage(p, preprocess_stage(p, meter), meter)
 
 
 def test_every_training_position_calibrates_from_models_that_never_saw_it():
-    base = cross_state(survey(30))
-    split, cf = base.split, base.unit_cross_fit
+    base, centres = cross_state(survey(30))
+    split, cf = base.split, centres.cross_fit
     assert base.mode.cross_fitted and np.array_equal(split.calibration, split.train)
     assert not np.isin(split.test, split.train).any() and split.cross_fit["groups"] == 27
     groups = np.asarray(base.groups)
@@ -47,11 +47,11 @@ def test_every_training_position_calibrates_from_models_that_never_saw_it():
     # move one training position's targets far away: no centre that scores it learnt from it, so its rows' centres
     # stay as they were, bit for bit, while a model that saw it would move towards it
     p = int(groups[split.train[0]])
-    moved = cross_state(survey(30, shift={p: (30.0, -20.0)}))
+    moved = cross_state(survey(30, shift={p: (30.0, -20.0)}))[1]
     rows = np.flatnonzero(groups[split.calibration] == p)
-    assert np.array_equal(moved.unit_cross_fit.score_centres_[rows], cf.score_centres_[rows])
+    assert np.array_equal(moved.cross_fit.score_centres_[rows], cf.score_centres_[rows])
     others = np.flatnonzero(groups[split.calibration] != p)
-    assert not np.array_equal(moved.unit_cross_fit.score_centres_[others], cf.score_centres_[others])
+    assert not np.array_equal(moved.cross_fit.score_centres_[others], cf.score_centres_[others])
 
 
 def test_auto_cross_fits_below_the_threshold_and_splits_at_or_above_it():

@@ -59,34 +59,35 @@ def test_the_default_split_is_the_modes_split_when_no_mode_moves_it():
 
 
 def _planned(ds, **config):
-    s = plan(ds, TrainConfig(seed=0, centre="knn", methods=("ge",), **config), None, StageMeter())
-    preprocess_stage(s)
-    centre_stage(s)
-    return s
+    """The plan, the preprocess stage's result, the centre stage's, and the meter they ran under."""
+    p, meter = plan(ds, TrainConfig(seed=0, centre="knn", methods=("ge",), **config)), StageMeter()
+    x = preprocess_stage(p, meter)
+    return p, x, centre_stage(p, x, meter), meter
 
 
 def test_held_out_scores_are_the_served_models_on_the_calibration_rows():
-    s = _planned(position_survey(400))
-    assert s.unit_cross_fit is None and "cross-fit" not in s.meter.stages
-    reg, _ = fit_method(s, "ge")
-    cal = s.split.calibration
-    by_hand = reg.shape_.conformity_scores(s.Xs[cal], s.Y[cal] - s.centers[cal])
+    p, x, c, meter = _planned(position_survey(400))
+    assert c.cross_fit is None and "cross-fit" not in meter.stages
+    reg, folds, figures = fit_method(p, x, c, "ge")
+    assert folds is None and figures == []
+    cal = p.split.calibration
+    by_hand = reg.shape_.conformity_scores(x.Xs[cal], p.Y[cal] - c.centers[cal])
     # group-subsample: one of each calibration position's own scores, drawn at random
-    stored, groups = reg.calibrator_.scores_, s.groups_of(cal)
+    stored, groups = reg.calibrator_.scores_, p.groups_of(cal)
     assert len(stored) == len(np.unique(groups)) and np.isin(stored, by_hand).all()
 
 
 def test_a_cross_fitted_mode_scores_with_fold_models_and_gives_their_figures():
-    s = _planned(position_survey(30))
-    assert s.unit_cross_fit is not None and "cross-fit" in s.meter.stages and s.k == len(s.unit_cross_fit.folds_)
-    reg, _ = fit_method(s, "ge")
-    cal = s.split.calibration
-    served = reg.shape_.conformity_scores(s.Xs[cal], s.Y[cal] - s.centers[cal])
+    p, x, c, meter = _planned(position_survey(30))
+    assert c.cross_fit is not None and "cross-fit" in meter.stages and c.k == len(c.cross_fit.folds_)
+    reg, _, folds = fit_method(p, x, c, "ge")
+    cal = p.split.calibration
+    served = reg.shape_.conformity_scores(x.Xs[cal], p.Y[cal] - c.centers[cal])
     assert not np.array_equal(np.sort(reg.calibrator_.scores_), np.sort(served))  # not the served model's scores
-    folds = s.fold_figures["ge"]  # each fold shape's figures of the train rows it never saw
-    assert len(folds) == s.k
+    # each fold shape's figures of the train rows it never saw
+    assert len(folds) == c.k
     seen = np.concatenate([f[0] for f in folds])
-    assert np.array_equal(np.sort(seen), np.arange(len(s.split.train)))
+    assert np.array_equal(np.sort(seen), np.arange(len(p.split.train)))
 
 
 def test_across_units_a_surveys_automatic_grouping_holds_no_positions_out_a_named_one_does():

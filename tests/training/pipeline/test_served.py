@@ -410,22 +410,23 @@ def test_cli_reads_the_tolerance_as_a_share_or_off(capsys):
 def test_the_cross_fit_refits_lmve_at_the_served_fits_configurations(trained, survey):
     """A fold of the served-method choice fits the configurations the served LMVE chose, not its whole grid,
     and GE as configured."""
-    from types import SimpleNamespace
-
-    from training.pipeline.served import _regressor
+    from training.calibration.across import fold_regressor
 
     ds, split = survey
     model = trained.model
-    s = SimpleNamespace(config=CONFIG, methods=model.methods, centre=model.centre, eta=model.coverage,
-                        rule="group-subsample")
+
+    def _regressor(name):  # what the choice's folds fit (training.pipeline.served._regressor)
+        return fold_regressor(CONFIG, name, model.methods[name].shape_, model.centre, model.coverage,
+                              "group-subsample")
+
     served = model.methods["lmve"].shape_
     chosen = served.chosen_grid()
     rows = split.train[: len(split.train) * 2 // 3]
     Xs, Y = model.standardise(ds.X[rows]), ds.Y[rows]
-    fold = _regressor(s, "lmve").fit(Xs, Y, centers=model.predict_center(ds.X[rows]), groups=ds.groups[rows])
+    fold = _regressor("lmve").fit(Xs, Y, centers=model.predict_center(ds.X[rows]), groups=ds.groups[rows])
     fitted = {(r["lr_init"], r["dropout"]) for r in fold.shape_.grid_results_}
     assert fitted <= {(a, p) for a in chosen["learning_rates_init"] for p in chosen["dropouts"]}
     assert len(chosen["learning_rates_init"]) < len(served.learning_rates_init)  # this survey's members: one rate
     assert len(fold.shape_.grid_results_) < len(served.grid_results_)
     assert fold.shape_.get_params()["learning_rates_train"] == chosen["learning_rates_train"]
-    assert _regressor(s, "ge").shape.get_params() == CONFIG.make_shape("ge").get_params()
+    assert _regressor("ge").shape.get_params() == CONFIG.make_shape("ge").get_params()
