@@ -57,8 +57,8 @@ def run_split(ds, protocol: str, seed: int, methods: tuple[str, ...], classifier
     from training.pipeline import TrainConfig, train
 
     t0 = time.perf_counter()
-    config = TrainConfig(seed=seed, methods=methods, centre="knn", floor_column="FLOOR", building_column="BUILDINGID",
-                         floor_classifier=classifier, use_groups=protocol != "random")
+    config = TrainConfig(seed=seed, methods=methods, fallbacks=False, centre="knn", floor_column="FLOOR",
+                         building_column="BUILDINGID", floor_classifier=classifier, use_groups=protocol != "random")
     result = train(ds, config)
     seconds = time.perf_counter() - t0
     model, split = result.model, result.split

@@ -72,7 +72,7 @@ def _run(dataset: str, seed: int, draws: int) -> dict:
     config = TrainConfig(seed=seed, methods=("ge", "nle", "lmve"), centre="auto", rssi="auto", progress=False)
     split = halves(default_split(ds, config), ds.groups, seed)
     full = train(ds, config, split=split)
-    single = train(ds, replace(config, methods=("lmve",), primary_folds=0,
+    single = train(ds, replace(config, methods=("lmve",), fallbacks=False, primary_folds=0,
                                method_params={"lmve": {"n_ensemble": 1}}), split=split)
     cal, test = split.calibration, split.test
     g_cal = None if ds.groups is None else np.asarray(ds.groups)[cal]

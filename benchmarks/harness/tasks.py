@@ -68,7 +68,7 @@ def _config_and_data(task: SplitTask):
     spec = VARIANTS[task.variant]
     lmve = {**spec.get("lmve", {}), **task.lmve_overrides}
     ours = tuple(m for m in task.methods if m != PEER)
-    config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=ours, device="auto",
+    config = TrainConfig(coverage=task.coverage, seed=task.seed, methods=ours, fallbacks=False, device="auto",
                          method_params={"lmve": lmve}, centre_params=spec.get("centre", {}),
                          cross_fit=spec.get("cross_fit"), centre=spec.get("centre_name", "paper"),
                          rssi=spec.get("rssi", "off"), centre_criterion=spec.get("centre_criterion", "rmse"),

@@ -25,7 +25,7 @@ def floor_bundles(tmp_path_factory):
     train_and_save(ds, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor", use_groups=False),
                    root / "floors")
     paired = replace(ds, meta={**ds.meta, "building": np.array(["A"] * len(ds.Y))})
-    train_and_save(paired, TrainConfig(seed=0, methods=("ge",), floor_column="floor", building_column="building",
+    train_and_save(paired, TrainConfig(seed=0, methods=("ge",), fallbacks=False, floor_column="floor", building_column="building",
                                        use_groups=False), root / "pairs")
     return root, load_dataset("floors", seed=7)
 

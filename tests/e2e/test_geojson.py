@@ -32,11 +32,11 @@ def geo_repository(tmp_path_factory):
     result = train_and_save(uji, TrainConfig(seed=0, methods=("ge", "nle"), use_groups=False), root / "mercator",
                             crs=TargetCRS("EPSG:3857", axes="yx", scale=1000.0))
     rows = {"mercator": uji.X[result.split.test][:30]}
-    result = train_and_save(ds, TrainConfig(seed=0, methods=("ge",), use_groups=False), root / "plane")
+    result = train_and_save(ds, TrainConfig(seed=0, methods=("ge",), fallbacks=False, use_groups=False), root / "plane")
     rows["plane"] = ds.X[result.split.test][:30]
     fl = load_dataset("floors", seed=0)
     fl = replace(fl, Y=fl.Y + np.array([750000.0, 4430000.0]))
-    result = train_and_save(fl, TrainConfig(seed=0, methods=("ge",), floor_column="floor", use_groups=False),
+    result = train_and_save(fl, TrainConfig(seed=0, methods=("ge",), fallbacks=False, floor_column="floor", use_groups=False),
                             root / "floors",
                             crs=TargetCRS("EPSG:32630"))
     rows["floors"] = fl.X[result.split.test][:30]

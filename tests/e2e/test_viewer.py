@@ -32,7 +32,7 @@ def viewer_repository(tmp_path_factory):
     train(fl, TrainConfig(seed=0, methods=("ge", "nle"), floor_column="floor", crs=TargetCRS("EPSG:32630"),
                           use_groups=False)).save(root / "floors")  # its survey and CRS, as lmve-train writes
     ds = load_dataset("synthetic", n_samples=400, seed=0)
-    plane = train(ds, TrainConfig(seed=0, methods=("ge",), use_groups=False))
+    plane = train(ds, TrainConfig(seed=0, methods=("ge",), fallbacks=False, use_groups=False))
     plane.model.survey = None  # no survey: a bundle from before it
     save_bundle(plane.model, root / "plane", dataset=ds.info)
     from training.data.datasets import Dataset, group_by_position

@@ -42,11 +42,7 @@ def _run(args) -> int:
     meter = StageMeter()
     with meter.stage("load"):
         dataset = load_data(args)
-    from dataclasses import replace
-
-    from training.data.site import crs_of
-
-    config = replace(config_from_args(args), crs=crs_of(dataset, args.crs, args.crs_axes, args.crs_scale))
+    config = config_from_args(args)
     if args.split_by:
         return _run_split(args, dataset, config)
     out = args.out or Path("artifacts") / dataset.name

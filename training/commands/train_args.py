@@ -230,11 +230,13 @@ def _site_boundary(args):
 
 
 def config_from_args(args) -> TrainConfig:
-    """The :class:`~training.pipeline.config.TrainConfig` of parsed flags; an :class:`InputError` naming the flag
-    when two do not go together or a candidate is unknown. GE and NLE are always fitted (the fallbacks)."""
+    """The :class:`~training.pipeline.config.TrainConfig` of parsed flags, checked
+    (:func:`~training.pipeline.config.check_config`, before any data is read); an :class:`InputError` naming the
+    flag when two do not go together or a value is refused. Flags only map to fields here: what the run decides
+    (the fallbacks fitted, the projection, the grouping) ``train()`` decides."""
     from models.shapes.lmve import PAPER_GRID
+    from training.pipeline.config import check_config
 
-    methods = tuple(dict.fromkeys(["ge", "nle", *args.methods]))  # GE and NLE always, as fallbacks
     lmve_params = {}
     if args.lmve_grid == "paper":
         lmve_params.update({k: v for k, v in PAPER_GRID.items() if k != "max_steps"})
@@ -246,7 +248,7 @@ def config_from_args(args) -> TrainConfig:
         lmve_params["loss"] = args.lmve_loss
     if args.learned_centre:
         lmve_params["mean_head"] = True
-    config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=methods, device=args.device,
+    config = TrainConfig(coverage=args.coverage, seed=args.seed, methods=tuple(args.methods), device=args.device,
                          method_params={"lmve": lmve_params}, centre=args.centre or "auto", progress=not args.quiet,
                          cross_fit=args.cross_fit, use_groups=args.groups != "none",
                          calibration_mode=args.calibration, calibrate_for=args.calibrate_for,
@@ -259,13 +261,10 @@ def config_from_args(args) -> TrainConfig:
                          centre_screen_rows=_screen_setting(args.centre_screen),
                          calibrate_across=tuple(args.calibrate_across or ()), across_mode=args.across_mode,
                          floor_column=args.floor_column, building_column=args.building_column,
-                         floor_classifier=args.floor_classifier,
+                         floor_classifier=args.floor_classifier, crs=args.crs or "dataset", crs_axes=args.crs_axes,
+                         crs_scale=args.crs_scale,
                          **({"centre_candidates": tuple(args.centre_candidates)} if args.centre_candidates else {}),
                          **({"centre_criterion": args.centre_criterion} if args.centre_criterion else {}))
-    for name in args.centre_candidates or ():
-        if name not in registry.CENTRES:
-            raise InputError(f"--centre-candidates: unknown centre {name!r}; choose from {', '.join(registry.CENTRES)}",
-                             field="--centre-candidates", expected=" | ".join(registry.CENTRES), received=name)
     for flag, given in (("--centre-criterion", args.centre_criterion), ("--centre-candidates", args.centre_candidates),
                         ("--centre-screen", args.centre_screen)):
         if given and args.centre not in (None, "auto"):
@@ -280,7 +279,28 @@ def config_from_args(args) -> TrainConfig:
     if args.centre_columns and args.centre is not None:
         raise InputError("--centre-columns makes your estimates the centre; leave --centre out",
                          field="--centre", expected="no --centre with --centre-columns", received=args.centre)
+    try:
+        check_config(config)
+    except InputError as exc:  # the field as the flag that sets it
+        raise as_flag(exc) from None
     return config
+
+
+#: TrainConfig fields -> the lmve-train flag that sets them, for the messages of the configuration's checks
+FLAGS = {"methods": "--methods", "centre": "--centre", "centre_candidates": "--centre-candidates",
+         "centre_criterion": "--centre-criterion", "centre_screen_rows": "--centre-screen",
+         "calibration_mode": "--calibration", "calibrate_for": "--calibrate-for", "primary": "--primary",
+         "primary_folds": "--primary-folds", "primary_tolerance": "--primary-tolerance"}
+
+
+def as_flag(exc: InputError) -> InputError:
+    """A configuration error naming the flag that sets its field (:data:`FLAGS`); other errors as they are."""
+    flag = FLAGS.get(exc.field)
+    if flag is None:
+        return exc
+    message = str(exc)
+    message = flag + message[len(exc.field):] if message.startswith(exc.field) else f"{flag}: {message}"
+    return InputError(message, field=flag, expected=exc.expected, received=exc.received)
 
 
 def _check_engine(args) -> None:

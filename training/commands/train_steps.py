@@ -9,7 +9,7 @@ from pathlib import Path
 
 from models.calibration.grouping import parse_groups, share_of_repeated_positions
 from models.exceptions import InputError, LMVEError
-from training.data.datasets import load_csv, load_dataset, with_groups
+from training.data.datasets import load_csv, load_dataset
 from training.pipeline import train
 from training.pipeline.meter import StageMeter
 
@@ -93,9 +93,8 @@ def load_data(args):
     else:
         if args.targets or args.features or args.centre_columns or args.meta or args.also_features:
             raise LMVEError("--targets/--features/--meta/--also-features/--centre-columns go with --csv")
-        dataset = load_dataset(args.dataset or "synthetic", args.data_dir, n_samples=args.n_samples, seed=args.seed)
-        if group_cols:
-            dataset = _group_builtin(dataset, group_cols)
+        dataset = load_dataset(args.dataset or "synthetic", args.data_dir, n_samples=args.n_samples, seed=args.seed,
+                               groups=group_cols)
     return dataset
 
 
@@ -112,15 +111,3 @@ def grouping_line(result, config) -> str | None:
     return (f"{share:.0f} % of the rows share their position with another row (a survey): grouped by position "
             f"({grouping['n_groups']} positions). Test and calibration hold whole positions, so the guarantee is "
             "for readings at positions not in the survey. --groups none keeps the row protocol.")
-
-
-def _group_builtin(dataset, columns: list[str]):
-    """Group a built-in dataset by its target names or its per-row metadata columns."""
-    known = {**{name: dataset.Y[:, j] for j, name in enumerate(dataset.target_names)}, **dataset.meta}
-    missing = [c for c in columns if c not in known]
-    if missing:
-        raise InputError(f"--groups names {', '.join(missing)}, which {dataset.name} does not have; it has "
-                         f"{', '.join(known)}", field="--groups", expected=" | ".join(known),
-                         received=", ".join(missing))
-    by = "position" if set(columns) == set(dataset.target_names) else ", ".join(columns)
-    return with_groups(dataset, {c: known[c] for c in columns}, by)

@@ -78,8 +78,30 @@ def _pipe_csv(folder: Path, target_scale: float) -> tuple[np.ndarray, np.ndarray
     return X, Y, feats, targets, hash_files(data, cfg)
 
 
-def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int = 0) -> Dataset:
-    """Load one of :data:`DATASETS` (``synthetic``, ``visits`` and ``floors`` need no data directory)."""
+def load_dataset(name: str, data_dir=None, *, n_samples: int = 2000, seed: int = 0,
+                 groups: list[str] | None = None) -> Dataset:
+    """Load one of :data:`DATASETS` (``synthetic``, ``visits`` and ``floors`` need no data directory); ``groups``:
+    the columns to group its rows by, as :func:`load_csv`'s (its target names, which group by position, or its
+    per-row metadata columns: :func:`group_by_columns`)."""
+    ds = _builtin(name, data_dir, n_samples=n_samples, seed=seed)
+    return group_by_columns(ds, list(groups)) if groups else ds
+
+
+def group_by_columns(ds: Dataset, columns: list[str]) -> Dataset:
+    """``ds`` grouped by ``columns``, each one of its target names or per-row metadata columns (all the target
+    names: by position); an :class:`InputError` naming the ones it does not have."""
+    known = {**{name: ds.Y[:, j] for j, name in enumerate(ds.target_names)}, **ds.meta}
+    missing = [c for c in columns if c not in known]
+    if missing:
+        raise InputError(f"--groups names {', '.join(missing)}, which {ds.name} does not have; it has "
+                         f"{', '.join(known)}", field="--groups", expected=" | ".join(known),
+                         received=", ".join(missing))
+    by = "position" if set(columns) == set(ds.target_names) else ", ".join(columns)
+    return with_groups(ds, {c: known[c] for c in columns}, by)
+
+
+def _builtin(name: str, data_dir=None, *, n_samples: int = 2000, seed: int = 0) -> Dataset:
+    """One of :data:`DATASETS`, as stored."""
     import pandas as pd
 
     if name == "synthetic":  # a survey: 5 readings at each of n_samples / 5 reference points

@@ -15,6 +15,9 @@ from training.pipeline.served_volume import check_folds, check_primary, check_to
 
 #: every shape method, in the registry's order
 METHODS = tuple(registry.METHODS)
+#: the methods the service falls back to (NLE, then GE): fitted whatever ``methods`` names, unless
+#: ``TrainConfig.fallbacks`` is off
+FALLBACKS = ("ge", "nle")
 #: whom the guarantee is for (TrainConfig.calibrate_for)
 CALIBRATE_FOR = ("survey", "site")
 
@@ -29,7 +32,11 @@ class TrainConfig:
     seed: int = 0
     """Seeds the split, the folds and every fit."""
     methods: tuple[str, ...] = METHODS
-    """The shape methods to fit, by registry name (:data:`models.registry.METHODS`)."""
+    """The shape methods to fit, by registry name (:data:`models.registry.METHODS`); with ``fallbacks``, GE and NLE
+    are fitted too (:meth:`resolved_methods`)."""
+    fallbacks: bool = True
+    """Fit the service's fallbacks (:data:`FALLBACKS`, first) whatever ``methods`` names; False: exactly
+    ``methods`` (an experiment on one shape)."""
     device: str = "auto"
     """Where the networks train: "auto" (a GPU when torch sees one), "cpu" or "cuda"."""
     method_params: dict = field(default_factory=dict)
@@ -55,8 +62,13 @@ class TrainConfig:
     a survey (most repeat their exact position: models.calibration.grouping) each position as a group; False: the
     paper's row protocol."""
     crs: object = "dataset"
-    """The targets' CRS (a models.geo.TargetCRS), None for none, or "dataset": the one the dataset declares
-    (``Dataset.crs``; none when it declares none)."""
+    """The targets' CRS: a models.geo.TargetCRS, None for none, a CRS name ("EPSG:32630"; "none": none even where
+    the dataset declares one), or "dataset": the one the dataset declares (``Dataset.crs``; none when it declares
+    none). Resolved once, in the plan (:meth:`target_crs`)."""
+    crs_axes: str | None = None
+    """The CRS's axis order ("xy" or "yx"), overriding the dataset's; None: the dataset's or "xy"."""
+    crs_scale: float | None = None
+    """CRS units per target unit, overriding the dataset's; None: the dataset's or 1."""
     rssi: str = "off"
     """``"auto"``: map the "not detected" codes of RSSI columns to a floor (models.preprocessing); "off": no step."""
     not_detected: float | None = None
@@ -138,6 +150,42 @@ class TrainConfig:
     """Set by train(), not by a user: per centre kind, what the train part decided before any centre of that kind
     was fitted (the fingerprint centre's reading space and configuration, training.pipeline.centre); every
     make_centre of that kind gets it."""
+
+    def resolved_methods(self) -> tuple[str, ...]:
+        """The methods a run fits.
+
+        Returns
+        -------
+        tuple of str
+            :data:`FALLBACKS` first, then ``methods`` without repeats, with ``fallbacks``; else ``methods``.
+        """
+        return tuple(dict.fromkeys([*FALLBACKS, *self.methods])) if self.fallbacks else tuple(self.methods)
+
+    def target_crs(self, dataset):
+        """The targets' CRS for ``dataset``: :attr:`crs`, :attr:`crs_axes` and :attr:`crs_scale` against what the
+        dataset declares.
+
+        Parameters
+        ----------
+        dataset : Dataset
+            The data to train on.
+
+        Returns
+        -------
+        models.geo.TargetCRS or None
+            The CRS (:func:`training.data.site.crs_of` checks it places 2-D targets), or ``None`` for none.
+
+        Raises
+        ------
+        InputError
+            A CRS name pyproj does not know, or a CRS on targets that are not 2-D.
+        """
+        from models.geo import TargetCRS
+        from training.data.site import crs_of
+
+        if self.crs is None or isinstance(self.crs, TargetCRS):
+            return self.crs
+        return crs_of(dataset, None if self.crs == "dataset" else self.crs, self.crs_axes, self.crs_scale)
 
     def grouped(self, dataset) -> bool:
         """Whether a run on ``dataset`` uses its groups.
@@ -270,7 +318,9 @@ def check_config(config: TrainConfig) -> None:
     if config.centre != "auto":
         registry.centre(config.centre)
     for name in config.centre_candidates if config.centre == "auto" else ():
-        registry.centre(name)
+        if name not in registry.CENTRES:
+            raise InputError(f"centre_candidates: unknown centre {name!r}; choose from {', '.join(registry.CENTRES)}",
+                             field="centre_candidates", expected=" | ".join(registry.CENTRES), received=name)
     lookup(CRITERIA, config.centre_criterion, "centre_criterion")
     check_screen(config)
     others = [n for n in config.centre_candidates if n != "stack"]
@@ -287,7 +337,7 @@ def check_config(config: TrainConfig) -> None:
                          f"{'calibrate_across' if config.calibrate_across else 'floor_column'}",
                          field="calibrate_for", expected="survey with calibrate_across or floor_column",
                          received="site")
-    check_primary(config.primary, config.methods)
+    check_primary(config.primary, config.resolved_methods())
     check_folds(config.primary_folds)
     check_tolerance(config.primary_tolerance)
 

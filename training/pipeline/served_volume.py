@@ -37,7 +37,7 @@ def check_primary(primary: str, methods) -> str:
     """``primary`` if it is ``"auto"`` or an ellipsoid method among ``methods``; else an :class:`InputError`."""
     allowed = [m for m in methods if registry.METHODS[m].kind == "ellipsoid"]
     if primary != AUTO and primary not in allowed:
-        raise InputError(f"--primary must be auto or an ellipsoid method being trained ({', '.join(allowed)}); got "
+        raise InputError(f"primary must be auto or an ellipsoid method being trained ({', '.join(allowed)}); got "
                          f"{primary!r}", field="primary", expected=" | ".join([AUTO, *allowed]), received=str(primary))
     return primary
 
@@ -45,7 +45,7 @@ def check_primary(primary: str, methods) -> str:
 def check_folds(folds) -> int:
     """``folds`` if it is 0 (the test part alone) or an int >= 2; else an :class:`InputError`."""
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 0 or folds == 1:
-        raise InputError(f"--primary-folds must be 0 (choose on the test part alone) or a fold count >= 2; got "
+        raise InputError(f"primary_folds must be 0 (choose on the test part alone) or a fold count >= 2; got "
                          f"{folds!r}", field="primary_folds", expected="0 or an integer >= 2", received=repr(folds))
     return int(folds)
 
@@ -56,7 +56,7 @@ def check_tolerance(tolerance) -> float | None:
         return None
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float, np.integer, np.floating)) \
             or not 0.0 <= float(tolerance) < 1.0:
-        raise InputError(f"--primary-tolerance must be a share in [0, 1) (0.02: the leader within 2 % of the best) or "
+        raise InputError(f"primary_tolerance must be a share in [0, 1) (0.02: the leader within 2 % of the best) or "
                          f"off; got {tolerance!r}", field="primary_tolerance", expected="a number in [0, 1) or off",
                          received=repr(tolerance))
     return float(tolerance)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -106,16 +107,19 @@ def plan(dataset: Dataset, config: TrainConfig, split: Split | None = None) -> P
     groups whose rows mostly repeat their position is grouped by position, unless ``use_groups`` is off:
     :func:`training.data.datasets.survey_groups`) and the targets' CRS, then the calibration mode
     (:func:`training.calibration.modes.choose_mode`: the split, ``split`` or the default one, each row's unit and
-    the calibration rule) and the shapes' folds."""
+    the calibration rule) and the shapes' folds. Every decision the configuration leaves to the run is made here,
+    once: the methods fitted (:meth:`~training.pipeline.config.TrainConfig.resolved_methods`: GE and NLE, the
+    service's fallbacks, with the methods asked for; the plan's ``config`` holds them), the projection
+    (:meth:`~training.pipeline.config.TrainConfig.target_crs`), the grouping."""
     from training.calibration.modes import choose_mode
-    from training.data.site import crs_of
     from training.pipeline.floors import floor_classes
 
     eta = check_coverage(config.coverage)
     check_config(config)
+    config = replace(config, methods=config.resolved_methods())
     if config.use_groups:
         dataset = survey_groups(dataset)
-    crs = crs_of(dataset, None, None, None) if config.crs == "dataset" else config.crs
+    crs = config.target_crs(dataset)
     floors = floor_classes(dataset, config)
     mode = choose_mode(dataset, config, split, eta)
     split, groups, rule = mode.split, mode.groups, mode.rule

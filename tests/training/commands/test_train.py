@@ -83,6 +83,19 @@ def test_bad_lmve_batch_size_is_named_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--methods", "ball", "--primary", "copula"], "--primary must be auto or an ellipsoid method being trained "
+                                                   "(ge, nle, ball); got 'copula'"),
+    (["--centre", "auto", "--centre-candidates", "knn,nope"], "--centre-candidates: unknown centre 'nope'"),
+    (["--primary-folds", "1"], "--primary-folds must be 0")])
+def test_a_bad_configuration_names_the_flag_before_any_data_is_read(tmp_path, capsys, flags, message):
+    """The pipeline's configuration checks speak in fields (``primary``); the command says the flag that set it."""
+    out = tmp_path / "run"
+    assert main(["--n-samples", "300", "--out", str(out), "--quiet", *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_the_readmes_first_command_on_a_survey_as_users_have_it_trains_on_the_readings(tmp_path, capsys,
                                                                                        monkeypatch):

@@ -19,7 +19,7 @@ def survey(n_points: int, n_beacons: int, seed: int = 0) -> Dataset:
 
 
 def test_a_small_survey_is_warned_and_a_large_one_is_not():
-    config = TrainConfig(centre="knn", methods=("ge", "ball"))
+    config = TrainConfig(centre="knn", methods=("ge", "ball"), fallbacks=False)
     small = survey(20, n_beacons=8)
     scale = survey_scale(train(small, config).model, small)
     assert scale["share_of_bbox"] > WARN_SHARE and scale["warning"] is not None
@@ -39,5 +39,5 @@ def test_a_small_survey_is_warned_and_a_large_one_is_not():
 def test_rows_that_are_not_a_survey_have_no_scale():
     ds = survey(30, n_beacons=8)
     rows = Dataset("rows", ds.X, ds.Y, ds.feature_names, ds.target_names, "x")
-    model = train(rows, TrainConfig(centre="knn", methods=("ge",))).model
+    model = train(rows, TrainConfig(centre="knn", methods=("ge",), fallbacks=False)).model
     assert survey_scale(model, rows) is None

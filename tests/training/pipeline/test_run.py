@@ -40,7 +40,7 @@ def test_every_record_is_declared_frozen(module):
 
 def test_a_runs_plan_and_results_refuse_assignment():
     """On a real run's plan and stage results, every field refuses assignment."""
-    p, meter = plan(survey(30), TrainConfig(centre="knn", methods=("ball",), seed=0)), StageMeter()
+    p, meter = plan(survey(30), TrainConfig(centre="knn", methods=("ball",), fallbacks=False, seed=0)), StageMeter()
     x = preprocess_stage(p, meter)
     c = centre_stage(p, x, meter)
     fitted = methods_stage(p, x, c, meter)

@@ -112,8 +112,8 @@ def test_folds_zero_chooses_on_the_test_part_alone(survey):
 
 
 @pytest.mark.parametrize("field, value, message", [
-    *(("primary_folds", v, "--primary-folds must be 0") for v in (1, -2, 2.5, True)),
-    *(("primary_tolerance", v, "--primary-tolerance must be a share") for v in (-0.1, 1.0, "2%", True))])
+    *(("primary_folds", v, "primary_folds must be 0") for v in (1, -2, 2.5, True)),
+    *(("primary_tolerance", v, "primary_tolerance must be a share") for v in (-0.1, 1.0, "2%", True))])
 def test_bad_fold_counts_and_tolerances_are_refused_before_fitting(survey, field, value, message):
     ds, split = survey
     with pytest.raises(InputError, match=message) as err:
@@ -157,7 +157,7 @@ def test_forced_primary_goes_first_and_the_rest_keep_their_rank(trained, survey)
 @pytest.mark.parametrize("primary", ["copula", "svr", ""])
 def test_a_primary_that_cannot_serve_is_refused_before_fitting(survey, primary):
     ds, split = survey
-    with pytest.raises(InputError, match="--primary must be auto or an ellipsoid method") as err:
+    with pytest.raises(InputError, match="^primary must be auto or an ellipsoid method") as err:
         train(ds, replace(CONFIG, primary=primary), split=split)
     assert err.value.field == "primary"
 
