@@ -24,9 +24,9 @@ from models.calibration.conformal import SplitConformalCalibrator
 class SplitConformalRegressor(BaseEstimator):
     """A centre, a shape method and a split-conformal calibrator.
 
-    ``fit``, ``conformalize`` and the public prediction methods check their input; the
-    ``_regions``/``_scores`` internals take checked arrays (what :class:`~models.model.RegionModel`
-    calls after its own single check).
+    ``fit``, ``conformalize`` and the public prediction methods check their input, then call the
+    ``_regions``/``_scores`` internals on the checked arrays. :class:`~models.model.RegionModel` checks its
+    input once and reads the fitted ``shape_`` and ``calibrator_`` itself; it calls neither internal.
 
     Parameters
     ----------

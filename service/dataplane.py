@@ -3,11 +3,16 @@
 :class:`DataPlane` owns every request's work: the one limit on requests in flight over all protocols
 (:class:`InFlight`), the model lookup (by name, the default, a version) with the request's metric label, the
 computations (``predict_region``, ``contains``, the Open Inference Protocol's ``infer``, ``feedback``) run
-inline or in the thread pool by their size, the readiness and metadata answers, loading and unloading, and
-what each request leaves behind (its metrics, the shift test's scores, labelled feedback). The REST routers
-(:mod:`service.routers`) and the gRPC endpoint (:mod:`service.grpc_endpoint`) only decode a protocol, call one
-method with the model's name and a protocol-free request, and encode; they never import each other. Every refusal is a :class:`~service.exceptions.APIError` or
-:class:`~service.exceptions.V2Error` carrying its status, which each protocol renders its own way.
+inline or in the thread pool by their size (:meth:`DataPlane.run`), the readiness and metadata answers, loading
+and unloading, and what each request leaves behind (its metrics, the shift test's scores, labelled feedback).
+
+The request path runs one way. The REST routers (:mod:`service.routers`) and the gRPC endpoint
+(:mod:`service.grpc_endpoint`) decode a protocol, call one method with the model's name (or the snapshot
+:meth:`DataPlane.loaded` gave) and a protocol-free request, and get a protocol-free reply
+(:class:`RegionReply`, :class:`~service.open_inference.tensors.InferResult`); the data plane never calls
+back into them. Each adapter encodes its reply through :meth:`DataPlane.run` too, so that writing a large
+batch's JSON or tensors stays off the event loop as its computation did. Every refusal is an
+:class:`~service.exceptions.APIError` carrying its status and code, which each protocol renders once.
 """
 
 from __future__ import annotations
@@ -77,11 +82,13 @@ class InFlight:
 
 @dataclass(frozen=True, slots=True)
 class RegionReply:
-    """A region computation's answer (:class:`models.model.RegionAnswer`) and the members every protocol
-    returns beside its rows: method, fallback, levels asked and served, bundle, warnings."""
+    """A region computation's answer (:class:`models.model.RegionAnswer`), the snapshot that computed it, and
+    the members every protocol returns beside its rows: method, fallback, levels asked and served, bundle,
+    warnings."""
 
     answer: object
     meta: dict
+    loaded: Loaded
 
 
 class DataPlane:
@@ -204,7 +211,7 @@ class DataPlane:
 
         Raises
         ------
-        APIError, V2Error
+        APIError
             As :meth:`store` and :meth:`current`.
         """
         store = self.store(name, field)
@@ -353,9 +360,8 @@ class DataPlane:
 
     # ------------------------------------------------------------------------------------------ requests
     async def predict_region(self, name: str | None, body, method: str | None = None, geo: bool = False, *,
-                             labels: dict | None = None, encode=None):
-        """A region request for the model ``name``: :meth:`region_reply`, encoded, where its size belongs
-        (:meth:`run`).
+                             labels: dict | None = None) -> RegionReply:
+        """A region request for the model ``name``: :meth:`region_reply` where its size belongs (:meth:`run`).
 
         Parameters
         ----------
@@ -369,27 +375,23 @@ class DataPlane:
             The answer is GeoJSON.
         labels : dict, default=None
             The request's labels (:meth:`loaded`).
-        encode : callable, default=None
-            ``encode(reply, loaded, body)``, the protocol's answer, computed with the reply (in the thread pool
-            for a large batch); ``None``: the :class:`RegionReply` itself.
 
         Returns
         -------
-        object
-            What ``encode`` returns.
+        RegionReply
+            The answer, free of any protocol: the adapter encodes it.
 
         Raises
         ------
-        APIError, V2Error, InputError
+        APIError, InputError
             As :meth:`loaded` and :meth:`region_reply`.
         """
         loaded = self.loaded(name, None, labels)
-        return await self.run(len(body.features), _encoded, encode, self.region_reply, loaded, body, method, geo)
+        return await self.run(len(body.features), self.region_reply, loaded, body, method, geo)
 
-    async def contains(self, name: str | None, body, method: str | None = None, *, encode=None,
-                       labels: dict | None = None):
-        """A containment request: :meth:`contains_reply`, encoded where its size belongs, as
-        :meth:`predict_region` does.
+    async def contains(self, name: str | None, body, method: str | None = None, *,
+                       labels: dict | None = None) -> RegionReply:
+        """A containment request: :meth:`contains_reply` where its size belongs, as :meth:`predict_region`.
 
         Parameters
         ----------
@@ -399,54 +401,45 @@ class DataPlane:
             Features, points, level, centres, floors.
         method : str, default=None
             The method (``None``: the primary, with its fallbacks).
-        encode : callable, default=None
-            ``encode(reply, loaded, body)`` in the work's thread.
         labels : dict, default=None
             Where :meth:`loaded` records the model's name.
 
         Returns
         -------
-        object
-            The encoded answer, or the :class:`RegionReply` without ``encode``.
+        RegionReply
 
         Raises
         ------
-        APIError, V2Error, InputError
+        APIError, InputError
             As :meth:`loaded` and :meth:`contains_reply`.
         """
         loaded = self.loaded(name, None, labels)
-        return await self.run(len(body.features), _encoded, encode, self.contains_reply, loaded, body, method)
+        return await self.run(len(body.features), self.contains_reply, loaded, body, method)
 
-    async def infer(self, name: str, version: str | None, decode, *, encode=None, labels: dict | None = None):
-        """An Open Inference Protocol request: the model first (404, 503), then the request decoded (400 naming
-        the input), then :meth:`infer_result`, encoded (as :meth:`predict_region`).
+    async def infer(self, loaded: Loaded, call: InferCall) -> InferResult:
+        """An Open Inference Protocol request: :meth:`infer_result` where its size belongs.
+
+        The protocol checks the model before it reads the body (404, 503 before a 400 naming an input): the
+        adapter takes ``loaded`` from :meth:`loaded`, then decodes ``call``.
 
         Parameters
         ----------
-        name : str
-            The model.
-        version : str or None
-            The bundle id the request names.
-        decode : callable
-            ``decode()``: the :class:`~service.open_inference.tensors.InferCall`.
-        encode : callable, default=None
-            ``encode(result, loaded, call)``, with the result (in the thread pool for a large batch).
-        labels : dict, default=None
-            Where :meth:`loaded` records the model's name.
+        loaded : Loaded
+            The served snapshot.
+        call : InferCall
+            The decoded request.
 
         Returns
         -------
-        object
-            The protocol's answer, or the :class:`InferResult` itself without ``encode``.
+        InferResult
+            The outputs, free of any protocol: the adapter encodes them.
 
         Raises
         ------
-        APIError, V2Error, InputError
-            As :meth:`loaded`, the protocol's decoder and :meth:`infer_result`.
+        APIError, InputError
+            As :meth:`infer_result`.
         """
-        loaded = self.loaded(name, version, labels)
-        call = decode()
-        return await self.run(call.rows, _encoded, encode, self.infer_result, loaded, call)
+        return await self.run(call.rows, self.infer_result, loaded, call)
 
     # ------------------------------------------------------------------------------------------ compute
     @staticmethod
@@ -628,7 +621,7 @@ class DataPlane:
                 "warnings": list(answer.warnings)}
         if model.floors is not None:  # a floor bundle states its joint guarantee
             meta["guarantee"] = model.manifest["floors"]["guarantee"]
-        return RegionReply(answer, meta)
+        return RegionReply(answer, meta, loaded)
 
     def observe(self, route: str, model: str, answer, rows: int, t0: float) -> None:
         """Count one answered request in the metrics: its compute time, its rows, a fallback.
@@ -712,8 +705,3 @@ class DataPlane:
                 "methods": {m: {"inside": result.inside[m], "p_value": result.p_value[m],
                                 "inside_served": result.inside_served[m]} for m in result.inside}}
 
-
-def _encoded(encode, compute, loaded: Loaded, request, *args):
-    """``compute(loaded, request, *args)``, passed through ``encode(reply, loaded, request)`` when given."""
-    reply = compute(loaded, request, *args)
-    return reply if encode is None else encode(reply, loaded, request)

@@ -1,30 +1,28 @@
 """Errors over REST: RFC 9457 ``application/problem+json``, and the Open Inference Protocol's ``{"error"}``.
 
-Every error body is ``{"type", "title", "status", "detail", "errors": [{"field", "expected",
+Every error body is ``{"type", "title", "status", "code", "detail", "errors": [{"field", "expected",
 "received"}]}``: the client learns which field was wrong, what was expected and what came. Under
 ``/v2`` (:mod:`service.open_inference`) the same errors are ``{"error": "..."}`` naming the input, parameter or
-model, and the protocol's 400 stands for bad input where the other routes answer 422. Every
-exception (:mod:`service.exceptions`, the models' input errors) is translated here, for both.
+model, and the protocol's 400 stands for bad input where the other routes answer 422. Every exception becomes
+one :class:`~service.exceptions.APIError` (:func:`service.refusals.refusal`; FastAPI's validation errors and
+Starlette's HTTP errors here) and :func:`render` writes it, the one place the two dialects differ.
 """
 
 from __future__ import annotations
 
-import json
-
-import logging
+from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from models.exceptions import InputError, UnattainableCoverageError, UnknownMethodError
-from service.exceptions import APIError, V2Error, shown
-from service.open_inference.tensors import input_error_message
+from models.exceptions import InputError
+from service.exceptions import APIError, shown
+from service.refusals import refusal
 from service.state import StateUnavailable
 
 PROBLEM = "application/problem+json"
-log = logging.getLogger("lmve.service")
 
 
 class FastJSONResponse(JSONResponse):
@@ -52,14 +50,27 @@ def is_v2(scope) -> bool:
     return path == "/v2" or path.startswith("/v2/")
 
 
-def v2_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
-    """The protocol's error body, ``{"error": message}``; a 422 (the other routes' bad input) is its 400."""
-    return JSONResponse({"error": message}, status_code=400 if status == 422 else status, headers=headers)
+def render(scope, err: APIError, v2: bool | None = None) -> JSONResponse:
+    """``err`` in the request's dialect: ``{"error": detail}`` under ``/v2`` (a 422 is the protocol's 400),
+    problem+json elsewhere.
 
+    Parameters
+    ----------
+    scope : dict
+        The request's ASGI scope.
+    err : APIError
+        The refusal.
+    v2 : bool, default=None
+        The dialect; ``None``: :func:`is_v2` of ``scope``.
 
-def error_response(scope, status: int, title: str, detail: str, headers: dict | None = None) -> JSONResponse:
-    """An error in the request's own dialect: ``{"error"}`` under ``/v2``, problem+json elsewhere."""
-    return v2_error(status, detail, headers) if is_v2(scope) else problem(status, title, detail, headers=headers)
+    Returns
+    -------
+    JSONResponse
+    """
+    if is_v2(scope) if v2 is None else v2:
+        return JSONResponse({"error": err.detail}, status_code=400 if err.status == 422 else err.status,
+                            headers=err.headers)
+    return problem(err.status, err.title, err.detail, err.errors, err.headers, {"code": err.code})
 
 
 def _not_json(exc: RequestValidationError) -> str | None:
@@ -118,85 +129,57 @@ def _flat_rows(errors: list[dict]) -> list[dict]:
     return out
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(V2Error)
-    async def _v2(request: Request, exc: V2Error):
-        return v2_error(exc.status, exc.message)
-
-    @app.exception_handler(APIError)
-    async def _api_error(request: Request, exc: APIError):
-        if is_v2(request.scope):
-            return v2_error(exc.status, exc.detail, exc.headers)
-        return problem(exc.status, exc.title, exc.detail, exc.errors, exc.headers)
-
-    @app.exception_handler(StateUnavailable)
-    async def _state_unavailable(request: Request, exc: StateUnavailable):
-        # feedback, a publish: nothing was stored (the client may send it again), or the server went away
-        # while committing, when it may have been (a resend may count it twice)
-        log.warning("state unavailable on %s %s: %s", request.method, request.url.path, exc.reason)
-        detail = (f"the outcome is unknown (it may have been recorded; check before sending it again): {exc.reason}"
-                  if exc.outcome_unknown else f"nothing was recorded: {exc.reason}")
-        return error_response(request.scope, 503, "State unavailable", detail, headers={"Retry-After": "5"})
-
-    @app.exception_handler(InputError)
-    async def _input_error(request: Request, exc: InputError):
-        if is_v2(request.scope):
-            return v2_error(400, input_error_message(exc))
-        status, title = input_error_status(exc)
-        errors = [] if exc.field is None else [{"field": exc.field, "expected": exc.expected,
-                                                "received": exc.received}]
-        return problem(status, title, str(exc), errors)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError):
-        came = _not_json(exc)
-        if came is not None:  # not a document at all: the client's bytes, not its fields, are wrong
-            detail = f"body: a JSON document; received {came}"
-            if is_v2(request.scope):
-                return v2_error(400, f"invalid request body: {detail}")
-            return problem(400, "Malformed JSON", detail, [{"field": "body", "expected": "a JSON document",
-                                                             "received": came}])
-        errors = []
-        for e in _flat_rows(list(exc.errors())):
-            expected = "a finite number" if e.get("type") == "finite_number" else e.get("msg", "")
-            errors.append({"field": _loc(e.get("loc", ())), "expected": expected,
-                           "received": e.get("received") or shown(e.get("input"))})
-        first = errors[0] if errors else {"field": "body", "expected": "a valid JSON body", "received": "?"}
-        detail = f"{first['field']}: {first['expected']}; received {first['received']}"
-        if is_v2(request.scope):
-            return v2_error(400, f"invalid request body: {detail}")
-        return problem(422, "Invalid request body", detail, errors)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException):
-        headers = getattr(exc, "headers", None)
-        if is_v2(request.scope):
-            detail = (f"no V2 route {request.method} {request.url.path}" if exc.status_code == 404 else
-                      f"{request.method} is not allowed on {request.url.path}" if exc.status_code == 405 else
-                      str(exc.detail))
-            return v2_error(exc.status_code, detail, headers)
-        return problem(exc.status_code, _title(exc.status_code), str(exc.detail), headers=headers)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception):  # pragma: no cover - a bug, not bad input
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(request.scope, 500, "Internal Server Error",
-                              "an unexpected error occurred; it has been logged")
+def _validation_refusal(exc: RequestValidationError, v2: bool) -> APIError:
+    """A body FastAPI refused: not JSON (400 "Malformed JSON"), or fields that do not match the schema (422, each
+    field in ``errors``; the Open Inference Protocol's words say "invalid request body")."""
+    came = _not_json(exc)
+    if came is not None:  # not a document at all: the client's bytes, not its fields, are wrong
+        detail = f"body: a JSON document; received {came}"
+        return APIError(400, "Malformed JSON", f"invalid request body: {detail}" if v2 else detail, field="body",
+                        expected="a JSON document", received=came)
+    errors = []
+    for e in _flat_rows(list(exc.errors())):
+        expected = "a finite number" if e.get("type") == "finite_number" else e.get("msg", "")
+        errors.append({"field": _loc(e.get("loc", ())), "expected": expected,
+                       "received": e.get("received") or shown(e.get("input"))})
+    first = errors[0] if errors else {"field": "body", "expected": "a valid JSON body", "received": "?"}
+    detail = f"{first['field']}: {first['expected']}; received {first['received']}"
+    err = APIError(422, "Invalid request body", f"invalid request body: {detail}" if v2 else detail)
+    err.errors = errors
+    return err
 
 
-def input_error_status(exc: InputError) -> tuple[int, str]:
-    """The HTTP status and title of a model's :class:`InputError`: the one place they are chosen."""
-    if isinstance(exc, UnknownMethodError):
-        return 404, "Unknown method"
-    if isinstance(exc, UnattainableCoverageError):
-        return 422, "Coverage not attainable"
-    return 422, "Invalid input"
-
-
-def _title(status: int) -> str:
-    from http import HTTPStatus
-
+def _http_refusal(request: Request, exc: StarletteHTTPException, v2: bool) -> APIError:
+    """Starlette's 404 (no route) and 405 (method not allowed), the Open Inference Protocol's naming the route."""
+    status, detail = exc.status_code, str(exc.detail)
+    if v2 and status in (404, 405):
+        detail = (f"no V2 route {request.method} {request.url.path}" if status == 404 else
+                  f"{request.method} is not allowed on {request.url.path}")
     try:
-        return HTTPStatus(status).phrase
-    except ValueError:  # pragma: no cover
-        return "Error"
+        title = HTTPStatus(status).phrase
+    except ValueError:  # pragma: no cover - Starlette raises HTTP statuses only
+        title = "Error"
+    return APIError(status, title, detail, headers=getattr(exc, "headers", None))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every exception a route raises with :func:`render` of its :class:`APIError`.
+
+    Parameters
+    ----------
+    app : FastAPI
+        The app whose routes' exceptions are answered.
+    """
+
+    async def _refused(request: Request, exc: Exception):
+        v2 = is_v2(request.scope)
+        if isinstance(exc, RequestValidationError):
+            err = _validation_refusal(exc, v2)
+        elif isinstance(exc, StarletteHTTPException):
+            err = _http_refusal(request, exc, v2)
+        else:
+            err = refusal(exc, v2, f"{request.method} {request.url.path}")
+        return render(request.scope, err, v2)
+
+    for kind in (APIError, InputError, StateUnavailable, RequestValidationError, StarletteHTTPException, Exception):
+        app.add_exception_handler(kind, _refused)

@@ -8,8 +8,9 @@ the API key (``x-api-key`` or ``authorization: Bearer`` metadata; ``ServerLive``
 the probes, are public) answers ``UNAUTHENTICATED``; a message over ``LMVE_MAX_BODY_BYTES``
 ``RESOURCE_EXHAUSTED``; more than ``LMVE_MAX_CONCURRENCY`` requests in flight, REST and gRPC together
 (the data plane's :class:`~service.dataplane.InFlight`), ``UNAVAILABLE``; a call
-over ``LMVE_REQUEST_TIMEOUT_S`` ``DEADLINE_EXCEEDED``. Every refusal carries the REST answer's
-message, with the status code of the same meaning (:data:`service.exceptions.GRPC_CODES`).
+over ``LMVE_REQUEST_TIMEOUT_S`` ``DEADLINE_EXCEEDED``. Every refusal is the one
+:class:`~service.exceptions.APIError` (:func:`service.refusals.refusal`, in the V2 words), rendered once here:
+its canonical code as the status, its detail as the message.
 """
 
 from __future__ import annotations
@@ -17,18 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from functools import partial
 
 import grpc
 
-from models.exceptions import InputError
 from service.auth import key_matches, presented_key
 from service.dataplane import MODEL_LABEL
-from service.exceptions import GRPC_CODES, APIError, V2Error
+from service.exceptions import APIError
 from service.open_inference import grpc_codec
 from service.open_inference.pb import inference_pb2 as pb
-from service.open_inference.tensors import input_error_message
-from service.state import StateUnavailable
+from service.refusals import refusal
 
 log = logging.getLogger("lmve.service")
 #: the protocol's service name: the methods are /inference.GRPCInferenceService/<Method>
@@ -44,28 +42,10 @@ METHODS = {"ServerLive": (pb.ServerLiveRequest, pb.ServerLiveResponse),
            "RepositoryIndex": (pb.RepositoryIndexRequest, pb.RepositoryIndexResponse)}
 
 
-class _Refused(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str):
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
 def _status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
-    """An exception's gRPC status code and message (the REST answer's words)."""
-    if isinstance(exc, _Refused):
-        return exc.code, exc.message
-    if isinstance(exc, APIError):
-        return getattr(grpc.StatusCode, GRPC_CODES.get(exc.status, "UNKNOWN")), exc.detail
-    if isinstance(exc, V2Error):
-        return getattr(grpc.StatusCode, GRPC_CODES.get(exc.status, "UNKNOWN")), exc.message
-    if isinstance(exc, InputError):
-        return grpc.StatusCode.INVALID_ARGUMENT, input_error_message(exc)
-    if isinstance(exc, StateUnavailable):
-        return grpc.StatusCode.UNAVAILABLE, f"the state is unavailable: {exc.reason}"
-    if isinstance(exc, TimeoutError):
-        return grpc.StatusCode.DEADLINE_EXCEEDED, "the request took longer than the limit (LMVE_REQUEST_TIMEOUT_S)"
-    log.error("unhandled error in a gRPC call", exc_info=exc)
-    return grpc.StatusCode.INTERNAL, "an unexpected error occurred; it has been logged"
+    """An exception's gRPC status code and message: :func:`~service.refusals.refusal`'s code and detail."""
+    err = refusal(exc, v2=True, where="a gRPC call")
+    return getattr(grpc.StatusCode, err.code, grpc.StatusCode.UNKNOWN), err.detail
 
 
 class InferenceServicer:
@@ -91,11 +71,11 @@ class InferenceServicer:
             if self.api_key is not None and rpc not in PUBLIC:
                 meta = dict(context.invocation_metadata() or ())
                 if not key_matches(presented_key(meta.get("x-api-key"), meta.get("authorization")), self.api_key):
-                    raise _Refused(grpc.StatusCode.UNAUTHENTICATED, "a valid API key is required in the x-api-key "
-                                   "metadata (or authorization: Bearer)")
+                    raise APIError(401, "Unauthorized", "a valid API key is required in the x-api-key metadata "
+                                   "(or authorization: Bearer)")
             in_flight = self.plane.in_flight
             if not in_flight.enter():
-                raise _Refused(grpc.StatusCode.UNAVAILABLE, in_flight.refusal())
+                raise APIError(503, "Service Unavailable", in_flight.refusal())
             try:
                 async with asyncio.timeout(self.seconds):
                     return await work(seen)
@@ -151,8 +131,10 @@ class InferenceServicer:
 
     async def ModelInfer(self, request, context):
         async def work(seen):
-            return await self.plane.infer(request.model_name or None, request.model_version or None,
-                                          partial(grpc_codec.decode, request), labels=seen, encode=_response)
+            loaded = self._loaded(request.model_name, request.model_version, seen)  # the model first
+            call = grpc_codec.decode(request)  # then the request: INVALID_ARGUMENT naming the input
+            result = await self.plane.infer(loaded, call)
+            return await self.plane.run(call.rows, grpc_codec.encode, result)
         return await self._guarded("ModelInfer", context, work)
 
     async def RepositoryIndex(self, request, context):
@@ -171,10 +153,6 @@ def handlers(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
         name: grpc.unary_unary_rpc_method_handler(getattr(servicer, name), request_deserializer=request.FromString,
                                                   response_serializer=response.SerializeToString)
         for name, (request, response) in METHODS.items()})
-
-
-def _response(result, loaded, call):
-    return grpc_codec.encode(result)
 
 
 async def start(plane, settings) -> grpc.aio.Server | None:

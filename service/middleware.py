@@ -27,7 +27,8 @@ from functools import partial
 
 from service.auth import PUBLIC_PATHS, key_matches, presented_key
 from service.dataplane import MODEL_LABEL, InFlight
-from service.error_handlers import error_response
+from service.error_handlers import render
+from service.exceptions import APIError
 
 UNLIMITED = frozenset({"/livez", "/readyz", "/v2/health/live", "/v2/health/ready", "/metrics"})
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
@@ -91,7 +92,7 @@ class Guards:
     async def _refuse(self, reason: str, status: int, title: str, detail: str, scope, receive, send,
                       headers: dict | None = None):
         self.metrics.rejected.labels(reason).inc()
-        await error_response(scope, status, title, detail, headers=headers)(scope, receive, send)
+        await render(scope, APIError(status, title, detail, headers=headers))(scope, receive, send)
 
     async def _guarded(self, app, scope, receive, send):
         path = scope["path"]

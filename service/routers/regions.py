@@ -3,7 +3,7 @@ for a named model under ``/models/{name}/`` (the plain ones answer for the body'
 default).
 
 A thin adapter: parse the body, call :class:`service.dataplane.DataPlane` with the model's name, write the
-rows. :data:`HOT` declares the eight routes once (:mod:`service.routing`): it answers them and
+rows (through :meth:`~service.dataplane.DataPlane.run`: a large batch's JSON is written in the thread pool). :data:`HOT` declares the eight routes once (:mod:`service.routing`): it answers them and
 documents them.
 """
 
@@ -25,16 +25,16 @@ _parse_predict = json_body(PredictRegionRequest)
 _parse_contains = json_body(ContainsRequest)
 
 
-def _regions(reply, loaded, body):
+def _regions(reply, body):
     return FastJSONResponse({"regions": inference.region_rows(reply.answer, body.boundary_points), **reply.meta})
 
 
-def _features(reply, loaded, body):
-    return FastJSONResponse(geojson.feature_collection(reply.answer, loaded.model, body.boundary_points, reply.meta),
-                            media_type=geojson.MEDIA_TYPE)
+def _features(reply, body):
+    return FastJSONResponse(geojson.feature_collection(reply.answer, reply.loaded.model, body.boundary_points,
+                                                       reply.meta), media_type=geojson.MEDIA_TYPE)
 
 
-def _results(reply, loaded, body):
+def _results(reply, body):
     return FastJSONResponse({"results": inference.result_rows(reply.answer), **reply.meta})
 
 
@@ -57,17 +57,17 @@ def _device(request: Request, body):
 
 async def predict_region(request: Request):
     body = _device(request, await _parse_predict(request))
-    geo = geojson.wants_geojson(request, body)
-    return await request.app.state.plane.predict_region(model_name(request, body.model), body,
-                                                        request.path_params.get("method"), geo, labels=request.scope,
-                                                        encode=_features if geo else _regions)
+    geo, plane = geojson.wants_geojson(request, body), request.app.state.plane
+    reply = await plane.predict_region(model_name(request, body.model), body, request.path_params.get("method"), geo,
+                                       labels=request.scope)
+    return await plane.run(len(body.features), _features if geo else _regions, reply, body)
 
 
 async def contains(request: Request):
-    body = _device(request, await _parse_contains(request))
-    return await request.app.state.plane.contains(model_name(request, body.model), body,
-                                                  request.path_params.get("method"), labels=request.scope,
-                                                  encode=_results)
+    body, plane = _device(request, await _parse_contains(request)), request.app.state.plane
+    reply = await plane.contains(model_name(request, body.model), body, request.path_params.get("method"),
+                                 labels=request.scope)
+    return await plane.run(len(body.features), _results, reply, body)
 
 
 PREDICT_BODY = json_body_openapi(PredictRegionRequest)

@@ -9,7 +9,6 @@ admin key.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
@@ -88,8 +87,8 @@ async def model_version_ready(name: Name, version: Version, request: Request):
 
 
 # ------------------------------------------------------------------------------------ inference
-def _response(result, loaded, call) -> Response:
-    body, header = rest.encode(result, call.binary)
+def _response(result, binary: bool) -> Response:
+    body, header = rest.encode(result, binary)
     if header is None:
         return Response(body, media_type=rest.JSON)
     return Response(body, media_type=rest.BINARY, headers={"Inference-Header-Content-Length": str(header)})
@@ -98,11 +97,12 @@ def _response(result, loaded, call) -> Response:
 async def infer(request: Request):
     """``POST /v2/models/{name}[/versions/{version}]/infer``: the model first (404, 503), then the body (400
     naming the input); batches over ``service.dataplane.INLINE_ROWS`` rows run in the thread pool."""
-    params = request.path_params
+    params, plane = request.path_params, request.app.state.plane
     raw = await request.body()
-    return await request.app.state.plane.infer(params["name"], params.get("version"),
-                                               partial(_decode, raw, request.scope["headers"]), labels=request.scope,
-                                               encode=_response)
+    loaded = plane.loaded(params["name"], params.get("version"), request.scope)  # the model first: 404, 503
+    call = _decode(raw, request.scope["headers"])  # then the body: 400 naming the input
+    result = await plane.infer(loaded, call)
+    return await plane.run(call.rows, _response, result, call.binary)
 
 
 def _decode(raw: bytes, headers):

@@ -55,7 +55,7 @@ def test_a_size_that_disagrees_with_the_bytes_names_the_input(cut, size_delta, m
     raw = head + X.tobytes()
     with pytest.raises(V2Error, match=re.escape(message)) as err:
         rest.decode(raw[:len(raw) - cut], len(head))
-    assert err.value.status == 400 and "'features'" in err.value.message
+    assert err.value.status == 400 and "'features'" in err.value.detail
 
 
 def test_bytes_left_after_the_inputs_and_a_bad_header_length_are_refused():
