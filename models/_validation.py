@@ -1,4 +1,4 @@
-"""Input checks for the public boundaries of ``models/`` (``fit`` methods and :class:`RegionModel`).
+"""Input checks for the public boundaries of ``models/`` (``fit`` methods and :class:`~models.model.RegionModel`).
 
 Each check raises :class:`~models.exceptions.InputError` with the field at fault, what was
 expected and what came; internals called after a check take the checked arrays as they are.

@@ -364,7 +364,7 @@ class LMVEShape(EllipsoidShapeEstimator):
         """The grid narrowed to the served members' configurations.
 
         ``set_params(**chosen_grid())`` on a new shape fits those configurations alone: the unit folds of
-        ``--calibrate-across`` (:func:`training.calibration.across.conformalize_across`) refit the served
+        ``--calibrate-across`` (:func:`training.calibration.across.fold_regressor`) refit the served
         choice instead of searching the grid again.
 
         Returns

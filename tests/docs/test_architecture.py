@@ -7,6 +7,7 @@ import builtins
 import re
 from pathlib import Path
 
+from tests.docs.names import resolves
 from training.data.datasets import DATASETS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,24 +95,6 @@ def has_member(cls: str, name: str, members: dict, bases: dict, seen=frozenset()
     if name in members.get(cls, ()):
         return True
     return any(has_member(b, name, members, bases, seen | {cls}) for b in bases.get(cls, ()) if b not in seen)
-
-
-def resolves(dotted: str) -> bool:
-    """Whether ``dotted`` (``models.model.RegionModel``) imports: its longest module prefix, then attributes."""
-    import importlib
-
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:]:
-            if not hasattr(obj, attr):
-                return False
-            obj = getattr(obj, attr)
-        return True
-    return False
 
 
 def cited(text: str) -> list[str]:

@@ -92,7 +92,7 @@ class CalibrationMode:
 
     def conformalize(self, reg, name: str, scoring: Scoring, on_fold=None) -> tuple:
         """``(calibrated, folds)``: method ``name``'s regressor ``reg`` (fitted on the train rows) calibrated on the
-        calibration rows, and the fold shapes kept for :meth:`held_out` (none here: ``None``)."""
+        calibration rows, and the fold shapes kept for :meth:`CrossFitMode.held_out` (none here: ``None``)."""
         cal = scoring.split.calibration
         return reg.conformalize(scoring.Xs[cal], scoring.Y[cal], centers=scoring.centers[cal],
                                 groups=self.units_of(cal)), None

@@ -86,7 +86,7 @@ def worker_check(args, token: str) -> dict:
 
 
 def _check_function(payload: bytes):
-    """The check :meth:`Client.run` sends every worker, pickled by value so that a worker without lmve
+    """The check :meth:`distributed.Client.run` sends every worker, pickled by value so that a worker without lmve
     answers that it lacks the package instead of failing to unpickle."""
     def check() -> dict:
         import pickle

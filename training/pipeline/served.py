@@ -6,7 +6,7 @@ method at the configurations its served fit chose (LMVE its members' configurati
 chosen on every train row, the fold's among them, so a little in LMVE's favour.
 
 Across units in cross-fit mode the calibration has already scored every train row by a shape of its unit
-fold (:func:`training.pipeline.conformalize_across`'s ``fold_figures``): when every ellipsoid method has
+fold (:func:`training.pipeline.stages.methods_stage`'s ``fold_figures``): when every ellipsoid method has
 the same rows, that cross-fit joins the test rows and nothing is fitted again.
 
 With no test part (across units, cross-fit: every unit calibrates) the choice reads the run's own held-out
