@@ -209,8 +209,8 @@ def parse_crs(crs: str | None, axes: str | None = None, scale: float | None = No
         base = {"crs": crs, **({k: v for k, v in base.items() if k != "crs"} if crs == base.get("crs") else {})}
     if "crs" not in base:
         if axes is not None or scale is not None:
-            raise InputError("--crs-axes and --crs-scale describe a CRS; name it with --crs", field="--crs",
-                             expected="--crs EPSG:XXXX", received="none")
+            raise InputError("crs: crs_axes and crs_scale describe a CRS; name it", field="crs",
+                             expected="a CRS name (EPSG:XXXX)", received="none")
         return None
     if axes is not None:
         base["axes"] = axes

@@ -59,8 +59,9 @@ def test_parse_crs_defaults_overrides_and_none():
     assert parse_crs(None) is None
     assert parse_crs("EPSG:32630", default=uji) == TargetCRS("EPSG:32630")  # another CRS: the default's axes go too
     assert parse_crs(None, scale=1.0, default=uji) == TargetCRS("EPSG:3857", axes="yx")
-    with pytest.raises(InputError, match="--crs"):
+    with pytest.raises(InputError, match="crs: crs_axes and crs_scale describe a CRS; name it") as err:
         parse_crs(None, axes="yx")
+    assert err.value.field == "crs"
 
 
 @pytest.mark.parametrize("crs", [UJI, TargetCRS("EPSG:32630", scale=1.0)])

@@ -18,10 +18,11 @@ import sys
 import time
 from pathlib import Path
 
+from models.exceptions import InputError
 from training import run_command
 from training.commands import train_args
 from training.commands.train_steps import fit_and_write, grouping_line, load_data, train_site
-from training.commands.train_args import config_from_args
+from training.commands.train_args import as_flag, config_from_args
 from training.pipeline.meter import StageMeter
 
 
@@ -31,7 +32,15 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command("lmve-train", build_parser(), _run, argv)
+    return run_command("lmve-train", build_parser(), _flagged, argv)
+
+
+def _flagged(args) -> int:
+    """:func:`_run`, a configuration error from training (the plan's CRS, a method's check) naming its flag."""
+    try:
+        return _run(args)
+    except InputError as exc:
+        raise as_flag(exc) from None
 
 
 def _run(args) -> int:

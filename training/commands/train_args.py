@@ -4,6 +4,7 @@ they make (:func:`config_from_args`), with the checks of flags that do not go to
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from models import registry
@@ -290,17 +291,22 @@ def config_from_args(args) -> TrainConfig:
 FLAGS = {"methods": "--methods", "centre": "--centre", "centre_candidates": "--centre-candidates",
          "centre_criterion": "--centre-criterion", "centre_screen_rows": "--centre-screen",
          "calibration_mode": "--calibration", "calibrate_for": "--calibrate-for", "primary": "--primary",
-         "primary_folds": "--primary-folds", "primary_tolerance": "--primary-tolerance"}
+         "primary_folds": "--primary-folds", "primary_tolerance": "--primary-tolerance", "crs": "--crs",
+         "crs_axes": "--crs-axes", "crs_scale": "--crs-scale"}
+#: the fields of FLAGS that are identifiers no prose uses (an underscore): named as their flags anywhere in a message
+_NAMED = re.compile(r"(?<![\w-])(" + "|".join(sorted((k for k in FLAGS if "_" in k), key=len, reverse=True)) + r")(?![\w-])")
 
 
 def as_flag(exc: InputError) -> InputError:
-    """A configuration error naming the flag that sets its field (:data:`FLAGS`); other errors as they are."""
+    """A configuration error naming the flag that sets its field (:data:`FLAGS`): the field that begins the message
+    and every other field of the table written with an underscore; other errors as they are."""
     flag = FLAGS.get(exc.field)
     if flag is None:
         return exc
     message = str(exc)
     message = flag + message[len(exc.field):] if message.startswith(exc.field) else f"{flag}: {message}"
-    return InputError(message, field=flag, expected=exc.expected, received=exc.received)
+    return InputError(_NAMED.sub(lambda m: FLAGS[m.group(1)], message), field=flag, expected=exc.expected,
+                      received=exc.received)
 
 
 def _check_engine(args) -> None:

@@ -22,15 +22,16 @@ def survey_of(dataset, split, floor_codes: np.ndarray | None, seed: int = 0, are
 
 
 def crs_of(dataset, crs: str | None, axes: str | None, scale: float | None) -> TargetCRS | None:
-    """The CRS a run declares (``--crs``, ``--crs-axes``, ``--crs-scale``; else the dataset's), checked
-    against the targets: a CRS places 2-D positions."""
+    """The CRS a run declares (``crs``, ``crs_axes``, ``crs_scale``; else the dataset's), checked against the
+    targets: a CRS places 2-D positions. Errors name the field (``crs``, ``crs_axes``, ``crs_scale``) first; the
+    command maps it to its flag."""
     try:
         target = parse_crs(crs, axes, scale, default=dataset.crs)
     except InputError as exc:
-        flag = {"crs": "--crs", "crs_axes": "--crs-axes", "crs_scale": "--crs-scale"}.get(exc.field, exc.field)
-        message = str(exc) if str(exc).startswith("--") else f"{flag}: {exc}"
-        raise InputError(message, field=flag, expected=exc.expected, received=exc.received) from None
+        field = exc.field
+        message = str(exc) if str(exc).startswith(f"{field}:") else f"{field}: {exc}"
+        raise InputError(message, field=field, expected=exc.expected, received=exc.received) from None
     if target is not None and dataset.Y.shape[1] != 2:
-        raise InputError(f"--crs places 2-D positions; the targets have {dataset.Y.shape[1]} columns",
-                         field="--crs", expected="2 targets", received=f"{dataset.Y.shape[1]} targets")
+        raise InputError(f"crs places 2-D positions; the targets have {dataset.Y.shape[1]} columns",
+                         field="crs", expected="2 targets", received=f"{dataset.Y.shape[1]} targets")
     return target

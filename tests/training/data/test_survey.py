@@ -35,7 +35,7 @@ def test_a_plane_run_has_no_crs(tmp_path):
 @pytest.mark.parametrize("flags, message", [
     (["--crs", "EPSG:4326"], "--crs: crs 'EPSG:4326' (WGS 84) is not projected"),
     (["--crs", "EPSG:0"], "--crs: crs 'EPSG:0' is not a coordinate reference system"),
-    (["--crs-axes", "yx"], "--crs-axes and --crs-scale describe a CRS; name it with --crs"),
+    (["--crs-axes", "yx"], "--crs: --crs-axes and --crs-scale describe a CRS; name it"),
     (["--crs", "EPSG:3857", "--crs-scale", "-1"], "--crs-scale: crs scale must be a positive number")])
 def test_bad_crs_flags_fail_before_any_fit_and_write_nothing(tmp_path, capsys, flags, message):
     out = tmp_path / "run"

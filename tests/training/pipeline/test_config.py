@@ -59,5 +59,11 @@ def test_target_crs_resolves_a_name_the_dataset_default_and_none():
     given = TargetCRS("EPSG:3857")
     assert TrainConfig(crs=given).target_crs(ds) is given
     assert plan(ds, TrainConfig(centre="knn", crs="EPSG:32630")).crs == TargetCRS("EPSG:32630")
-    with pytest.raises(InputError, match="not projected"):
+    with pytest.raises(InputError, match="^crs: crs 'EPSG:4326' .* is not projected") as caught:
         plan(ds, TrainConfig(centre="knn", crs="EPSG:4326"))
+    assert caught.value.field == "crs"  # the field, not a flag: the command names the flag
+    with pytest.raises(InputError, match="^crs_scale: crs scale must be a positive number") as caught:
+        TrainConfig(crs="EPSG:3857", crs_scale=-1.0).target_crs(ds)
+    assert caught.value.field == "crs_scale" and "--" not in str(caught.value)
+    with pytest.raises(InputError, match="^crs: crs_axes and crs_scale describe a CRS; name it$"):
+        TrainConfig(crs="dataset", crs_axes="yx").target_crs(ds)
