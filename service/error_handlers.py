@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.exceptions import InputError
-from service.exceptions import APIError, shown
+from service.exceptions import GRPC_CODES, APIError, shown
 from service.refusals import refusal
 from service.state import StateUnavailable
 
@@ -35,10 +35,12 @@ class FastJSONResponse(JSONResponse):
 
 
 def problem(status: int, title: str, detail: str, errors: list | None = None, headers: dict | None = None,
-            extra: dict | None = None):
-    """An RFC 9457 problem response; ``extra``: extension members beside the standard ones."""
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, "errors": errors or [],
-            **(extra or {})}
+            extra: dict | None = None, code: str | None = None):
+    """An RFC 9457 problem response; ``code``: the canonical code (``None``: the status's, as
+    :class:`~service.exceptions.APIError` gives it); ``extra``: extension members beside the standard ones."""
+    body = {"type": "about:blank", "title": title, "status": status,
+            "code": code if code is not None else GRPC_CODES.get(status, "UNKNOWN"), "detail": detail,
+            "errors": errors or [], **(extra or {})}
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
@@ -70,7 +72,7 @@ def render(scope, err: APIError, v2: bool | None = None) -> JSONResponse:
     if is_v2(scope) if v2 is None else v2:
         return JSONResponse({"error": err.detail}, status_code=400 if err.status == 422 else err.status,
                             headers=err.headers)
-    return problem(err.status, err.title, err.detail, err.errors, err.headers, {"code": err.code})
+    return problem(err.status, err.title, err.detail, err.errors, err.headers, code=err.code)
 
 
 def _not_json(exc: RequestValidationError) -> str | None:

@@ -338,6 +338,8 @@ class Problem(BaseModel):
     type: str = "about:blank"
     title: str
     status: int
+    code: str = Field(description="the canonical code of the status (`INVALID_ARGUMENT`, `NOT_FOUND`, "
+                                  "`UNAVAILABLE`, ...), the same a gRPC client reads")
     detail: str
     errors: list[ProblemField] = Field(default_factory=list, description="each bad field: what was expected, "
                                                                          "what came")

@@ -14,6 +14,8 @@ def problem(r, status):
     assert r.headers["content-type"].startswith("application/problem+json")
     body = r.json()
     assert body["status"] == status and body["title"] and body["detail"]
+    assert body["code"] == {404: "NOT_FOUND", 413: "RESOURCE_EXHAUSTED", 422: "INVALID_ARGUMENT",
+                            400: "INVALID_ARGUMENT", 503: "UNAVAILABLE"}[status]
     return body
 
 
