@@ -146,9 +146,7 @@ def _validation_refusal(exc: RequestValidationError, v2: bool) -> APIError:
                        "received": e.get("received") or shown(e.get("input"))})
     first = errors[0] if errors else {"field": "body", "expected": "a valid JSON body", "received": "?"}
     detail = f"{first['field']}: {first['expected']}; received {first['received']}"
-    err = APIError(422, "Invalid request body", f"invalid request body: {detail}" if v2 else detail)
-    err.errors = errors
-    return err
+    return APIError(422, "Invalid request body", f"invalid request body: {detail}" if v2 else detail, errors=errors)
 
 
 def _http_refusal(request: Request, exc: StarletteHTTPException, v2: bool) -> APIError:

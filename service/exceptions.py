@@ -32,6 +32,8 @@ class APIError(Exception):
         What was wrong, naming the field, input or model.
     field, expected, received : str, default=None
         For a field: the ``errors`` entry ``{"field", "expected", "received"}``.
+    errors : list of dict, default=None
+        Several such entries at once (a body with several bad fields), instead of ``field``.
     headers : dict, default=None
         Headers that go with an HTTP answer (``Retry-After``).
     code : str, default=None
@@ -40,11 +42,12 @@ class APIError(Exception):
 
     def __init__(self, status: int, title: str, detail: str, *, field: str | None = None,
                  expected: str | None = None, received: str | None = None, headers: dict | None = None,
-                 code: str | None = None):
+                 code: str | None = None, errors: list[dict] | None = None):
         super().__init__(detail)
         self.status, self.title, self.detail, self.headers = status, title, detail, headers
         self.code = code if code is not None else GRPC_CODES.get(status, "UNKNOWN")
-        self.errors = [] if field is None else [{"field": field, "expected": expected, "received": received}]
+        self.errors = errors if errors is not None else [] if field is None else [
+            {"field": field, "expected": expected, "received": received}]
 
 
 class V2Error(APIError):

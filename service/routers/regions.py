@@ -3,8 +3,8 @@ for a named model under ``/models/{name}/`` (the plain ones answer for the body'
 default).
 
 A thin adapter: parse the body, call :class:`service.dataplane.DataPlane` with the model's name, write the
-rows (through :meth:`~service.dataplane.DataPlane.run`: a large batch's JSON is written in the thread pool). :data:`HOT` declares the eight routes once (:mod:`service.routing`): it answers them and
-documents them.
+rows (through :meth:`~service.dataplane.DataPlane.run`: a large batch's JSON is written in the thread pool).
+:data:`HOT` declares the eight routes once (:mod:`service.routing`): it answers them and documents them.
 """
 
 from __future__ import annotations

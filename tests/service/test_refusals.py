@@ -23,6 +23,10 @@ def test_an_api_error_is_answered_as_it_is_with_the_code_of_its_status():
     assert err.code == "RESOURCE_EXHAUSTED" and APIError(418, "I'm a teapot", "x").code == "UNKNOWN"
     assert APIError(404, "Unknown model", "x", code="ABORTED").code == "ABORTED"
     assert {status: APIError(status, "t", "d").code for status in GRPC_CODES} == GRPC_CODES
+    several = [{"field": "features", "expected": "rows", "received": "1"}, {"field": "coverage", "expected": "a "
+               "number", "received": "null"}]
+    assert APIError(422, "Invalid request body", "x", errors=several).errors == several
+    assert APIError(422, "Invalid input", "x").errors == []
 
 
 def test_a_v2_error_is_an_api_error_titled_by_its_status():

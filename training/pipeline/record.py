@@ -81,9 +81,9 @@ def radio_map_of(p: Plan, c: Centres, model):
 
 
 def _position_figures(p: Plan, c: Centres, areas) -> dict:
-    """Each row's served area (where :func:`training.figures.survey_scale.served_areas` predicted it) and honest centre error (the calibration
-    rows': their centres never saw their positions), NaN elsewhere: what the survey map reads. Empty unless a
-    survey."""
+    """Each row's served area (where :func:`training.figures.survey_scale.served_areas` predicted it) and honest
+    centre error (the calibration rows': their centres never saw their positions), NaN elsewhere: what the survey
+    map reads. Empty unless a survey."""
     if areas is None:
         return {}
     import numpy as np
